@@ -1,0 +1,492 @@
+"""The closed vocabulary of rule kinds.
+
+Every rule in the spec names one of these kinds; the kind knows how to check a desc against the
+rule's parameters (and, in ``dmlconform.generate``, how to satisfy and break it). Nothing here
+names an operator: a new operator is YAML that reuses these kinds, and a new *kind* of constraint
+is one new class here plus its enum entry in ``spec/schema``.
+
+A check yields ``(member_path, message)`` pairs; the validator turns them into Violations with the
+rule's id and source. Checks see a :class:`Context` that already knows which tensors are unusable
+(missing, or not a valid DML_BUFFER_TENSOR_DESC), so that one mistake is reported once, by the
+rule that names it, and not again by every rule that reads the same tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
+from dmlconform.spec import FeatureLevel, Operator, Rule, Spec, SupportRow
+
+Finding = tuple[str, str]
+
+
+@dataclass
+class Context:
+    spec: Spec
+    op: Operator
+    level: FeatureLevel
+    desc: OperatorDesc
+    row: SupportRow
+    unusable: set[str] = field(default_factory=set)
+
+    def tensor(self, name: str) -> TensorDesc | None:
+        """The member's tensor desc if it is present and usable, else None."""
+        if name in self.unusable:
+            return None
+        value = self.desc.members.get(name)
+        return value if isinstance(value, TensorDesc) else None
+
+    def present(self, name: str) -> bool:
+        return self.desc.members.get(name) is not None
+
+    def value(self, name: str) -> Any:
+        return self.desc.get(name, self.spec)
+
+    def struct_order(self, names: list[str]) -> list[str]:
+        order = {m.name: i for i, m in enumerate(self.op.members)}
+        return sorted(names, key=lambda n: order.get(n, len(order)))
+
+
+class RuleKind:
+    """One kind of constraint. ``params`` are the rule parameters the spec must give."""
+
+    name: ClassVar[str]
+    params: ClassVar[tuple[str, ...]] = ()
+    scope: ClassVar[str] = "operator"
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    def members(self, rule: Rule) -> list[str]:
+        """Members the rule binds (for spec lint and spec-diff)."""
+        out = list(rule.params.get("members", []))
+        for key in ("member", "to", "of", "length_member"):
+            if key in rule.params:
+                out.append(rule.params[key])
+        return out
+
+
+KINDS: dict[str, RuleKind] = {}
+
+
+def kind(cls: type[RuleKind]) -> type[RuleKind]:
+    KINDS[cls.name] = cls()
+    return cls
+
+
+def _sizes(t: TensorDesc) -> str:
+    return "{" + ", ".join(map(str, t.sizes)) + "}"
+
+
+# --------------------------------------------------------------------------------------------
+# Operator-level kinds
+
+
+@kind
+class Available(RuleKind):
+    name = "available"
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        intro = ctx.spec.level(ctx.op.introduced)
+        if ctx.level.index < intro.index:
+            yield (
+                "type",
+                f"{ctx.op.name} was introduced in DML_FEATURE_LEVEL_{intro.name}, "
+                f"not available at {ctx.level.name}",
+            )
+
+
+@kind
+class Required(RuleKind):
+    name = "required"
+    params = ("members",)
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        for name in rule.params["members"]:
+            if ctx.value(name) is None:
+                state = "null" if name in ctx.desc.members else "missing"
+                yield name, f"{name} is required but {state}"
+
+
+@kind
+class SupportDimensionCount(RuleKind):
+    name = "support_dimension_count"
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        for name, support in ctx.row.tensors.items():
+            t = ctx.tensor(name)
+            if t is not None and t.rank not in support.dimension_counts:
+                yield (
+                    f"{name}.DimensionCount",
+                    f"{name} has {t.rank} dimensions; supported at {ctx.level.name}: "
+                    f"{_counts(support.dimension_counts)} (support row 'DML_FEATURE_LEVEL_{ctx.row.since} and above')",
+                )
+
+
+def _counts(counts: tuple[int, ...]) -> str:
+    if len(counts) > 2 and list(counts) == list(range(counts[0], counts[-1] + 1)):
+        return f"{counts[0]} to {counts[-1]}"
+    return ", ".join(map(str, counts))
+
+
+@kind
+class SupportDataType(RuleKind):
+    name = "support_data_type"
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        for name, support in ctx.row.tensors.items():
+            t = ctx.tensor(name)
+            if t is not None and t.data_type not in support.data_types:
+                yield (
+                    f"{name}.DataType",
+                    f"{name} is {t.data_type}; supported: {', '.join(support.data_types)}",
+                )
+
+
+class _SameField(RuleKind):
+    """Every present member of the group agrees with the first one in struct order."""
+
+    params = ("members",)
+    field_name: ClassVar[str]
+    label: ClassVar[str]
+
+    def get(self, t: TensorDesc) -> Any:
+        raise NotImplementedError
+
+    def show(self, value: Any) -> str:
+        return str(value)
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        present = [n for n in ctx.struct_order(rule.params["members"]) if ctx.tensor(n) is not None]
+        if len(present) < 2:
+            return
+        anchor = present[0]
+        want = self.get(ctx.tensor(anchor))  # type: ignore[arg-type]
+        for name in present[1:]:
+            got = self.get(ctx.tensor(name))  # type: ignore[arg-type]
+            if got != want:
+                yield (
+                    f"{name}.{self.field_name}",
+                    f"{name} {self.label} {self.show(got)} differs from {anchor}'s {self.show(want)}",
+                )
+
+
+@kind
+class SameSizes(_SameField):
+    name = "same_sizes"
+    field_name = "Sizes"
+    label = "Sizes"
+
+    def get(self, t: TensorDesc) -> Any:
+        return t.sizes
+
+    def show(self, value: Any) -> str:
+        return "{" + ", ".join(map(str, value)) + "}"
+
+
+@kind
+class SameDataType(_SameField):
+    name = "same_data_type"
+    field_name = "DataType"
+    label = "DataType"
+
+    def get(self, t: TensorDesc) -> Any:
+        return t.data_type
+
+
+@kind
+class SameDimensionCount(_SameField):
+    name = "same_dimension_count"
+    field_name = "DimensionCount"
+    label = "DimensionCount"
+
+    def get(self, t: TensorDesc) -> Any:
+        return t.rank
+
+
+@kind
+class Broadcastable(RuleKind):
+    """Each dimension of ``member`` is 1 or equal to ``to``'s; ``fixed_dims`` (Python-style
+    indices, negative from the end) must be equal. Tensors of different rank are left to the
+    dimension-count rules."""
+
+    name = "broadcastable"
+    params = ("member", "to")
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        t, target = ctx.tensor(rule.params["member"]), ctx.tensor(rule.params["to"])
+        if t is None or target is None or len(t.sizes) != len(target.sizes):
+            return
+        rank = len(t.sizes)
+        fixed = {d % rank for d in rule.params.get("fixed_dims", []) if -rank <= d < rank}
+        for i, (a, b) in enumerate(zip(t.sizes, target.sizes)):
+            if a == b:
+                continue
+            if i in fixed:
+                yield (
+                    f"{rule.params['member']}.Sizes[{i}]",
+                    f"dimension {i} is {a} but must equal {rule.params['to']}'s {b} at {ctx.level.name}",
+                )
+            elif a != 1:
+                yield (
+                    f"{rule.params['member']}.Sizes[{i}]",
+                    f"dimension {i} is {a}: must be 1 or {rule.params['to']}'s {b}",
+                )
+
+
+@kind
+class PairedPresence(RuleKind):
+    name = "paired_presence"
+    params = ("members",)
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        names = rule.params["members"]
+        present = [n for n in names if ctx.present(n)]
+        if present and len(present) != len(names):
+            for n in names:
+                if n not in present:
+                    yield (
+                        n,
+                        f"{n} is required when {' and '.join(present)} is present"
+                        + (f" below DML_FEATURE_LEVEL_{rule.until}" if rule.until else ""),
+                    )
+
+
+@kind
+class ArrayLength(RuleKind):
+    name = "array_length"
+    params = ("member", "length_member")
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        arr, count = ctx.value(rule.params["member"]), ctx.value(rule.params["length_member"])
+        if arr is None or count is None:
+            return
+        if count != len(arr):
+            yield (
+                rule.params["length_member"],
+                f"{rule.params['length_member']} is {count} but {rule.params['member']} has {len(arr)} entries",
+            )
+
+
+@kind
+class AxesInRange(RuleKind):
+    name = "axes_in_range"
+    params = ("member", "of")
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        axes, t = ctx.value(rule.params["member"]), ctx.tensor(rule.params["of"])
+        if axes is None or t is None:
+            return
+        for i, a in enumerate(axes):
+            if a >= t.rank:
+                yield (
+                    f"{rule.params['member']}[{i}]",
+                    f"axis {a} is out of range for {rule.params['of']} of {t.rank} dimensions",
+                )
+
+
+@kind
+class AxesUnique(RuleKind):
+    name = "axes_unique"
+    params = ("member",)
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        axes = ctx.value(rule.params["member"])
+        if axes is None:
+            return
+        seen: dict[int, int] = {}
+        for i, a in enumerate(axes):
+            if a in seen:
+                yield f"{rule.params['member']}[{i}]", f"axis {a} repeats {rule.params['member']}[{seen[a]}]"
+            else:
+                seen[a] = i
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor-desc kinds: checked for every tensor member; ``check_tensor`` sees one tensor.
+
+
+class TensorKind(RuleKind):
+    scope = "tensor"
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:  # pragma: no cover - unused
+        raise NotImplementedError("tensor kinds are checked per tensor by the validator")
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        raise NotImplementedError
+
+
+@kind
+class TensorDimensionCountRange(TensorKind):
+    name = "tensor_dimension_count_range"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        top = ctx.level.max_dimension_count
+        if not 1 <= t.rank <= top:
+            yield (
+                f"{name}.DimensionCount",
+                f"DimensionCount {t.rank} is outside 1 to {top} (the maximum at {ctx.level.name})",
+            )
+
+
+@kind
+class TensorSizesCount(TensorKind):
+    name = "tensor_sizes_count"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        if t.dimension_count is not None and t.dimension_count != len(t.sizes):
+            yield f"{name}.Sizes", f"Sizes has {len(t.sizes)} entries but DimensionCount is {t.dimension_count}"
+
+
+@kind
+class TensorSizesPositive(TensorKind):
+    name = "tensor_sizes_positive"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        for i, s in enumerate(t.sizes):
+            if s < 1:
+                yield f"{name}.Sizes[{i}]", f"size {s} is less than 1"
+
+
+@kind
+class TensorStridesCount(TensorKind):
+    name = "tensor_strides_count"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        if t.strides is not None and len(t.strides) != t.rank:
+            yield f"{name}.Strides", f"Strides has {len(t.strides)} entries for {t.rank} dimensions"
+
+
+@kind
+class TensorElementCountMax(TensorKind):
+    name = "tensor_element_count_max"
+    params = ("max",)
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        count = math.prod(t.sizes)
+        if count > rule.params["max"]:
+            yield f"{name}.Sizes", f"{count} elements exceed the maximum {rule.params['max']}"
+
+
+@kind
+class TensorTotalSize(TensorKind):
+    name = "tensor_total_size"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        if t.total_tensor_size_in_bytes is None or len(t.effective_strides) != len(t.sizes):
+            return  # omitted: DirectML's helper computes the minimum
+        dtype = ctx.spec.data_types[t.data_type]
+        need = minimum_implied_size_in_bytes(t.sizes, t.effective_strides, dtype.size)
+        if t.total_tensor_size_in_bytes < need:
+            yield (
+                f"{name}.TotalTensorSizeInBytes",
+                f"TotalTensorSizeInBytes {t.total_tensor_size_in_bytes} is below the minimum implied size {need}",
+            )
+
+
+@kind
+class TensorAlignment(TensorKind):
+    name = "tensor_alignment"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        a = t.guaranteed_base_offset_alignment
+        if not a:
+            return
+        size = ctx.spec.data_types[t.data_type].size
+        if a & (a - 1) or a < size:
+            yield (
+                f"{name}.GuaranteedBaseOffsetAlignment",
+                f"GuaranteedBaseOffsetAlignment {a} must be 0 or a power of two >= the element size {size:g}",
+            )
+
+
+@kind
+class TensorFlags(TensorKind):
+    name = "tensor_flags"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        member = ctx.op.member(name)
+        for flag in ctx.spec.tensor_flags:
+            if flag.name == t.effective_flags and flag.inputs_only and member is not None and member.kind != "input":
+                yield f"{name}.Flags", f"flag {flag.name} is allowed on input tensors only"
+
+
+# --------------------------------------------------------------------------------------------
+# Activation kinds: checked for every member of type ``activation``.
+
+
+class ActivationKind(RuleKind):
+    scope = "activation"
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        for m in ctx.op.members:
+            value = ctx.desc.members.get(m.name)
+            if m.type == "activation" and isinstance(value, ActivationDesc):
+                yield from self.check_activation(rule, m.name, value, ctx)
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        raise NotImplementedError
+
+
+@kind
+class ActivationFusable(ActivationKind):
+    name = "activation_fusable"
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        if a.type not in ctx.spec.activations:
+            yield f"{name}.Type", f"{a.type} is not a fusable activation"
+
+
+@kind
+class ActivationAvailable(ActivationKind):
+    name = "activation_available"
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        act = ctx.spec.activations.get(a.type)
+        if act is not None and ctx.level.index < ctx.spec.level(act.since).index:
+            yield f"{name}.Type", f"{a.type} is fusable from DML_FEATURE_LEVEL_{act.since}, not at {ctx.level.name}"
+
+
+@kind
+class ActivationTensorsNull(ActivationKind):
+    name = "activation_tensors_null"
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        for field_name, t in (("InputTensor", a.input_tensor), ("OutputTensor", a.output_tensor)):
+            if t is not None:
+                yield f"{name}.{field_name}", f"a fused activation's {field_name} must be null"
+
+
+@kind
+class ActivationParameterRequired(ActivationKind):
+    name = "activation_parameter_required"
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        act = ctx.spec.activations.get(a.type)
+        if act is None:
+            return
+        given = a.param_dict
+        for p in act.parameters:
+            if p.name not in given and p.default is None:
+                yield f"{name}.{p.name}", f"{a.type} needs {p.name} (it has no default)"
+
+
+@kind
+class ActivationParameterMin(ActivationKind):
+    name = "activation_parameter_min"
+    params = ("activation", "parameter", "min")
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        if a.type != rule.params["activation"]:
+            return
+        act = ctx.spec.activations[a.type]
+        p = rule.params["parameter"]
+        default = next((x.default for x in act.parameters if x.name == p), None)
+        value = a.param_dict.get(p, default)
+        if value is not None and not value >= rule.params["min"]:
+            until = f" before {rule.until}" if rule.until else ""
+            yield f"{name}.{p}", f"{a.type} {p} {value:g} must be >= {rule.params['min']:g}{until}"

@@ -1,0 +1,463 @@
+"""Load the spec directory (YAML, schema-checked) into typed, immutable objects.
+
+Everything downstream (validator, generators, reference, tolerance, spec-diff) reads the spec
+through these objects, never the YAML, so the file format can evolve in one place.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+LEVEL_PREFIX = "DML_FEATURE_LEVEL_"
+
+
+class SpecError(Exception):
+    """A spec file that cannot be used; ``file``/``line``/``column`` locate it when known."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None, column: int | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        where = self.file or ""
+        if self.line is not None:
+            where += f":{self.line}:{self.column or 1}"
+        return f"{where}: {self.message}" if where else self.message
+
+
+class UnknownLevel(ValueError):
+    pass
+
+
+def default_spec_dir() -> Path:
+    """The installed copy (wheel) or the repository's ``spec/`` (source checkout, editable)."""
+    env = os.environ.get("DMLCONFORM_SPEC_DIR")
+    if env:
+        return Path(env)
+    installed = PACKAGE_DIR / "_spec"
+    if installed.is_dir():
+        return installed
+    return PACKAGE_DIR.parent / "spec"
+
+
+# --------------------------------------------------------------------------------------------
+# Spec objects
+
+
+@dataclass(frozen=True)
+class FeatureLevel:
+    name: str
+    value: int
+    directml: str
+    max_dimension_count: int
+    index: int
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class DataType:
+    name: str
+    size: float
+    numpy: str | None
+    is_float: bool = False
+    since: str | None = None
+
+
+@dataclass(frozen=True)
+class TensorFlag:
+    name: str
+    value: int
+    inputs_only: bool = False
+
+
+@dataclass(frozen=True)
+class ActivationParameter:
+    name: str
+    default: float | None = None
+
+
+@dataclass(frozen=True)
+class Activation:
+    name: str
+    since: str
+    formula: str
+    parameters: tuple[ActivationParameter, ...]
+    branch_points: tuple[Any, ...] = ()
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    kind: str  # input | output | attribute
+    type: str  # tensor | bool | uint | float | uint_array | activation
+    nullable: bool = False
+    default: Any = None
+    size_member: str | None = None
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class TensorSupport:
+    dimension_counts: tuple[int, ...]
+    data_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SupportRow:
+    since: str
+    tensors: dict[str, TensorSupport]
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One documented constraint: a kind from the closed vocabulary in ``rules.py`` plus its
+    parameters. ``since``/``until`` bound the levels where it holds (until is exclusive)."""
+
+    id: str
+    kind: str
+    params: dict[str, Any]
+    source: dict[str, Any]
+    since: str | None = None
+    until: str | None = None
+    scope: str = "operator"  # operator | tensor | activation
+    inferred: bool = False
+    why: str | None = None
+    text: str | None = None
+
+    def active_at(self, spec: Spec, level: FeatureLevel) -> bool:
+        if self.since is not None and level.index < spec.level(self.since).index:
+            return False
+        if self.until is not None and level.index >= spec.level(self.until).index:
+            return False
+        return True
+
+    def source_text(self) -> str:
+        return format_source(self.source)
+
+
+def format_source(src: dict[str, Any]) -> str:
+    """A short citation: ``PAGE, section S (seed F)`` or ``doc, section``."""
+    if not src:
+        return ""
+    parts = [src.get("page") or src.get("doc") or ""]
+    if src.get("section"):
+        parts.append(f"section {src['section']}")
+    text = ", ".join(p for p in parts if p)
+    if src.get("seed"):
+        text += f" (seed {src['seed']})"
+    return text
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    struct: str
+    introduced: str
+    members: tuple[Member, ...]
+    support: tuple[SupportRow, ...]
+    rules: tuple[Rule, ...]
+    semantics: dict[str, Any]
+    tolerance: dict[str, Any]
+    doc_notes: tuple[dict[str, Any], ...]
+    summary: str = ""
+    path: str = ""
+
+    def member(self, name: str) -> Member | None:
+        for m in self.members:
+            if m.name == name:
+                return m
+        return None
+
+    @property
+    def tensor_members(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if m.type == "tensor")
+
+    @property
+    def input_members(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if m.type == "tensor" and m.kind == "input")
+
+    @property
+    def output_members(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if m.type == "tensor" and m.kind == "output")
+
+    def support_row(self, spec: Spec, level: FeatureLevel) -> SupportRow:
+        """The row in force at ``level``; the first row for a level before the operator exists,
+        so that a desc legal at introduction reports only ``available`` below it."""
+        row = self.support[0]
+        for candidate in self.support:
+            if spec.level(candidate.since).index <= level.index:
+                row = candidate
+        return row
+
+
+@dataclass(frozen=True)
+class Spec:
+    directory: Path
+    levels: tuple[FeatureLevel, ...]
+    data_types: dict[str, DataType]
+    tensor_flags: tuple[TensorFlag, ...]
+    activations: dict[str, Activation]
+    tensor_rules: tuple[Rule, ...]
+    activation_rules: tuple[Rule, ...]
+    operators: dict[str, Operator]
+
+    def level(self, name: str | FeatureLevel) -> FeatureLevel:
+        if isinstance(name, FeatureLevel):
+            return name
+        key = normalize_level(name)
+        for lv in self.levels:
+            if lv.name == key:
+                return lv
+        known = ", ".join(lv.name for lv in self.levels)
+        raise UnknownLevel(f"unknown feature level {name!r} (known: {known})")
+
+    def operator(self, name: str) -> Operator:
+        key = name.removeprefix("DML_OPERATOR_")
+        try:
+            return self.operators[key]
+        except KeyError:
+            known = ", ".join(sorted(self.operators))
+            raise KeyError(f"unknown operator {name!r} (known: {known})") from None
+
+    def rules_for(self, op: Operator) -> tuple[Rule, ...]:
+        """Every rule that binds ``op``: its own, the tensor-desc rules, the activation rules."""
+        rules = list(op.rules) + list(self.tensor_rules)
+        if any(m.type == "activation" for m in op.members):
+            rules += list(self.activation_rules)
+        return tuple(rules)
+
+    def levels_from(self, op: Operator) -> tuple[FeatureLevel, ...]:
+        start = self.level(op.introduced).index
+        return tuple(lv for lv in self.levels if lv.index >= start)
+
+
+def normalize_level(name: Any) -> str:
+    text = str(name).strip()
+    text = text.removeprefix(LEVEL_PREFIX).replace(".", "_")
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def _yaml_load(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise SpecError(
+            f"malformed YAML: {getattr(exc, 'problem', None) or exc}",
+            str(path),
+            mark.line + 1 if mark else None,
+            mark.column + 1 if mark else None,
+        ) from None
+    return data, node
+
+
+def node_at(node: yaml.Node | None, path: list[Any]) -> yaml.Node | None:
+    """The YAML node at a jsonschema-style path, for file:line:column in error messages."""
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if k.value == str(key):
+                    nxt = v
+                    break
+            if nxt is None:
+                return node
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            return node
+    return node
+
+
+@functools.lru_cache(maxsize=8)
+def _schema(spec_dir: Path, name: str) -> dict[str, Any]:
+    path = spec_dir / "schema" / name
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"cannot load schema: {exc}", str(path)) from None
+
+
+SCHEMA_FOR = {
+    "common/feature_levels.yaml": "feature_levels.schema.json",
+    "common/data_types.yaml": "data_types.schema.json",
+    "common/tensor_desc.yaml": "rules_file.schema.json",
+    "common/activations.yaml": "activations.schema.json",
+}
+
+
+def schema_errors(spec_dir: Path, rel: str, data: Any, node: yaml.Node | None) -> list[SpecError]:
+    """Schema violations of one file, each located at file:line:column."""
+    schema_name = SCHEMA_FOR.get(rel, "operator.schema.json")
+    validator = jsonschema.Draft202012Validator(_schema(spec_dir, schema_name))
+    out = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        n = node_at(node, list(err.absolute_path))
+        loc = "/".join(map(str, err.absolute_path)) or "(top)"
+        out.append(
+            SpecError(
+                f"{loc}: {err.message}",
+                str(spec_dir / rel),
+                n.start_mark.line + 1 if n is not None else None,
+                n.start_mark.column + 1 if n is not None else None,
+            )
+        )
+    return out
+
+
+def read_spec_files(spec_dir: Path) -> dict[str, tuple[Any, yaml.Node | None]]:
+    """Every spec file by path relative to the spec directory, parsed (no schema check)."""
+    if not spec_dir.is_dir():
+        raise SpecError("spec directory not found", str(spec_dir))
+    files = {}
+    for rel in SCHEMA_FOR:
+        path = spec_dir / rel
+        if not path.is_file():
+            raise SpecError("missing spec file", str(path))
+        files[rel] = _yaml_load(path)
+    ops = sorted((spec_dir / "operators").glob("*.yaml"))
+    if not ops:
+        raise SpecError("no operator files in operators/", str(spec_dir))
+    for path in ops:
+        files[str(path.relative_to(spec_dir))] = _yaml_load(path)
+    return files
+
+
+@functools.lru_cache(maxsize=8)
+def _load_spec_cached(spec_dir: Path) -> Spec:
+    files = read_spec_files(spec_dir)
+    for rel, (data, node) in files.items():
+        errors = schema_errors(spec_dir, rel, data, node)
+        if errors:
+            raise errors[0]
+    return build_spec(spec_dir, {rel: data for rel, (data, _) in files.items()})
+
+
+_DEFAULT: list[Spec] = []
+
+
+def load_spec(spec_dir: str | Path | None = None) -> Spec:
+    """The spec at ``spec_dir`` (default: the bundled one), schema-checked, cached per dir."""
+    if spec_dir is None:
+        if not _DEFAULT:
+            _DEFAULT.append(_load_spec_cached(default_spec_dir().resolve()))
+        return _DEFAULT[0]
+    return _load_spec_cached(Path(spec_dir).resolve())
+
+
+def _rule(raw: dict[str, Any], scope: str) -> Rule:
+    reserved = {"id", "kind", "since", "until", "source", "inferred", "why", "text", "note"}
+    return Rule(
+        id=raw["id"],
+        kind=raw["kind"],
+        params={k: v for k, v in raw.items() if k not in reserved},
+        source=dict(raw.get("source") or {}),
+        since=_opt_level(raw.get("since")),
+        until=_opt_level(raw.get("until")),
+        scope=scope,
+        inferred=bool(raw.get("inferred", False)),
+        why=raw.get("why"),
+        text=raw.get("text") or raw.get("note"),
+    )
+
+
+def _opt_level(value: Any) -> str | None:
+    return None if value is None else normalize_level(value)
+
+
+def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
+    fl = files["common/feature_levels.yaml"]
+    levels = tuple(
+        FeatureLevel(str(x["name"]), int(x["value"]), str(x["directml"]), int(x["max_dimension_count"]), i)
+        for i, x in enumerate(fl["feature_levels"])
+    )
+    dt = files["common/data_types.yaml"]
+    data_types = {
+        x["name"]: DataType(x["name"], x["size"], x.get("numpy"), bool(x.get("float", False)), x.get("since"))
+        for x in dt["data_types"]
+    }
+    flags = tuple(TensorFlag(x["name"], int(x["value"]), bool(x.get("inputs_only", False))) for x in dt["tensor_flags"])
+    act = files["common/activations.yaml"]
+    activations = {
+        x["name"]: Activation(
+            x["name"],
+            normalize_level(x["since"]),
+            x["formula"],
+            tuple(ActivationParameter(p["name"], p.get("default")) for p in x.get("parameters", [])),
+            tuple(x.get("branch_points", [])),
+        )
+        for x in act["activations"]
+    }
+    tensor_rules = tuple(_rule(r, "tensor") for r in files["common/tensor_desc.yaml"]["rules"])
+    activation_rules = tuple(_rule(r, "activation") for r in act["rules"])
+    operators = {}
+    for rel, data in files.items():
+        if not rel.startswith("operators"):
+            continue
+        op = Operator(
+            name=data["operator"],
+            struct=data["struct"],
+            introduced=normalize_level(data["introduced"]),
+            members=tuple(
+                Member(
+                    m["name"],
+                    m["kind"],
+                    m["type"],
+                    bool(m.get("nullable", False)),
+                    m.get("default"),
+                    m.get("size_member"),
+                    dict(m.get("source") or {}),
+                )
+                for m in data["members"]
+            ),
+            support=tuple(
+                SupportRow(
+                    normalize_level(row["since"]),
+                    {
+                        name: TensorSupport(tuple(t["dimension_counts"]), tuple(t["data_types"]))
+                        for name, t in row["tensors"].items()
+                    },
+                    dict(row.get("source") or {}),
+                )
+                for row in data["support"]
+            ),
+            rules=tuple(_rule(r, "operator") for r in data["rules"]),
+            semantics=dict(data.get("semantics") or {}),
+            tolerance=dict(data.get("tolerance") or {}),
+            doc_notes=tuple(data.get("doc_notes") or ()),
+            summary=data.get("summary", ""),
+            path=str(spec_dir / rel),
+        )
+        if op.name in operators:
+            raise SpecError(f"operator {op.name} defined twice", str(spec_dir / rel))
+        operators[op.name] = op
+    return Spec(spec_dir, levels, data_types, flags, activations, tensor_rules, activation_rules, operators)
