@@ -37,6 +37,9 @@ TENSOR_FIELDS = (
     "GuaranteedBaseOffsetAlignment",
 )
 ACTIVATION_TENSOR_FIELDS = ("InputTensor", "OutputTensor")
+# Keys a desc file may carry beside the desc: DxDispatch's ``name``, and the curated cases'
+# expected verdicts; the desc parser ignores them.
+IGNORED_TOP_LEVEL_KEYS = frozenset({"name", "expect", "comment", "xfail"})
 
 
 class DescError(ValueError):
@@ -209,7 +212,7 @@ def minimum_implied_size_in_bytes(
     """DMLCalcBufferTensorSize: bytes up to the last element, rounded up to 4."""
     if any(s == 0 for s in sizes):
         return 0
-    last = sum((s - 1) * st for s, st in zip(sizes, strides))
+    last = sum((s - 1) * st for s, st in zip(sizes, strides, strict=False))
     nbytes = math.ceil((last + 1) * element_size)
     return (nbytes + 3) & ~3
 
@@ -265,9 +268,9 @@ def parse_desc(data: Any, spec: Spec | None = None) -> OperatorDesc:
     spec = spec or load_spec()
     if not isinstance(data, dict):
         raise DescError("", f"a desc must be a mapping with 'type' and 'desc', got {_kind(data)}")
-    unknown = set(data) - {"type", "desc", "name"}
+    unknown = set(data) - {"type", "desc"} - IGNORED_TOP_LEVEL_KEYS
     if unknown:
-        raise DescError(sorted(unknown)[0], "unknown key (expected 'type' and 'desc')")
+        raise DescError(str(sorted(map(str, unknown))[0]), "unknown key (expected 'type' and 'desc')")
     if "type" not in data:
         raise DescError("type", "missing: the operator type, e.g. MEAN_VARIANCE_NORMALIZATION1")
     op_type = data["type"]
@@ -318,7 +321,9 @@ def parse_tensor(value: Any, path: str, spec: Spec | None = None) -> TensorDesc:
         raise DescError(path, f"a tensor desc must be a mapping (DataType, Sizes, ...), got {_kind(value)}")
     for key in value:
         if key not in TENSOR_FIELDS:
-            raise DescError(f"{path}.{key}", f"unknown tensor desc field (fields: {', '.join(TENSOR_FIELDS)})")
+            raise DescError(
+                f"{path}.{key}", f"unknown tensor desc field (fields: {', '.join(TENSOR_FIELDS)})"
+            )
     if "DataType" not in value:
         raise DescError(f"{path}.DataType", "missing")
     if "Sizes" not in value:

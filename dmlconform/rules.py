@@ -223,7 +223,7 @@ class Broadcastable(RuleKind):
             return
         rank = len(t.sizes)
         fixed = {d % rank for d in rule.params.get("fixed_dims", []) if -rank <= d < rank}
-        for i, (a, b) in enumerate(zip(t.sizes, target.sizes)):
+        for i, (a, b) in enumerate(zip(t.sizes, target.sizes, strict=False)):
             if a == b:
                 continue
             if i in fixed:
@@ -339,7 +339,10 @@ class TensorSizesCount(TensorKind):
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         if t.dimension_count is not None and t.dimension_count != len(t.sizes):
-            yield f"{name}.Sizes", f"Sizes has {len(t.sizes)} entries but DimensionCount is {t.dimension_count}"
+            yield (
+                f"{name}.Sizes",
+                f"Sizes has {len(t.sizes)} entries but DimensionCount is {t.dimension_count}",
+            )
 
 
 @kind
@@ -411,7 +414,12 @@ class TensorFlags(TensorKind):
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         member = ctx.op.member(name)
         for flag in ctx.spec.tensor_flags:
-            if flag.name == t.effective_flags and flag.inputs_only and member is not None and member.kind != "input":
+            if (
+                flag.name == t.effective_flags
+                and flag.inputs_only
+                and member is not None
+                and member.kind != "input"
+            ):
                 yield f"{name}.Flags", f"flag {flag.name} is allowed on input tensors only"
 
 
@@ -448,7 +456,10 @@ class ActivationAvailable(ActivationKind):
     def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
         act = ctx.spec.activations.get(a.type)
         if act is not None and ctx.level.index < ctx.spec.level(act.since).index:
-            yield f"{name}.Type", f"{a.type} is fusable from DML_FEATURE_LEVEL_{act.since}, not at {ctx.level.name}"
+            yield (
+                f"{name}.Type",
+                f"{a.type} is fusable from DML_FEATURE_LEVEL_{act.since}, not at {ctx.level.name}",
+            )
 
 
 @kind

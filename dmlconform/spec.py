@@ -23,7 +23,9 @@ LEVEL_PREFIX = "DML_FEATURE_LEVEL_"
 class SpecError(Exception):
     """A spec file that cannot be used; ``file``/``line``/``column`` locate it when known."""
 
-    def __init__(self, message: str, file: str | None = None, line: int | None = None, column: int | None = None):
+    def __init__(
+        self, message: str, file: str | None = None, line: int | None = None, column: int | None = None
+    ):
         self.message = message
         self.file = file
         self.line = line
@@ -146,9 +148,7 @@ class Rule:
     def active_at(self, spec: Spec, level: FeatureLevel) -> bool:
         if self.since is not None and level.index < spec.level(self.since).index:
             return False
-        if self.until is not None and level.index >= spec.level(self.until).index:
-            return False
-        return True
+        return not (self.until is not None and level.index >= spec.level(self.until).index)
 
     def source_text(self) -> str:
         return format_source(self.source)
@@ -405,7 +405,9 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
         x["name"]: DataType(x["name"], x["size"], x.get("numpy"), bool(x.get("float", False)), x.get("since"))
         for x in dt["data_types"]
     }
-    flags = tuple(TensorFlag(x["name"], int(x["value"]), bool(x.get("inputs_only", False))) for x in dt["tensor_flags"])
+    flags = tuple(
+        TensorFlag(x["name"], int(x["value"]), bool(x.get("inputs_only", False))) for x in dt["tensor_flags"]
+    )
     act = files["common/activations.yaml"]
     activations = {
         x["name"]: Activation(
