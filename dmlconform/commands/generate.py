@@ -1,0 +1,94 @@
+"""``dmlconform generate OPERATOR --feature-level FL [--illegal] [--count N] [--seed S]
+[--with-data] [--regime R] --out DIR``.
+
+Writes ``count`` desc files (YAML) made by the seeded generators, so a run is reproducible from
+its command line. An illegal desc's file starts with ``# expect: illegal rule=<id>`` and carries
+the rule id in its name; a legal one starts with ``# expect: legal``. With ``--with-data`` each
+desc also gets ``<name>.npz`` (one array per input member, in the member's data type and logical
+shape) for the regime given, or else the first applicable of each desc's regimes in rotation.
+Exit 0 on success, 2 on unusable input (unknown operator, level or regime).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from dmlconform.cli import add_spec_dir
+from dmlconform.spec import SpecError, UnknownLevel, load_spec
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("generate", help="write generated legal or illegal desc files (and inputs)")
+    p.add_argument("operator", metavar="OPERATOR", help="e.g. MEAN_VARIANCE_NORMALIZATION1")
+    p.add_argument(
+        "--feature-level", "-l", required=True, metavar="FL", help="e.g. 5_2 or DML_FEATURE_LEVEL_5_2"
+    )
+    p.add_argument("--illegal", action="store_true", help="descs that break exactly one rule each")
+    p.add_argument("--count", "-n", type=int, default=20, metavar="N")
+    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--with-data", action="store_true", help="also write inputs as <name>.npz")
+    p.add_argument("--regime", metavar="R", default=None, help="input regime for --with-data")
+    p.add_argument("--out", "-o", required=True, metavar="DIR")
+    add_spec_dir(p)
+    p.set_defaults(run=run)
+
+
+def _error(message: str) -> int:
+    print(f"dmlconform generate: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from dmlconform import data, generate
+
+    try:
+        spec = load_spec(args.spec_dir)
+        level = spec.level(args.feature_level)
+        op = spec.operator(args.operator)
+    except (SpecError, UnknownLevel) as exc:
+        return _error(str(exc))
+    except KeyError as exc:
+        return _error(str(exc.args[0]) if exc.args else str(exc))
+    if args.count < 0:
+        return _error("--count must be >= 0")
+    if args.regime is not None and args.regime not in data.REGIMES:
+        return _error(f"unknown regime {args.regime!r} (known: {', '.join(data.REGIMES)})")
+    if args.illegal and args.with_data:
+        return _error("--with-data applies to legal descs only")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = op.name.lower()
+    written = inputs = 0
+    if args.illegal:
+        items = (
+            (d, f"# expect: illegal rule={rule}\n", f"{stem}_{level.name}_{i:04d}_illegal_{rule}")
+            for i, (d, rule) in enumerate(generate.illegal_descs(op.name, level, args.seed, args.count, spec))
+        )
+    else:
+        items = (
+            (d, "# expect: legal\n", f"{stem}_{level.name}_{i:04d}_legal")
+            for i, d in enumerate(generate.legal_descs(op.name, level, args.seed, args.count, spec))
+        )
+    for i, (desc, header, name) in enumerate(items):
+        (out / f"{name}.yaml").write_text(header + desc.to_yaml(), encoding="utf-8")
+        written += 1
+        if args.with_data:
+            import numpy as np
+
+            applicable = data.regimes_for(desc, spec)
+            regime = args.regime if args.regime is not None else applicable[i % len(applicable)]
+            if regime not in applicable:
+                continue
+            np.savez(out / f"{name}.npz", **data.make_inputs(desc, regime, args.seed, spec))
+            inputs += 1
+    kind = "illegal" if args.illegal else "legal"
+    extra = f" and {inputs} input files" if args.with_data else ""
+    if args.illegal and written == 0 and args.count:
+        print(f"no rule of {op.name} can be broken alone at {level.name}", file=sys.stderr)
+    if not args.illegal and written == 0 and args.count:
+        print(f"{op.name} is not available at {level.name} (introduced in {op.introduced})", file=sys.stderr)
+    print(f"wrote {written} {kind} {op.name} descs at {level.name}{extra} to {out}")
+    return 0

@@ -1,0 +1,310 @@
+"""Input data for a desc, in named regimes that expose real implementation bugs.
+
+Every regime draws in float64, rounds once to the tensor's data type and returns arrays in that
+type, so the inputs are exact: the reference and the backend see the same numbers. Arrays have
+the tensor's logical shape (its Sizes, C-contiguous); buffer layout is ``dmlconform.layout``'s
+job. One exception to "any values": an input with a zero stride reads one element for a whole
+dimension, so its array is made constant along that dimension (otherwise no buffer could hold it).
+
+Which tensor is the normalized input, the Scale, the Bias, which axes are reduced, Epsilon and the
+fused activation are all read from the operator's ``semantics`` in the spec; nothing here names an
+operator.
+
+Regimes (:data:`REGIMES`):
+
+- ``standard_normal``: N(0, 1).
+- ``large_offset``: per reduction slice, |mean| / std = kappa up to :data:`KAPPA_LIMIT` (1e3 for
+  FLOAT32, 1e2 for FLOAT16): cancellation in one-pass variance.
+- ``spread_near_sqrt_eps``: std of each slice within [0.3, 3] * sqrt(Epsilon): whether Epsilon is
+  added inside the square root, and where.
+- ``constant_slices``: some reduction slices constant (zero variance; division by sqrt(Epsilon)).
+- ``short_reduction``: applies to descs whose reduction has 1 or 2 elements (make them with
+  ``generate.reduction_descs``): biased vs unbiased variance.
+- ``long_reduction``: applies to descs whose reduction has >= 10^5 elements (make one with
+  ``generate.long_reduction_desc``); offset data, so accumulation error shows.
+- ``fp16_square_overflow``: FLOAT16 only: every |x| in [400, 48000], so x*x overflows FLOAT16 while
+  x - mean stays representable: statistics kept in fp16 break.
+- ``all_negative``: strictly negative values (NaN-for-negative-input bugs).
+- ``activation_branches``: the pre-activation value (Scale * z + Bias + FusedAdd) lands near each
+  branch point of the fused activation (``branch_points`` in the spec, possibly a parameter):
+  each slice is +-a pairs, half of them tiny (plus a 0 when odd), so some z are ~0 whatever the
+  spread, and Bias (or FusedAdd) holds a branch point per element. Not for 2-element reductions
+  (z is always +-1 there); without Bias/FusedAdd only the branch point 0 is reachable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from typing import Any
+
+import numpy as np
+
+from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.generate import reduction_axes, reduction_size
+from dmlconform.spec import Spec, load_spec
+
+REGIMES: tuple[str, ...] = (
+    "standard_normal",
+    "large_offset",
+    "spread_near_sqrt_eps",
+    "constant_slices",
+    "short_reduction",
+    "long_reduction",
+    "fp16_square_overflow",
+    "all_negative",
+    "activation_branches",
+)
+
+KAPPA_LIMIT: dict[str, float] = {"FLOAT32": 1e3, "FLOAT16": 1e2, "FLOAT64": 1e3}
+"""The largest |mean| / std that ``large_offset`` produces, per data type."""
+
+LONG_REDUCTION = 100_000
+SHORT_REDUCTION = 2
+FP16_SQUARE_RANGE = (400.0, 48_000.0)
+
+
+class RegimeNotApplicable(ValueError):
+    """The regime makes no sense for this desc (see :func:`regimes_for`)."""
+
+
+# --------------------------------------------------------------------------------------------
+# What the desc means, from the spec's semantics
+
+
+def _sem(desc: OperatorDesc, spec: Spec) -> dict[str, Any]:
+    return spec.operator(desc.operator).semantics
+
+
+def _tensor(desc: OperatorDesc, name: str | None) -> TensorDesc | None:
+    t = desc.members.get(name) if name else None
+    return t if isinstance(t, TensorDesc) else None
+
+
+def epsilon(desc: OperatorDesc, spec: Spec | None = None) -> float | None:
+    spec = spec or load_spec()
+    e = _sem(desc, spec).get("epsilon")
+    if isinstance(e, dict) and "member" in e:
+        v = desc.get(e["member"], spec)
+        return None if v is None else float(v)
+    return None if e is None else float(e)
+
+
+def normalizes_variance(desc: OperatorDesc, spec: Spec | None = None) -> bool:
+    spec = spec or load_spec()
+    nv = _sem(desc, spec).get("normalize_variance", True)
+    if isinstance(nv, dict) and "member" in nv:
+        return bool(desc.get(nv["member"], spec))
+    return bool(nv)
+
+
+def activation(desc: OperatorDesc, spec: Spec | None = None) -> ActivationDesc | None:
+    spec = spec or load_spec()
+    a = _sem(desc, spec).get("activation")
+    value = desc.members.get(a["member"]) if isinstance(a, dict) and "member" in a else None
+    return value if isinstance(value, ActivationDesc) else None
+
+
+def branch_points(desc: OperatorDesc, spec: Spec | None = None) -> list[float]:
+    """The fused activation's branch points, parameters resolved (as written, else default)."""
+    spec = spec or load_spec()
+    a = activation(desc, spec)
+    act = spec.activations.get(a.type) if a else None
+    if a is None or act is None:
+        return []
+    values = {p.name: p.default for p in act.parameters} | a.param_dict
+    out = []
+    for bp in act.branch_points:
+        if isinstance(bp, dict):
+            v = values.get(bp["parameter"])
+            if v is None:
+                continue
+            out.append(-float(v) if bp.get("negate") else float(v))
+        else:
+            out.append(float(bp))
+    return out
+
+
+def _numpy_dtype(spec: Spec, dtype: str) -> np.dtype:
+    name = spec.data_types[dtype].numpy
+    if name is None:
+        raise RegimeNotApplicable(f"data type {dtype} has no numpy equivalent")
+    return np.dtype(name)
+
+
+# --------------------------------------------------------------------------------------------
+# Slices along the reduction axes
+
+
+def to_slices(arr: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """View ``arr`` as (slices, elements per slice): reduction axes last, flattened."""
+    keep = [i for i in range(arr.ndim) if i not in axes]
+    moved = np.transpose(arr, keep + list(axes))
+    n = math.prod(arr.shape[a] for a in axes)
+    return moved.reshape(-1, n)
+
+
+def from_slices(slices: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
+    keep = [i for i in range(len(shape)) if i not in axes]
+    order = keep + list(axes)
+    moved = slices.reshape([shape[i] for i in order])
+    return np.transpose(moved, np.argsort(order))
+
+
+def _standardize(s: np.ndarray) -> np.ndarray:
+    """Rows with exactly zero mean and unit (population) std, where a row has >= 2 elements."""
+    if s.shape[1] < 2:
+        return s
+    s = s - s.mean(axis=1, keepdims=True)
+    std = s.std(axis=1, keepdims=True)
+    return np.divide(s, std, out=np.zeros_like(s), where=std > 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Regimes
+
+
+def regimes_for(desc: OperatorDesc, spec: Spec | None = None) -> list[str]:
+    """The regimes that make sense for ``desc``, in :data:`REGIMES` order."""
+    spec = spec or load_spec()
+    sem = _sem(desc, spec)
+    inp = _tensor(desc, sem.get("input"))
+    if inp is None:
+        return []
+    n = reduction_size(desc, spec)
+    out = ["standard_normal"]
+    if n >= 2:
+        out.append("large_offset")
+    eps = epsilon(desc, spec)
+    if eps and eps > 0 and normalizes_variance(desc, spec) and n >= 2:
+        out.append("spread_near_sqrt_eps")
+    if n >= 2:
+        out.append("constant_slices")
+    if n <= SHORT_REDUCTION:
+        out.append("short_reduction")
+    if n >= LONG_REDUCTION:
+        out.append("long_reduction")
+    if inp.data_type == "FLOAT16":
+        out.append("fp16_square_overflow")
+    out.append("all_negative")
+    if _branch_targets(desc, spec) and n != 2:  # two elements always normalize to +-1
+        out.append("activation_branches")
+    return out
+
+
+def _branch_targets(desc: OperatorDesc, spec: Spec) -> list[float]:
+    """Branch points the regime can reach: 0 always (z near 0, no Scale/Bias shift needed when
+    Bias is absent), others only through a Bias or FusedAdd tensor."""
+    points = branch_points(desc, spec)
+    sem = _sem(desc, spec)
+    shifter = _tensor(desc, sem.get("fused_add")) or _tensor(desc, sem.get("bias"))
+    if shifter is not None and shifter.element_count >= len(points):
+        return points
+    return [p for p in points if p == 0.0]
+
+
+def _rng(desc: OperatorDesc, regime: str, seed: int) -> np.random.Generator:
+    text = json.dumps(desc.to_dict(), sort_keys=True, default=str)
+    return np.random.default_rng([seed, zlib.crc32(regime.encode()), zlib.crc32(text.encode())])
+
+
+def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec: Spec) -> np.ndarray:
+    sem = _sem(desc, spec)
+    t = _tensor(desc, sem.get("input"))
+    assert t is not None
+    shape = _compact_shape(t)
+    axes = reduction_axes(desc, spec)
+    base = rng.standard_normal(shape)
+    if regime in ("standard_normal", "short_reduction"):
+        return base
+    s = to_slices(base, axes)
+    m = s.shape[1]
+    if regime == "large_offset":
+        limit = KAPPA_LIMIT.get(t.data_type, 1e3)
+        kappa = limit * 10 ** rng.uniform(-1.0, 0.0, size=(s.shape[0], 1))
+        sign = rng.choice([-1.0, 1.0], size=(s.shape[0], 1))
+        if t.data_type == "FLOAT16":
+            std = np.ones((s.shape[0], 1))  # offset <= 100, spacing there 0.0625
+        else:
+            std = 10 ** rng.uniform(-2.0, 2.0, size=(s.shape[0], 1))
+        s = sign * kappa * std + std * _standardize(s)
+    elif regime == "spread_near_sqrt_eps":
+        eps = epsilon(desc, spec) or 0.0
+        std = math.sqrt(eps) * 10 ** rng.uniform(math.log10(0.3), math.log10(3.0), size=(s.shape[0], 1))
+        s = std * _standardize(s)
+    elif regime == "constant_slices":
+        const = rng.random(s.shape[0]) < 0.5
+        const[rng.integers(0, s.shape[0])] = True
+        values = rng.uniform(-4.0, 4.0, size=s.shape[0])
+        s = np.where(const[:, None], values[:, None], s)
+    elif regime == "long_reduction":
+        s = 3.0 + s
+    elif regime == "fp16_square_overflow":
+        lo, hi = FP16_SQUARE_RANGE
+        center = np.exp(rng.uniform(math.log(2.5 * lo), math.log(hi / 1.6), size=(s.shape[0], 1)))
+        spread = center * rng.uniform(0.05, 0.3, size=(s.shape[0], 1))
+        sign = rng.choice([-1.0, 1.0], size=(s.shape[0], 1))
+        s = sign * np.clip(center + spread * np.clip(s, -2.0, 2.0), lo, hi)
+    elif regime == "all_negative":
+        s = -(0.05 + np.abs(s) * rng.uniform(0.5, 3.0))
+    elif regime == "activation_branches":
+        # +-a pairs (a zero mean that survives rounding) with half of the pairs tiny, plus a 0
+        # when the slice is odd: those elements normalize to z ~ 0 whatever the spread.
+        k = m // 2
+        a = np.abs(s[:, :k]) + 0.1
+        a[:, : (k + 1) // 2] *= 1e-2
+        parts = [a, -a] + ([np.zeros((s.shape[0], 1))] if m % 2 else [])
+        s = rng.permuted(np.concatenate(parts, axis=1), axis=1)
+    else:
+        raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
+    return from_slices(s, shape, axes)
+
+
+def _compact_shape(t: TensorDesc) -> tuple[int, ...]:
+    """The tensor's Sizes with 1 where its stride is 0: an input with a zero stride holds one
+    value along that dimension, so the regime draws the compact array and it is broadcast
+    afterwards (duplicating elements keeps each slice's mean, spread and constancy)."""
+    if t.strides is None or len(t.strides) != len(t.sizes):
+        return t.sizes
+    return tuple(1 if st == 0 else s for s, st in zip(t.sizes, t.strides, strict=True))
+
+
+def make_inputs(
+    desc: OperatorDesc, regime: str, seed: int = 0, spec: Spec | None = None
+) -> dict[str, np.ndarray]:
+    """Arrays for every present input tensor member of ``desc``, in the member's data type and
+    logical shape. Raises :class:`RegimeNotApplicable` for a regime not in
+    ``regimes_for(desc)``."""
+    spec = spec or load_spec()
+    if regime not in REGIMES:
+        raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
+    if regime not in regimes_for(desc, spec):
+        raise RegimeNotApplicable(f"regime {regime} does not apply to this desc")
+    op = spec.operator(desc.operator)
+    sem = op.semantics
+    rng = _rng(desc, regime, seed)
+    targets = _branch_targets(desc, spec) if regime == "activation_branches" else []
+    shifter = sem.get("fused_add") if _tensor(desc, sem.get("fused_add")) else sem.get("bias")
+    out: dict[str, np.ndarray] = {}
+    for m in op.input_members:
+        t = _tensor(desc, m.name)
+        if t is None:
+            continue
+        shape = _compact_shape(t)
+        if m.name == sem.get("input"):
+            x = _main_input(desc, regime, rng, spec)
+        elif m.name == sem.get("scale"):
+            x = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+        elif regime == "activation_branches" and m.name == shifter and targets:
+            x = rng.permutation(np.resize(np.asarray(targets), math.prod(shape))).reshape(shape)
+            x = x + rng.uniform(-1e-3, 1e-3, size=shape)
+        elif regime == "activation_branches" and m.name in (sem.get("bias"), sem.get("fused_add")):
+            x = np.zeros(shape)
+        elif m.name == sem.get("bias"):
+            x = rng.uniform(-1.0, 1.0, size=shape)
+        else:
+            x = rng.standard_normal(shape)
+        arr = np.asarray(x, dtype=np.float64).astype(_numpy_dtype(spec, t.data_type)).reshape(shape)
+        out[m.name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))
+    return out

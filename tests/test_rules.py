@@ -1,0 +1,398 @@
+"""Each rule kind in dmlconform.rules: what it accepts, what it rejects, the member path and message.
+
+Verdicts come from the seed docs and directml-facts.md; each test names the sentence it relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dmlconform as dc
+from dmlconform.rules import KINDS, ActivationKind, TensorKind
+
+SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
+N = [2, 3, 4, 5]
+S = [1, 3, 1, 1]
+
+
+def T(sizes: list[int], dt: str = "FLOAT32", **kw: Any) -> dict[str, Any]:
+    return {"DataType": dt, "Sizes": sizes, **kw}
+
+
+def desc(op: str, **over: Any) -> dc.OperatorDesc:
+    bases: dict[str, dict[str, Any]] = {
+        "MEAN_VARIANCE_NORMALIZATION": {
+            "InputTensor": T(N),
+            "OutputTensor": T(N),
+            "CrossChannel": False,
+            "NormalizeVariance": True,
+        },
+        "MEAN_VARIANCE_NORMALIZATION1": {
+            "InputTensor": T(N),
+            "OutputTensor": T(N),
+            "Axes": [2, 3],
+            "NormalizeVariance": True,
+        },
+        "BATCH_NORMALIZATION_TRAINING": {
+            "InputTensor": T(N),
+            "ScaleTensor": T(S),
+            "BiasTensor": T(S),
+            "OutputTensor": T(N),
+            "OutputMeanTensor": T(S),
+            "OutputVarianceTensor": T(S),
+            "Epsilon": 1e-5,
+        },
+    }
+    body = dict(bases[op])
+    for k, v in over.items():
+        if v is ...:
+            body.pop(k)
+        else:
+            body[k] = v
+    return dc.parse_desc({"type": op, "desc": body})
+
+
+MVN, MVN1, BNT = "MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1", "BATCH_NORMALIZATION_TRAINING"
+
+
+def found(d: dc.OperatorDesc, level: str) -> list[tuple[str, str]]:
+    return [(v.rule, v.member) for v in dc.validate(d, level)]
+
+
+def only(d: dc.OperatorDesc, level: str) -> dc.Violation:
+    violations = dc.validate(d, level)
+    assert len(violations) == 1, violations
+    return violations[0]
+
+
+# --------------------------------------------------------------------------------------------
+# The vocabulary
+
+
+def test_kinds_match_the_schema_enum() -> None:
+    schema = json.loads((SPEC_DIR / "schema" / "rules_file.schema.json").read_text(encoding="utf-8"))
+    enum = schema["$defs"]["rule"]["properties"]["kind"]["enum"]
+    assert set(enum) == set(KINDS)
+
+
+def test_every_kind_is_used_by_the_spec() -> None:
+    spec = dc.load_spec()
+    used = {r.kind for op in spec.operators.values() for r in spec.rules_for(op)}
+    assert used == set(KINDS)
+
+
+def test_kind_scopes_match_where_the_rules_live() -> None:
+    spec = dc.load_spec()
+    for r in spec.tensor_rules:
+        assert isinstance(KINDS[r.kind], TensorKind), r.id
+    for r in spec.activation_rules:
+        assert isinstance(KINDS[r.kind], ActivationKind), r.id
+    for op in spec.operators.values():
+        for r in op.rules:
+            assert not isinstance(KINDS[r.kind], (TensorKind, ActivationKind)), r.id
+
+
+def test_members_lists_bound_members() -> None:
+    spec = dc.load_spec()
+    op = spec.operator(MVN1)
+    by_id = {r.id: r for r in op.rules}
+    assert KINDS["broadcastable"].members(by_id["scale-broadcast"]) == ["ScaleTensor", "InputTensor"]
+    assert KINDS["array_length"].members(by_id["axis-count"]) == ["Axes", "AxisCount"]
+    for r in op.rules:
+        for m in KINDS[r.kind].members(r):
+            assert op.member(m) is not None, (r.id, m)
+
+
+# --------------------------------------------------------------------------------------------
+# Operator-level kinds
+
+
+def test_available() -> None:
+    # MVN1 "was introduced in DML_FEATURE_LEVEL_2_1" (seed 002); BNT in 4_1 (seed 004).
+    v = only(desc(MVN1), "2_0")
+    assert (v.rule, v.member) == ("available", "type")
+    assert "2_1" in v.message
+    assert found(desc(MVN1), "2_1") == []
+    assert found(desc(BNT), "4_0") == [("available", "type")]
+    assert found(desc(BNT), "4_1") == []
+
+
+def test_required() -> None:
+    v = only(desc(MVN1, Axes=...), "5_2")
+    assert (v.rule, v.member) == ("required-members", "Axes")
+    assert "missing" in v.message
+    v = only(desc(MVN1, OutputTensor=None), "5_2")
+    assert (v.rule, v.member) == ("required-members", "OutputTensor")
+    assert "null" in v.message
+    # BNT: "The epsilon value to use" - no default given (seed 004).
+    assert found(desc(BNT, Epsilon=...), "4_1") == [("required-members", "Epsilon")]
+    # MVN: 0.00001 recommended as default, so Epsilon may be omitted (seed 000).
+    assert found(desc(MVN), "1_0") == []
+
+
+def test_support_dimension_count() -> None:
+    # MVN1 "DML_FEATURE_LEVEL_2_1 and above": 4; "3_1 and above": 1 to 8 (seed 002).
+    d = desc(MVN1, InputTensor=T([3, 4, 5]), OutputTensor=T([3, 4, 5]), Axes=[1, 2])
+    assert found(d, "3_0") == [
+        ("supported-dimension-count", "InputTensor.DimensionCount"),
+        ("supported-dimension-count", "OutputTensor.DimensionCount"),
+    ]
+    assert "3_0" in dc.validate(d, "3_0")[0].message
+    assert found(d, "3_1") == []
+    # DimensionCount, when given, is what counts.
+    d = desc(MVN, InputTensor=T(N, DimensionCount=4), OutputTensor=T(N))
+    assert found(d, "1_0") == []
+
+
+def test_support_data_type() -> None:
+    v = dc.validate(desc(BNT, OutputVarianceTensor=T(S, "FLOAT64")), "4_1")
+    assert ("supported-data-type", "OutputVarianceTensor.DataType") in [(x.rule, x.member) for x in v]
+    assert "FLOAT32, FLOAT16" in next(x.message for x in v if x.rule == "supported-data-type")
+
+
+def test_same_sizes() -> None:
+    v = only(desc(MVN, OutputTensor=T([2, 3, 4, 6])), "1_0")
+    assert (v.rule, v.member) == ("output-sizes", "OutputTensor.Sizes")
+    assert "{2, 3, 4, 6}" in v.message and "{2, 3, 4, 5}" in v.message
+    # BNT statistics: "BiasTensor, OutputMeanTensor, OutputVarianceTensor, and ScaleTensor must have the same Sizes."
+    v = only(desc(BNT, OutputVarianceTensor=T([1, 1, 1, 1])), "4_1")
+    assert (v.rule, v.member) == ("statistics-sizes", "OutputVarianceTensor.Sizes")
+    # An absent optional member is not compared (FusedAddTensor is _Maybenull_).
+    assert found(desc(BNT, FusedAddTensor=None), "4_1") == []
+
+
+def test_same_data_type() -> None:
+    v = only(desc(MVN1, ScaleTensor=T(S), BiasTensor=T(S, "FLOAT16")), "4_0")
+    assert (v.rule, v.member) == ("same-data-type", "BiasTensor.DataType")
+    assert "FLOAT16" in v.message and "FLOAT32" in v.message
+
+
+def test_same_dimension_count() -> None:
+    v = only(desc(MVN1, ScaleTensor=T([3, 1, 1])), "5_2")
+    assert (v.rule, v.member) == ("same-dimension-count", "ScaleTensor.DimensionCount")
+
+
+def test_broadcastable() -> None:
+    # BNT: "Any dimension in ScaleTensor and BiasTensor can be set to 1 ... but otherwise must equal
+    # the corresponding dimension's size from InputTensor." (seed 004)
+    stats = {
+        m: T([1, 3, 4, 1]) for m in ("ScaleTensor", "BiasTensor", "OutputMeanTensor", "OutputVarianceTensor")
+    }
+    assert found(desc(BNT, **stats), "4_1") == []
+    stats = {m: T([1, 3, 2, 1]) for m in stats}
+    assert found(desc(BNT, **stats), "4_1") == [
+        ("scale-broadcast", "ScaleTensor.Sizes[2]"),
+        ("bias-broadcast", "BiasTensor.Sizes[2]"),
+    ]
+
+
+def test_broadcastable_fixed_channel_before_4_0() -> None:
+    # MVN1 below 4_0: { ScaleBatchCount, ChannelCount, ScaleHeight, ScaleWidth } (seed 001).
+    d = desc(MVN1, ScaleTensor=T([1, 1, 1, 1]), BiasTensor=T(S))
+    v = only(d, "3_1")
+    assert (v.rule, v.member) == ("scale-broadcast-channel-fixed", "ScaleTensor.Sizes[1]")
+    assert found(d, "4_0") == []
+    d = desc(MVN1, ScaleTensor=T([2, 3, 1, 1]), BiasTensor=T([2, 3, 4, 5]))
+    assert found(d, "3_1") == [] and found(d, "4_0") == []
+
+
+def test_paired_presence() -> None:
+    # "If DML_FEATURE_LEVEL is less than DML_FEATURE_LEVEL_5_2, then this tensor is required if
+    # BiasTensor is present." (seed 000)
+    v = only(desc(MVN, BiasTensor=T(S)), "5_1")
+    assert (v.rule, v.member) == ("scale-bias-paired", "ScaleTensor")
+    assert "BiasTensor" in v.message and "5_2" in v.message
+    assert found(desc(MVN, BiasTensor=T(S)), "5_2") == []
+    assert found(desc(MVN, BiasTensor=T(S), ScaleTensor=None), "1_0") == [
+        ("scale-bias-paired", "ScaleTensor")
+    ]
+
+
+def test_array_length() -> None:
+    v = only(desc(MVN1, AxisCount=3), "5_2")
+    assert (v.rule, v.member) == ("axis-count", "AxisCount")
+    assert "3" in v.message and "2" in v.message
+    assert found(desc(MVN1, AxisCount=2), "5_2") == []
+
+
+def test_axes_in_range_and_unique() -> None:
+    assert found(desc(MVN1, Axes=[0, 4]), "5_2") == [("axes-in-range", "Axes[1]")]
+    assert found(desc(MVN1, Axes=[3, 1, 3]), "5_2") == [("axes-unique", "Axes[2]")]
+    # Non-contiguous and unordered sets are legal (directml-facts.md, Known real-world failures).
+    assert found(desc(MVN1, Axes=[1, 3]), "5_2") == []
+    assert found(desc(MVN1, Axes=[3, 0]), "5_2") == []
+    # The range follows the input's DimensionCount.
+    d = desc(MVN1, InputTensor=T([6]), OutputTensor=T([6]), Axes=[0])
+    assert found(d, "3_1") == []
+    assert found(desc(MVN1, InputTensor=T([6]), OutputTensor=T([6]), Axes=[1]), "3_1") == [
+        ("axes-in-range", "Axes[0]")
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Tensor-desc kinds (directml-facts.md, "Tensor descs")
+
+
+@pytest.mark.parametrize(
+    ("tensor", "level", "rule", "member"),
+    [
+        (T([1, 1, 1, 1, 1, 1]), "2_1", "tensor-dimension-count-range", "OutputTensor.DimensionCount"),
+        (T([1] * 9), "3_1", "tensor-dimension-count-range", "OutputTensor.DimensionCount"),
+        (T([]), "3_1", "tensor-dimension-count-range", "OutputTensor.DimensionCount"),
+        (T([2, 3, 4], DimensionCount=4), "3_1", "tensor-sizes-count", "OutputTensor.Sizes"),
+        (T([2, 3, 4, 0]), "3_1", "tensor-sizes-positive", "OutputTensor.Sizes[3]"),
+        (T(N, Strides=[5, 1]), "3_1", "tensor-strides-count", "OutputTensor.Strides"),
+        (T([1, 1, 65536, 65536]), "3_1", "tensor-element-count-max", "OutputTensor.Sizes"),
+        (T(N, TotalTensorSizeInBytes=476), "3_1", "tensor-total-size", "OutputTensor.TotalTensorSizeInBytes"),
+        (
+            T(N, GuaranteedBaseOffsetAlignment=8 + 4),
+            "3_1",
+            "tensor-alignment",
+            "OutputTensor.GuaranteedBaseOffsetAlignment",
+        ),
+        (T(N, Flags="OWNED_BY_DML"), "3_1", "tensor-flags", "OutputTensor.Flags"),
+    ],
+)
+def test_tensor_kinds_reject(tensor: dict[str, Any], level: str, rule: str, member: str) -> None:
+    violations = dc.validate(desc(MVN1, OutputTensor=tensor), level)
+    assert [(v.rule, v.member) for v in violations] == [(rule, member)]
+    assert violations[0].message
+
+
+def test_total_size_boundaries() -> None:
+    # round_up((IndexOfLastElement + 1) * ElementSizeInBytes, 4)
+    def verdict(tensor: dict[str, Any], dt: str = "FLOAT32") -> list[tuple[str, str]]:
+        return found(desc(MVN1, InputTensor=tensor, OutputTensor=T(tensor["Sizes"], dt)), "3_1")
+
+    assert verdict(T(N, TotalTensorSizeInBytes=480)) == []
+    assert verdict(T(N, TotalTensorSizeInBytes=479)) != []
+    # padded: last index 1*96 + 2*32 + 3*8 + 4 = 188 -> 189 * 4 = 756
+    assert verdict(T(N, Strides=[96, 32, 8, 1], TotalTensorSizeInBytes=756)) == []
+    assert verdict(T(N, Strides=[96, 32, 8, 1], TotalTensorSizeInBytes=755)) != []
+
+    # FLOAT16, 3 elements: 6 bytes rounded up to 8
+    def fp16(total: int) -> dc.OperatorDesc:
+        t = T([3], "FLOAT16", TotalTensorSizeInBytes=total)
+        return desc(MVN1, InputTensor=t, OutputTensor=T([3], "FLOAT16"), Axes=[0])
+
+    assert found(fp16(8), "3_1") == []
+    d = fp16(6)
+    assert found(d, "3_1") == [("tensor-total-size", "InputTensor.TotalTensorSizeInBytes")]
+    assert "8" in dc.validate(d, "3_1")[0].message
+    # larger than needed is fine
+    assert verdict(T(N, TotalTensorSizeInBytes=4096)) == []
+
+
+@pytest.mark.parametrize(
+    ("alignment", "legal"),
+    [(0, True), (4, True), (16, True), (256, True), (2, False), (3, False), (6, False)],
+)
+def test_alignment_float32(alignment: int, legal: bool) -> None:
+    d = desc(MVN, InputTensor=T(N, GuaranteedBaseOffsetAlignment=alignment))
+    assert (found(d, "1_0") == []) is legal
+
+
+def test_alignment_float16_element_size() -> None:
+    ok = desc(MVN, InputTensor=T(N, "FLOAT16", GuaranteedBaseOffsetAlignment=2), OutputTensor=T(N, "FLOAT16"))
+    assert found(ok, "1_0") == []
+    bad = desc(
+        MVN, InputTensor=T(N, "FLOAT16", GuaranteedBaseOffsetAlignment=1), OutputTensor=T(N, "FLOAT16")
+    )
+    assert found(bad, "1_0") == [("tensor-alignment", "InputTensor.GuaranteedBaseOffsetAlignment")]
+
+
+def test_flags_inputs_only() -> None:
+    assert found(desc(BNT, ScaleTensor=T(S, Flags="OWNED_BY_DML")), "4_1") == []
+    assert found(desc(BNT, FusedAddTensor=T(N, Flags="OWNED_BY_DML")), "4_1") == []
+    assert found(desc(BNT, OutputMeanTensor=T(S, Flags="OWNED_BY_DML")), "4_1") == [
+        ("tensor-flags", "OutputMeanTensor.Flags")
+    ]
+
+
+def test_dimension_count_max_follows_the_level() -> None:
+    # 5 before 3_0, 8 from 3_0 (facts). MVN1 6D at 3_0: the range accepts, MVN1's table (4) does not.
+    six = T([1, 1, 2, 3, 4, 5])
+    d = desc(MVN1, InputTensor=six, OutputTensor=six)
+    assert {r for r, _ in found(d, "2_1")} == {"tensor-dimension-count-range"}
+    assert {r for r, _ in found(d, "3_0")} == {"supported-dimension-count"}
+    assert found(d, "3_1") == []
+
+
+def test_element_count_boundary() -> None:
+    ok = [1, 1, 65535, 65537]  # 2^32 - 1
+    assert found(desc(MVN1, InputTensor=T(ok), OutputTensor=T(ok)), "5_0") == []
+
+
+# --------------------------------------------------------------------------------------------
+# Activation kinds (directml-facts.md, "Fused activations")
+
+
+def act(op: str, activation: Any) -> dc.OperatorDesc:
+    return desc(op, FusedActivation=activation)
+
+
+def test_activation_fusable() -> None:
+    v = only(act(MVN, {"Type": "ELEMENT_WISE_CLIP", "Min": 0.0, "Max": 1.0}), "6_4")
+    assert (v.rule, v.member) == ("activation-fusable", "FusedActivation.Type")
+    assert "ELEMENT_WISE_CLIP" in v.message
+    for a in dc.load_spec().activations:
+        assert "activation-fusable" not in {r for r, _ in found(act(MVN, {"Type": a}), "6_4")}
+
+
+@pytest.mark.parametrize(
+    ("activation", "before", "since"),
+    [
+        ("ACTIVATION_SHRINK", "1_0", "2_0"),
+        ("ACTIVATION_CELU", "2_1", "3_0"),
+        ("ACTIVATION_GELU", "5_0", "5_1"),
+    ],
+)
+def test_activation_available(activation: str, before: str, since: str) -> None:
+    d = act(MVN, {"Type": activation})
+    v = only(d, before)
+    assert (v.rule, v.member) == ("activation-available", "FusedActivation.Type")
+    assert since in v.message
+    assert found(d, since) == []
+
+
+def test_activation_tensors_null() -> None:
+    d = act(BNT, {"Type": "ACTIVATION_TANH", "InputTensor": T(N), "OutputTensor": T(N)})
+    assert found(d, "4_1") == [
+        ("activation-tensors-null", "FusedActivation.InputTensor"),
+        ("activation-tensors-null", "FusedActivation.OutputTensor"),
+    ]
+    assert found(act(BNT, {"Type": "ACTIVATION_TANH", "InputTensor": None}), "4_1") == []
+
+
+def test_activation_parameter_required() -> None:
+    assert found(act(MVN1, {"Type": "ACTIVATION_LINEAR", "Alpha": 1.0}), "5_2") == [
+        ("activation-parameter-required", "FusedActivation.Beta")
+    ]
+    assert found(act(MVN1, {"Type": "ACTIVATION_PARAMETRIC_SOFTPLUS"}), "5_2") == [
+        ("activation-parameter-required", "FusedActivation.Alpha"),
+        ("activation-parameter-required", "FusedActivation.Beta"),
+    ]
+    # Parameters with a typical value default to it.
+    for a in (
+        "ACTIVATION_HARD_SIGMOID",
+        "ACTIVATION_SCALED_TANH",
+        "ACTIVATION_SCALED_ELU",
+        "ACTIVATION_SHRINK",
+    ):
+        assert found(act(MVN1, {"Type": a}), "5_2") == []
+
+
+def test_activation_softplus_steepness() -> None:
+    d = act(MVN1, {"Type": "ACTIVATION_SOFTPLUS", "Steepness": 0.5})
+    v = only(d, "6_3")
+    assert (v.rule, v.member) == ("activation-softplus-steepness", "FusedActivation.Steepness")
+    assert "0.5" in v.message
+    assert found(d, "6_4") == []
+    assert found(act(MVN1, {"Type": "ACTIVATION_SOFTPLUS", "Steepness": 1.0}), "6_3") == []
+    assert found(act(MVN1, {"Type": "ACTIVATION_SOFTPLUS"}), "2_1") == []
+    # The rule binds SOFTPLUS only.
+    assert found(act(MVN1, {"Type": "ACTIVATION_ELU", "Alpha": 0.5}), "6_3") == []
