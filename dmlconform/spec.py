@@ -187,7 +187,7 @@ class Operator:
                 return m
         return None
 
-    @property
+    @functools.cached_property
     def tensor_members(self) -> tuple[Member, ...]:
         return tuple(m for m in self.members if m.type == "tensor")
 

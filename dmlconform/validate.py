@@ -8,10 +8,12 @@ validator knows rule kinds, not operators: all of that comes from the spec.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.errors import Violation
 from dmlconform.rules import KINDS, Context, RuleKind, TensorKind
-from dmlconform.spec import FeatureLevel, Rule, Spec, load_spec
+from dmlconform.spec import FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
 
 _PHASE = {"available": 0, "required": 1, "support_dimension_count": 3, "support_data_type": 3}
 
@@ -31,25 +33,66 @@ def validate(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec | None = 
     operator (both are unusable input, not violations).
     """
     spec = spec or load_spec()
-    op = spec.operator(desc.operator)
-    lv = spec.level(level)
-    ctx = Context(spec, op, lv, desc, op.support_row(spec, lv))
-    for m in op.tensor_members:
-        if not isinstance(desc.members.get(m.name), TensorDesc):
-            ctx.unusable.add(m.name)
+    plan = _plan(spec, desc.operator, level)
+    ctx = Context(spec, plan.op, plan.level, desc, plan.row)
+    members = desc.members
+    for name in plan.tensor_names:
+        if not isinstance(members.get(name), TensorDesc):
+            ctx.unusable.add(name)
     out: list[Violation] = []
-    for rule, kind in active_rules(spec, op.name, lv):
-        if isinstance(kind, TensorKind):
-            for m in op.tensor_members:
-                t = desc.members.get(m.name)
-                if m.name in ctx.unusable or not isinstance(t, TensorDesc):
-                    continue  # missing, or already broken by an earlier tensor-desc rule
-                for member, message in kind.check_tensor(rule, m.name, t, ctx):
-                    ctx.unusable.add(m.name)
-                    out.append(_violation(rule, member, message))
-        else:
-            out.extend(_violation(rule, member, message) for member, message in kind.check(rule, ctx))
+    for rule, kind in plan.before_tensors:
+        out.extend(_violation(rule, member, message) for member, message in kind.check(rule, ctx))
+    for name in plan.tensor_names:
+        t = members.get(name)
+        if name in ctx.unusable:
+            continue
+        for rule, kind in plan.tensor_rules:  # the first rule a tensor breaks makes it unusable
+            found = [
+                _violation(rule, member, message) for member, message in kind.check_tensor(rule, name, t, ctx)
+            ]
+            if found:
+                out.extend(found)
+                ctx.unusable.add(name)
+                break
+    for rule, kind in plan.after_tensors:
+        out.extend(_violation(rule, member, message) for member, message in kind.check(rule, ctx))
     return out
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What validating one operator at one level needs, computed once per (spec, op, level)."""
+
+    op: Operator
+    level: FeatureLevel
+    row: SupportRow
+    tensor_names: tuple[str, ...]
+    before_tensors: tuple[tuple[Rule, RuleKind], ...]
+    tensor_rules: tuple[tuple[Rule, TensorKind], ...]
+    after_tensors: tuple[tuple[Rule, RuleKind], ...]
+
+
+_PLANS: dict[tuple[int, str, str], _Plan] = {}
+
+
+def _plan(spec: Spec, operator: str, level: str | FeatureLevel) -> _Plan:
+    key = (id(spec), operator, level if isinstance(level, str) else level.name)
+    plan = _PLANS.get(key)
+    if plan is None:
+        op = spec.operator(operator)
+        lv = spec.level(level)
+        rules = active_rules(spec, op.name, lv)
+        plan = _Plan(
+            op,
+            lv,
+            op.support_row(spec, lv),
+            tuple(m.name for m in op.tensor_members),
+            tuple((r, k) for r, k in rules if _phase(r) < 2),
+            tuple((r, k) for r, k in rules if isinstance(k, TensorKind)),
+            tuple((r, k) for r, k in rules if _phase(r) > 2),
+        )
+        _PLANS[key] = plan
+    return plan
 
 
 _ACTIVE: dict[tuple[int, str, str], list[tuple[Rule, RuleKind]]] = {}

@@ -1,0 +1,101 @@
+"""``dmlconform execute DESC [--inputs in.npz] [--output out.npz]``: run the reference executor.
+
+Inputs come from an .npz whose member names are the desc's input tensor members; without
+``--inputs`` they are standard-normal with a fixed seed (``--seed``), so a desc alone is enough to
+look at the reference's behaviour. The desc is not validated here (``dmlconform validate`` does
+that); a desc the reference cannot run, or a missing or misshapen input, is one line naming the
+member and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmlconform.cli import add_spec_dir
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "execute",
+        help="run the float64 reference executor on a desc",
+        description="Run the reference executor on DESC and save or summarize its outputs.",
+    )
+    p.add_argument("desc", metavar="DESC", help="desc file (YAML or JSON)")
+    p.add_argument("--inputs", metavar="NPZ", help="input arrays by member name (default: standard normal)")
+    p.add_argument("--output", metavar="NPZ", help="write the outputs here (default: print a summary)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    add_spec_dir(p)
+    p.set_defaults(run=run)
+
+
+def _fail(message: str) -> int:
+    print(f"dmlconform execute: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _generate(desc: Any, plan: Any, spec: Any, seed: int) -> dict[str, np.ndarray]:
+    from dmlconform.reference import output_dtype
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in plan.input_members():
+        tensor = desc.get(name, spec)
+        out[name] = rng.standard_normal(tensor.sizes).astype(output_dtype(tensor, spec))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from dmlconform.desc import DescError, load_desc
+    from dmlconform.reference import InputError, PlanError, execute, make_plan
+    from dmlconform.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec_dir)
+        desc = load_desc(args.desc, spec)
+        plan = make_plan(desc, spec)
+    except (DescError, SpecError) as exc:
+        return _fail(str(exc))
+    except PlanError as exc:
+        return _fail(f"{args.desc}: {exc}")
+    if args.inputs:
+        try:
+            with np.load(args.inputs, allow_pickle=False) as npz:
+                inputs = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError) as exc:
+            return _fail(f"{args.inputs}: cannot read inputs: {exc}")
+        unknown = sorted(set(inputs) - set(plan.input_members()))
+        if unknown:
+            return _fail(
+                f"{args.inputs}: {unknown[0]}: not an input member of this desc "
+                f"(inputs: {', '.join(plan.input_members())})"
+            )
+    else:
+        inputs = _generate(desc, plan, spec, args.seed)
+    try:
+        outputs = execute(desc, inputs, spec)
+    except InputError as exc:
+        return _fail(f"{args.inputs or 'inputs'}: {exc}")
+    except PlanError as exc:
+        return _fail(f"{args.desc}: {exc}")
+    if args.output:
+        try:
+            np.savez(Path(args.output), **{k: np.ascontiguousarray(v) for k, v in outputs.items()})
+        except OSError as exc:
+            return _fail(f"{args.output}: cannot write: {exc.strerror or exc}")
+        print(f"wrote {', '.join(outputs)} to {args.output}")
+        return 0
+    for name, value in outputs.items():
+        v = value.astype(np.float64)
+        finite = v[np.isfinite(v)]
+        stats = (
+            f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}"
+            if finite.size
+            else "no finite values"
+        )
+        print(f"{name}: shape {list(value.shape)} {value.dtype}  {stats}")
+    return 0

@@ -1,0 +1,178 @@
+"""Turn a desc + its operator's ``semantics:`` section into a :class:`Plan` the kernels can run.
+
+The executor never looks at an operator's name: everything it needs (which members are the
+input, scale, bias, fused add and outputs; which axes are reduced; whether the variance is
+divided out; where Epsilon and the fused activation live) is read from the spec, so a new
+normalization operator is a YAML edit. The tolerance model reads the same plan, so the budget is
+computed over exactly the slices the reference normalizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.spec import Spec, load_spec
+
+
+class PlanError(ValueError):
+    """A desc the reference cannot run (an illegal desc the validator would also reject)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the normalization kernel needs, resolved from the desc and the spec.
+
+    ``axes`` are the reduced dimensions of the input (sorted, unique); ``epsilon`` and the
+    activation parameters are rounded to float32 because the desc structs hold C ``FLOAT``s:
+    an implementation receives exactly those values, so the reference must use them too.
+    """
+
+    input: str
+    output: str
+    scale: str | None
+    bias: str | None
+    fused_add: str | None
+    mean_output: str | None
+    variance_output: str | None
+    axes: tuple[int, ...]
+    normalize_variance: bool
+    epsilon: float
+    activation: str | None
+    activation_params: dict[str, float] = field(default_factory=dict)
+    shape: tuple[int, ...] = ()
+
+    @property
+    def kept_axes(self) -> tuple[int, ...]:
+        return tuple(i for i in range(len(self.shape)) if i not in self.axes)
+
+    @property
+    def reduction_length(self) -> int:
+        """n: how many elements each mean and variance is taken over."""
+        return math.prod(self.shape[i] for i in self.axes)
+
+    @property
+    def stat_shape(self) -> tuple[int, ...]:
+        """The statistics' shape: the input's with every reduced dimension set to 1."""
+        return tuple(1 if i in self.axes else s for i, s in enumerate(self.shape))
+
+    def input_members(self) -> tuple[str, ...]:
+        return tuple(m for m in (self.input, self.scale, self.bias, self.fused_add) if m)
+
+    def output_members(self) -> tuple[str, ...]:
+        return tuple(m for m in (self.output, self.mean_output, self.variance_output) if m)
+
+
+def f32(value: float) -> float:
+    """The float64 value of the C FLOAT that holds ``value``."""
+    return float(np.float32(value))
+
+
+def _tensor(desc: OperatorDesc, name: str | None, spec: Spec) -> TensorDesc | None:
+    if not name:
+        return None
+    value = desc.get(name, spec)
+    return value if isinstance(value, TensorDesc) else None
+
+
+def _member_value(desc: OperatorDesc, ref: Any, spec: Spec, what: str) -> Any:
+    if isinstance(ref, dict) and "member" in ref:
+        value = desc.get(ref["member"], spec)
+        if value is None:
+            raise PlanError(f"{ref['member']}: missing ({what} has no default)")
+        return value
+    return ref
+
+
+def resolve_axes(desc: OperatorDesc, semantics: dict[str, Any], spec: Spec, rank: int) -> tuple[int, ...]:
+    """The reduced axes, from whichever of the three ``reduce_axes`` forms the spec uses."""
+    rule = semantics["reduce_axes"]
+    if "member" in rule:
+        value = desc.get(rule["member"], spec)
+        if value is None:
+            raise PlanError(f"{rule['member']}: missing")
+        axes = tuple(int(a) for a in value)
+    elif "flag_member" in rule:
+        flag = desc.get(rule["flag_member"], spec)
+        if flag is None:
+            raise PlanError(f"{rule['flag_member']}: missing")
+        axes = tuple(rule["when_true"] if flag else rule["when_false"])
+    elif "where_size_one" in rule:
+        partner = _tensor(desc, rule["where_size_one"], spec)
+        if partner is None:
+            raise PlanError(f"{rule['where_size_one']}: needed to know the reduced axes, but null")
+        if len(partner.sizes) != rank:
+            raise PlanError(f"{rule['where_size_one']}: dimension count differs from the input's")
+        axes = tuple(i for i, s in enumerate(partner.sizes) if s == 1)
+    else:  # pragma: no cover - the schema admits only the three forms above
+        raise PlanError(f"unknown reduce_axes form {rule!r}")
+    for a in axes:
+        if not 0 <= a < rank:
+            raise PlanError(f"axis {a} out of range for a {rank}-D input")
+    if len(set(axes)) != len(axes):
+        raise PlanError(f"duplicate axes {list(axes)}")
+    return tuple(sorted(axes))
+
+
+def activation_params(act_type: str, given: dict[str, float], spec: Spec) -> dict[str, float]:
+    """Every parameter of the activation: as written, else the spec's default, as a C FLOAT."""
+    act = spec.activations.get(act_type)
+    if act is None:
+        raise PlanError(f"FusedActivation: unknown activation {act_type!r}")
+    out = {}
+    for p in act.parameters:
+        value = given.get(p.name, p.default)
+        if value is None:
+            raise PlanError(f"FusedActivation.{p.name}: missing and has no default")
+        out[p.name] = f32(value)
+    return out
+
+
+def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
+    """Resolve the desc against its operator's semantics (see spec/operators/*.yaml)."""
+    spec = spec or load_spec()
+    sem = spec.operator(desc.operator).semantics
+    if sem.get("kernel") != "normalization":
+        raise PlanError(f"{desc.operator}: no reference kernel {sem.get('kernel')!r}")
+    inp = _tensor(desc, sem["input"], spec)
+    if inp is None:
+        raise PlanError(f"{sem['input']}: missing")
+    if _tensor(desc, sem["output"], spec) is None:
+        raise PlanError(f"{sem['output']}: missing")
+    shape = tuple(inp.sizes)
+    axes = resolve_axes(desc, sem, spec, len(shape))
+    nv = sem.get("normalize_variance", True)
+    normalize = bool(_member_value(desc, nv, spec, "NormalizeVariance"))
+    eps_ref = sem.get("epsilon", 0.0)
+    epsilon = f32(_member_value(desc, eps_ref, spec, "Epsilon")) if normalize else 0.0
+    act_type = None
+    params: dict[str, float] = {}
+    if "activation" in sem:
+        act = desc.get(sem["activation"]["member"], spec)
+        if act is not None:
+            act_type = act.type
+            params = activation_params(act.type, act.param_dict, spec)
+
+    def present(key: str) -> str | None:
+        name = sem.get(key)
+        return name if name and _tensor(desc, name, spec) is not None else None
+
+    return Plan(
+        input=sem["input"],
+        output=sem["output"],
+        scale=present("scale"),
+        bias=present("bias"),
+        fused_add=present("fused_add"),
+        mean_output=present("mean_output"),
+        variance_output=present("variance_output"),
+        axes=axes,
+        normalize_variance=normalize,
+        epsilon=epsilon,
+        activation=act_type,
+        activation_params=params,
+        shape=shape,
+    )

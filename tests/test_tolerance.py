@@ -1,0 +1,389 @@
+"""The tolerance model: ULP metric, and budgets that pass sound float32 implementations (numpy
+float32, a careful two-pass, PyTorch, ONNX Runtime) on well- and ill-conditioned data while
+failing the real bugs listed in directml-facts.md on standard-normal data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlconform.desc import parse_desc
+from dmlconform.reference import execute
+from dmlconform.tolerance import compare, ordinal, ulp_distance
+
+EPS = 1e-5
+EPS32 = np.float32(EPS)
+
+# ---------------------------------------------------------------------------------------------
+# ULP metric
+
+
+def test_ulp_distance_across_zero_float32():
+    tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
+    a = np.array([tiny, -tiny, 0.0, -0.0, 1.0], np.float32)
+    b = np.array([-tiny, tiny, -0.0, tiny, np.nextafter(np.float32(1), np.float32(2))], np.float32)
+    np.testing.assert_array_equal(ulp_distance(a, b), [2, 2, 0, 1, 1])
+
+
+def test_ulp_distance_float16_and_monotonic_ordinal():
+    vals = np.array([-np.inf, -65504, -1.0, -6e-8, -0.0, 0.0, 6e-8, 1.0, 65504, np.inf], np.float16)
+    o = ordinal(vals)
+    assert (np.diff(o) >= 0).all() and o[4] == o[5]
+    one = np.float16(1.0)
+    assert ulp_distance(np.array([one]), np.array([np.float16(1.0009765625)]))[0] == 1  # 2^-10 apart
+    assert ulp_distance(np.array([np.float16(-1.0)]), np.array([one]))[0] == 2 * 15360  # 1.0 is 0x3C00
+
+
+def test_ulp_distance_nan_handling():
+    d = ulp_distance(np.array([np.nan, np.nan, 1.0], np.float32), np.array([np.nan, 1.0, np.nan], np.float32))
+    assert d[0] == 0 and np.isinf(d[1]) and np.isinf(d[2])
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers: descs and the implementations under judgement
+
+
+def t(sizes, dtype="FLOAT32"):
+    return {"DataType": dtype, "Sizes": list(sizes)}
+
+
+def mvn1(shape, axes, stat, dtype="FLOAT32", act=None):
+    return parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {
+                "InputTensor": t(shape, dtype),
+                "ScaleTensor": t(stat, dtype),
+                "BiasTensor": t(stat, dtype),
+                "OutputTensor": t(shape, dtype),
+                "Axes": list(axes),
+                "NormalizeVariance": True,
+                "Epsilon": EPS,
+                "FusedActivation": act,
+            },
+        }
+    )
+
+
+def bnt(shape, dtype="FLOAT32", act=None):
+    stat = [1, shape[1]] + [1] * (len(shape) - 2)
+    return parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING",
+            "desc": {
+                "InputTensor": t(shape, dtype),
+                "ScaleTensor": t(stat, dtype),
+                "BiasTensor": t(stat, dtype),
+                "OutputTensor": t(shape, dtype),
+                "OutputMeanTensor": t(stat, dtype),
+                "OutputVarianceTensor": t(stat, dtype),
+                "Epsilon": EPS,
+                "FusedActivation": act,
+            },
+        }
+    )
+
+
+def data(shape, stat, dtype=np.float32, kappa=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (kappa + rng.standard_normal(shape)).astype(dtype)
+    s = rng.uniform(0.5, 2.0, stat).astype(dtype)
+    b = rng.standard_normal(stat).astype(dtype)
+    return {"InputTensor": x, "ScaleTensor": s, "BiasTensor": b}
+
+
+def numpy32(inputs, axes, unbiased=False, eps_outside=False, stat_dtype=np.float32):
+    """The straightforward numpy implementation: float32 x.mean(), x.var() over the axes."""
+    x = inputs["InputTensor"].astype(np.float32)
+    xs = x.astype(stat_dtype)
+    m = xs.mean(axis=axes, keepdims=True, dtype=stat_dtype)
+    v = xs.var(axis=axes, keepdims=True, dtype=stat_dtype, ddof=1 if unbiased else 0)
+    m, v = m.astype(np.float32), v.astype(np.float32)
+    den = np.sqrt(v) + EPS32 if eps_outside else np.sqrt(v + EPS32)
+    y = (x - m) / den * inputs["ScaleTensor"].astype(np.float32) + inputs["BiasTensor"].astype(np.float32)
+    return y, m, v
+
+
+def two_pass32(inputs, axes):
+    """A careful float32 two-pass implementation with a reciprocal square root multiply."""
+    x = inputs["InputTensor"].astype(np.float32)
+    n = np.float32(np.prod([x.shape[a] for a in axes]))
+    m = np.sum(x, axis=axes, keepdims=True, dtype=np.float32) / n
+    d = x - m
+    v = np.sum(d * d, axis=axes, keepdims=True, dtype=np.float32) / n
+    r = np.float32(1) / np.sqrt(v + EPS32)
+    return d * r * inputs["ScaleTensor"].astype(np.float32) + inputs["BiasTensor"].astype(np.float32), m, v
+
+
+def recursive32(inputs, axes):
+    """Naive float32 running sums (np.cumsum is sequential): the weakest summation a sound
+    implementation may use; the sqrt(n) mean growth of the budget is there for it."""
+    x = inputs["InputTensor"].astype(np.float32)
+    kept = [i for i in range(x.ndim) if i not in axes]
+    xp = np.moveaxis(x, kept, list(range(len(kept))))
+    flat = xp.reshape(*xp.shape[: len(kept)], -1)
+    n = np.float32(flat.shape[-1])
+    m = np.cumsum(flat, axis=-1, dtype=np.float32)[..., -1:] / n
+    d = flat - m
+    v = np.cumsum(d * d, axis=-1, dtype=np.float32)[..., -1:] / n
+    z = (d / np.sqrt(v + EPS32)).reshape(xp.shape)
+    z = np.moveaxis(z, list(range(len(kept))), kept)
+    return z * inputs["ScaleTensor"].astype(np.float32) + inputs["BiasTensor"].astype(np.float32), m, v
+
+
+def check(desc, inputs, backend, **kw):
+    ref = execute(desc, inputs)
+    return compare(desc, backend, ref, inputs, **kw)
+
+
+def as_out(desc, y, m=None, v=None):
+    dtype = np.float32 if desc.get("OutputTensor").data_type == "FLOAT32" else np.float16
+    out = {"OutputTensor": np.asarray(y).astype(dtype)}
+    if m is not None and desc.get("OutputMeanTensor") is not None:
+        out["OutputMeanTensor"] = np.asarray(m).astype(dtype)
+        out["OutputVarianceTensor"] = np.asarray(v).astype(dtype)
+    return out
+
+
+SHAPES = [((2, 3, 8, 8), (2, 3)), ((4, 3, 16, 16), (2, 3)), ((2, 4, 32, 32), (1, 2, 3))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sound implementations pass
+
+
+@pytest.mark.parametrize("kappa", [0.0, 10.0, 1e3])
+@pytest.mark.parametrize("shape, axes", SHAPES)
+@pytest.mark.parametrize("impl", [numpy32, two_pass32, recursive32])
+def test_sound_float32_implementations_pass(impl, shape, axes, kappa):
+    stat = [1 if i in axes else s for i, s in enumerate(shape)]
+    stat[0] = 1
+    desc = mvn1(shape, axes, stat)
+    inputs = data(shape, stat, kappa=kappa, seed=int(kappa) + len(shape))
+    y, _, _ = impl(inputs, axes)
+    c = check(desc, inputs, as_out(desc, y))
+    assert c.passed, c.message
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1e2])
+def test_float16_computed_in_float32_passes(kappa):
+    shape, axes, stat = (2, 3, 16, 16), (2, 3), (1, 3, 1, 1)
+    desc = mvn1(shape, axes, stat, dtype="FLOAT16")
+    inputs = data(shape, stat, np.float16, kappa=kappa, seed=5)
+    y, _, _ = numpy32(inputs, axes)
+    c = check(desc, inputs, as_out(desc, y))
+    assert c.passed, c.message
+    assert c.outputs["OutputTensor"].max_ulp <= 2 or kappa > 0
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1e3])
+def test_batch_norm_numpy32_passes_with_statistics(kappa):
+    shape = (8, 4, 8, 8)
+    desc = bnt(shape)
+    inputs = data(shape, (1, 4, 1, 1), kappa=kappa, seed=7)
+    y, m, v = numpy32(inputs, (0, 2, 3))
+    c = check(desc, inputs, as_out(desc, y, m, v))
+    assert c.passed, c.message
+    assert set(c.outputs) == {"OutputTensor", "OutputMeanTensor", "OutputVarianceTensor"}
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1e3])
+def test_torch_instance_batch_layer_norm_pass(kappa):
+    torch = _torch()
+    F = torch.nn.functional
+    shape = (4, 3, 16, 16)
+    # instance norm == MVN1 over {2, 3} with per-channel scale
+    desc = mvn1(shape, (2, 3), (1, 3, 1, 1))
+    inputs = data(shape, (1, 3, 1, 1), kappa=kappa, seed=11)
+    x = torch.from_numpy(inputs["InputTensor"])
+    w, b = (torch.from_numpy(inputs[k].reshape(3)) for k in ("ScaleTensor", "BiasTensor"))
+    y = F.instance_norm(x, weight=w, bias=b, eps=EPS).numpy()
+    c = check(desc, inputs, as_out(desc, y))
+    assert c.passed, c.message
+    # batch norm in training mode == BATCH_NORMALIZATION_TRAINING
+    desc = bnt(shape)
+    y = F.batch_norm(x, None, None, weight=w, bias=b, training=True, eps=EPS).numpy()
+    c = check(desc, inputs, {"OutputTensor": y})
+    assert c.outputs["OutputTensor"].passed, c.message
+    # layer norm over (C, H, W) == MVN1 over {1, 2, 3} with an elementwise scale
+    stat = (1, 3, 16, 16)
+    desc = mvn1(shape, (1, 2, 3), stat)
+    inputs = data(shape, stat, kappa=kappa, seed=12)
+    x = torch.from_numpy(inputs["InputTensor"])
+    y = F.layer_norm(
+        x,
+        (3, 16, 16),
+        torch.from_numpy(inputs["ScaleTensor"][0]),
+        torch.from_numpy(inputs["BiasTensor"][0]),
+        EPS,
+    ).numpy()
+    c = check(desc, inputs, as_out(desc, y))
+    assert c.passed, c.message
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1e3])
+def test_onnxruntime_instance_normalization_passes(kappa):
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    shape = (2, 3, 16, 16)
+    inputs = data(shape, (1, 3, 1, 1), kappa=kappa, seed=13)
+    graph = helper.make_graph(
+        [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=EPS)],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = sess.run(
+        None,
+        {
+            "x": inputs["InputTensor"],
+            "s": inputs["ScaleTensor"].reshape(3),
+            "b": inputs["BiasTensor"].reshape(3),
+        },
+    )
+    desc = mvn1(shape, (2, 3), (1, 3, 1, 1))
+    c = check(desc, inputs, {"OutputTensor": y})
+    assert c.passed, c.message
+    assert onnx is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Real bugs fail on standard-normal data
+
+
+BUG_SHAPE, BUG_AXES, BUG_STAT = (2, 4, 8, 8), (2, 3), (1, 4, 1, 1)
+
+
+def _bug_case(seed=21):
+    desc = mvn1(BUG_SHAPE, BUG_AXES, BUG_STAT)
+    return desc, data(BUG_SHAPE, BUG_STAT, seed=seed)
+
+
+def test_epsilon_outside_sqrt_fails():
+    desc, inputs = _bug_case()
+    y, _, _ = numpy32(inputs, BUG_AXES, eps_outside=True)
+    assert not check(desc, inputs, as_out(desc, y)).passed
+
+
+def test_unbiased_variance_fails():
+    desc, inputs = _bug_case()
+    y, _, _ = numpy32(inputs, BUG_AXES, unbiased=True)
+    assert not check(desc, inputs, as_out(desc, y)).passed
+
+
+def test_statistics_in_float16_fail():
+    desc, inputs = _bug_case()
+    y, _, _ = numpy32(inputs, BUG_AXES, stat_dtype=np.float16)
+    assert not check(desc, inputs, as_out(desc, y)).passed
+    # FLOAT16 tensors: accumulating in float16 rather than float32 fails on a long reduction
+    shape, stat = (1, 2, 32, 32), (1, 2, 1, 1)
+    desc16 = mvn1(shape, (2, 3), stat, dtype="FLOAT16")
+    inputs16 = data(shape, stat, np.float16, seed=3)
+    y, _, _ = numpy32(inputs16, (2, 3), stat_dtype=np.float16)
+    ok, _, _ = numpy32(inputs16, (2, 3))
+    assert check(desc16, inputs16, as_out(desc16, ok)).passed
+    assert not check(desc16, inputs16, as_out(desc16, y)).passed
+
+
+def test_ignored_fused_activation_fails():
+    act = {"Type": "ACTIVATION_ELU"}
+    desc = mvn1(BUG_SHAPE, BUG_AXES, BUG_STAT, act=act)
+    inputs = data(BUG_SHAPE, BUG_STAT, seed=22)
+    y, _, _ = numpy32(inputs, BUG_AXES)
+    assert not check(desc, inputs, as_out(desc, y)).passed
+    elu = np.where(y >= 0, y, np.expm1(y.astype(np.float64)).astype(np.float32))
+    assert check(desc, inputs, as_out(desc, elu)).passed
+
+
+def test_scale_broadcast_along_wrong_axis_fails():
+    desc, inputs = _bug_case(seed=23)
+    wrong = dict(inputs)
+    wrong["ScaleTensor"] = inputs["ScaleTensor"].reshape(1, 1, 4, 1)  # along H instead of C
+    wrong["BiasTensor"] = inputs["BiasTensor"].reshape(1, 1, 4, 1)
+    x = inputs["InputTensor"]
+    y = (x - x.mean((2, 3), keepdims=True)) / np.sqrt(x.var((2, 3), keepdims=True) + EPS32)
+    y = y[:, :, :4, :] * wrong["ScaleTensor"] + wrong["BiasTensor"]  # crop H to 4 to broadcast
+    full = numpy32(inputs, BUG_AXES)[0]
+    full[:, :, :4, :] = y
+    assert not check(desc, inputs, as_out(desc, full)).passed
+
+
+def _nudge(values: np.ndarray, ulps: int) -> np.ndarray:
+    out = values.copy()
+    for _ in range(ulps):
+        out = np.nextafter(out, np.where(out >= 0, np.inf, -np.inf).astype(out.dtype))
+    return out
+
+
+def test_batch_norm_twelve_ulp_off_fails_and_one_ulp_passes():
+    shape = (8, 4, 8, 8)
+    desc = bnt(shape)
+    inputs = data(shape, (1, 4, 1, 1), seed=24)
+    ref = execute(desc, inputs)
+    off = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 12))
+    c = compare(desc, off, ref, inputs)
+    assert not c.passed
+    assert c.outputs["OutputTensor"].max_ulp == 12
+    near = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 1))
+    assert compare(desc, near, ref, inputs).passed
+
+
+# ---------------------------------------------------------------------------------------------
+# Overrides, reporting, NaN inputs
+
+
+def test_overrides_scale_and_fix_the_budget():
+    shape = (8, 4, 8, 8)
+    desc = bnt(shape)
+    inputs = data(shape, (1, 4, 1, 1), seed=25)
+    ref = execute(desc, inputs)
+    off = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 12))
+    assert compare(desc, off, ref, inputs, overrides={"ulp_scale": 4.0}).passed
+    assert compare(desc, off, ref, inputs, overrides={"max_ulp": 12}).passed
+    assert not compare(desc, off, ref, inputs, overrides={"max_ulp": 11}).passed
+    with pytest.raises(ValueError, match="unknown tolerance override"):
+        compare(desc, off, ref, inputs, overrides={"bogus": 1})
+
+
+def test_worst_element_is_reported():
+    desc, inputs = _bug_case(seed=26)
+    ref = execute(desc, inputs)
+    bad = {"OutputTensor": ref["OutputTensor"].copy()}
+    bad["OutputTensor"][1, 2, 3, 4] += np.float32(0.5)
+    c = compare(desc, bad, ref, inputs)
+    o = c.outputs["OutputTensor"]
+    assert not c.passed and o.worst_index == (1, 2, 3, 4) and o.failing_elements == 1
+    assert o.reference_value == float(ref["OutputTensor"][1, 2, 3, 4])
+    assert o.backend_value == float(bad["OutputTensor"][1, 2, 3, 4])
+    assert 0 < o.budget < 0.5 and "worst at [1, 2, 3, 4]" in c.message
+    assert c.to_dict()["outputs"]["OutputTensor"]["worst_index"] == [1, 2, 3, 4]
+
+
+def test_missing_or_misshapen_backend_output_fails():
+    desc, inputs = _bug_case(seed=27)
+    ref = execute(desc, inputs)
+    assert not compare(desc, {}, ref, inputs).passed
+    c = compare(desc, {"OutputTensor": ref["OutputTensor"][:1]}, ref, inputs)
+    assert not c.passed and "shape" in c.message
+
+
+def test_nan_inputs_are_information_not_failure():
+    desc, inputs = _bug_case(seed=28)
+    inputs["InputTensor"][0, 0, 0, 0] = np.nan
+    ref = execute(desc, inputs)
+    garbage = {"OutputTensor": np.zeros_like(ref["OutputTensor"])}
+    c = compare(desc, garbage, ref, inputs)
+    assert c.passed and c.nonfinite_inputs and "NaN or Inf" in c.message
