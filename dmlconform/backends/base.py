@@ -1,0 +1,496 @@
+"""Backend protocol, an optional base class, the semantics plan every built-in backend shares,
+and the loader behind ``--dml-backend``.
+
+A backend is anything with ``name``, ``feature_level`` and ``execute(desc, inputs)`` (and,
+optionally, ``check(desc)``); the runner duck-types it, so third-party backends need not import
+this module. :class:`BackendBase` exists because every built-in backend needs the same chores:
+keyword options given as strings on the command line (validated, with a clear error for an
+unknown one), the details of the last case for the report (``last_info``), and version strings.
+
+:class:`NormalizationPlan` is the one place that reads an operator's ``semantics:`` block for
+the backends: which member is the input, the scale, the statistics outputs, which axes are
+reduced, whether the variance is normalized, the epsilon and the fused activation with its
+parameter defaults. The numpy, ONNX Runtime and PyTorch backends are all driven by it, so none
+of them names an operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.errors import Rejected, Unsupported
+from dmlconform.spec import Spec, UnknownLevel, load_spec
+
+ENTRY_POINT_GROUP = "dmlconform.backends"
+
+#: Built-in backends, used when the package is not installed (a source checkout) and as the
+#: fallback when entry points are unavailable. Mirrors ``[project.entry-points]`` in pyproject.
+BUILTIN_BACKENDS: dict[str, str] = {
+    "reference": "dmlconform.backends.reference:ReferenceBackend",
+    "numpy": "dmlconform.backends.numpy_backend:NumpyBackend",
+    "onnxruntime": "dmlconform.backends.onnxruntime_backend:OnnxRuntimeBackend",
+    "torch": "dmlconform.backends.torch_backend:TorchBackend",
+}
+
+#: Third-party packages a backend may need, and the pip extra that installs them.
+EXTRA_FOR_PACKAGE: dict[str, str] = {"onnxruntime": "ort", "onnx": "ort", "torch": "torch"}
+
+DEFAULT_FEATURE_LEVEL = "6_4"
+
+
+class BackendError(Exception):
+    """A backend that cannot be loaded or configured; the message is one line, for the CLI."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the runner needs. ``check`` is optional and therefore not part of the protocol
+    check: a backend without it simply gets no validation items."""
+
+    name: str
+    feature_level: str
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Options
+
+
+@dataclass(frozen=True)
+class Option:
+    """One backend option. Values arrive as strings (``--dml-backend-option key=value``), so
+    each option says how to parse its string and, if it is an enumeration, its choices."""
+
+    name: str
+    default: str
+    help: str
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str], Any] = str
+
+    def convert(self, backend: str, raw: Any) -> Any:
+        text = str(raw).strip()
+        if self.choices is not None and text not in self.choices:
+            raise BackendError(
+                f"backend {backend!r}: option {self.name}={text!r} is not one of {', '.join(self.choices)}"
+            )
+        try:
+            return self.parse(text)
+        except (TypeError, ValueError) as exc:
+            raise BackendError(f"backend {backend!r}: option {self.name}={text!r}: {exc}") from None
+
+
+def _parse_level(text: str) -> str:
+    try:
+        return load_spec().level(text).name
+    except UnknownLevel as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _parse_positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be a whole number >= 0")
+    return value
+
+
+FEATURE_LEVEL_OPTION = Option(
+    "feature_level",
+    DEFAULT_FEATURE_LEVEL,
+    "the highest DML feature level the backend claims (check() validates at this level)",
+    parse=_parse_level,
+)
+
+
+class BackendBase:
+    """Optional base class: option parsing, ``last_info``, ``describe`` and ``versions``.
+
+    Subclasses list their options in ``OPTIONS`` and implement :meth:`execute`. ``check`` is
+    deliberately not defined here: the runner treats its presence as "this backend validates
+    descs", which only some backends do.
+    """
+
+    name: ClassVar[str] = "base"
+    OPTIONS: ClassVar[tuple[Option, ...]] = (FEATURE_LEVEL_OPTION,)
+
+    def __init__(self, **options: Any) -> None:
+        known = {opt.name: opt for opt in self.OPTIONS}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            listing = ", ".join(sorted(known)) or "none"
+            raise BackendError(f"backend {self.name!r}: unknown option {unknown[0]!r} (options: {listing})")
+        self.options: dict[str, Any] = {}
+        for opt in self.OPTIONS:
+            self.options[opt.name] = opt.convert(self.name, options.get(opt.name, opt.default))
+        self.feature_level: str = self.options["feature_level"]
+        self._last_info: dict[str, Any] = {}
+
+    @classmethod
+    def option_help(cls) -> dict[str, str]:
+        """``{option: "help (default: x)"}``, for ``dmlconform backends`` style listings."""
+        return {o.name: f"{o.help} (default: {o.default})" for o in cls.OPTIONS}
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def last_info(self) -> dict[str, Any]:
+        """Details of the last ``execute`` (which library path, compute dtype, cache hit)."""
+        return dict(self._last_info)
+
+    def versions(self) -> dict[str, str]:
+        import dmlconform
+
+        return {"dmlconform": dmlconform.__version__, "numpy": np.__version__}
+
+    def describe(self) -> str:
+        return f"{self.name} (feature level {self.feature_level})"
+
+
+def validate_or_reject(desc: OperatorDesc, level: str) -> None:
+    """``check`` for backends that trust the spec: :class:`Rejected` naming every rule id."""
+    from dmlconform.validate import validate
+
+    violations = validate(desc, level)
+    if violations:
+        ids = ", ".join(dict.fromkeys(v.rule for v in violations))
+        detail = "; ".join(str(v) for v in violations)
+        raise Rejected(f"illegal at feature level {level} ({ids}): {detail}")
+
+
+# --------------------------------------------------------------------------------------------
+# The semantics plan shared by the built-in backends
+
+
+@dataclass(frozen=True)
+class NormalizationPlan:
+    """A desc read through its operator's ``semantics:`` block (kernel ``normalization``).
+
+    ``scale``/``bias``/``fused_add`` are member names, or None when the desc leaves them null
+    (null Scale means 1, null Bias 0). ``axes`` are the reduced axes, sorted and non-negative.
+    ``stats_outputs`` maps ``"mean"``/``"variance"`` to output member names present in the desc.
+    """
+
+    operator: str
+    input: str
+    output: str
+    input_desc: TensorDesc
+    tensors: dict[str, TensorDesc]
+    scale: str | None
+    bias: str | None
+    fused_add: str | None
+    stats_outputs: dict[str, str]
+    axes: tuple[int, ...]
+    normalize_variance: bool
+    epsilon: float
+    activation: str | None
+    activation_params: dict[str, float] = field(default_factory=dict)
+    dtypes: dict[str, np.dtype] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return len(self.input_desc.sizes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.input_desc.sizes
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return (self.output, *self.stats_outputs.values())
+
+    def sizes(self, member: str) -> tuple[int, ...]:
+        return self.tensors[member].sizes
+
+    def aligned_sizes(self, member: str) -> tuple[int, ...]:
+        """``member``'s sizes right-aligned to the input's rank (numpy broadcasting rules)."""
+        sizes = self.sizes(member)
+        return (1,) * (self.rank - len(sizes)) + tuple(sizes)
+
+    def per_channel(self, member: str | None) -> bool:
+        """True when ``member`` is null or varies at most along axis 1 (the channel), the shape
+        that per-channel library kernels (instance/batch norm) accept as a 1-D weight."""
+        if member is None:
+            return True
+        if self.rank < 2:
+            return False
+        sizes = self.aligned_sizes(member)
+        return all(s == 1 for i, s in enumerate(sizes) if i != 1)
+
+    def within(self, member: str | None, first_axis: int) -> bool:
+        """True when ``member`` is null or varies only along axes >= ``first_axis``."""
+        if member is None:
+            return True
+        return all(s == 1 for s in self.aligned_sizes(member)[:first_axis])
+
+    def trailing_axis(self) -> int | None:
+        """k when the reduced axes are exactly k..rank-1 (a layer-norm shape), else None."""
+        if not self.axes:
+            return None
+        k = self.axes[0]
+        return k if self.axes == tuple(range(k, self.rank)) else None
+
+    def fits_instance_norm(self) -> bool:
+        return (
+            self.normalize_variance
+            and self.rank >= 3
+            and self.axes == tuple(range(2, self.rank))
+            and self.per_channel(self.scale)
+            and self.per_channel(self.bias)
+        )
+
+    def fits_batch_norm(self) -> bool:
+        return (
+            self.normalize_variance
+            and self.rank >= 2
+            and self.axes == (0, *range(2, self.rank))
+            and self.per_channel(self.scale)
+            and self.per_channel(self.bias)
+        )
+
+    def fits_layer_norm(self) -> bool:
+        k = self.trailing_axis()
+        return (
+            self.normalize_variance
+            and k is not None
+            and self.within(self.scale, k)
+            and self.within(self.bias, k)
+        )
+
+    def structure_key(self) -> tuple[Any, ...]:
+        """What a compiled graph depends on: rank, dtypes, axes, which scale/bias/add dims
+        broadcast, attributes. Not the sizes, so one compiled graph serves many shapes."""
+
+        def pattern(member: str | None) -> tuple[bool, ...] | None:
+            if member is None:
+                return None
+            return tuple(s == 1 for s in self.aligned_sizes(member))
+
+        return (
+            self.rank,
+            tuple((m, str(d)) for m, d in sorted(self.dtypes.items())),
+            self.axes,
+            pattern(self.scale),
+            pattern(self.bias),
+            self.fused_add is not None,
+            tuple(sorted(self.stats_outputs.items())),
+            self.normalize_variance,
+            self.epsilon,
+            self.activation,
+            tuple(sorted(self.activation_params.items())),
+        )
+
+
+def numpy_dtype(data_type: str, spec: Spec | None = None) -> np.dtype:
+    spec = spec or load_spec()
+    dt = spec.data_types.get(data_type)
+    if dt is None or dt.numpy is None:
+        raise Unsupported(f"data type {data_type} has no numpy equivalent")
+    return np.dtype(dt.numpy)
+
+
+def _value_of(desc: OperatorDesc, entry: Any, spec: Spec) -> Any:
+    """A semantics entry: a literal, or ``{member: Name}`` for the member's effective value."""
+    if isinstance(entry, dict) and "member" in entry:
+        return desc.get(entry["member"], spec)
+    return entry
+
+
+def _present(desc: OperatorDesc, member: str | None) -> str | None:
+    if member is None:
+        return None
+    return member if isinstance(desc.members.get(member), TensorDesc) else None
+
+
+def reduce_axes(desc: OperatorDesc, semantics: Mapping[str, Any], rank: int, spec: Spec) -> tuple[int, ...]:
+    """The reduced axes from ``semantics.reduce_axes`` (one of three shapes, see the spec)."""
+    rule = semantics.get("reduce_axes")
+    if not isinstance(rule, dict):
+        raise Unsupported(f"semantics.reduce_axes {rule!r} is not understood")
+    if "member" in rule:
+        axes = desc.get(rule["member"], spec)
+        if axes is None:
+            raise ValueError(f"{rule['member']} is missing: no axes to reduce over")
+        raw = list(axes)
+    elif "flag_member" in rule:
+        flag = bool(desc.get(rule["flag_member"], spec))
+        raw = list(rule["when_true"] if flag else rule["when_false"])
+    elif "where_size_one" in rule:
+        member = rule["where_size_one"]
+        t = desc.members.get(member)
+        if not isinstance(t, TensorDesc):
+            raise ValueError(f"{member} is missing: cannot tell which axes to reduce over")
+        sizes = (1,) * (rank - len(t.sizes)) + tuple(t.sizes)
+        raw = [i for i, s in enumerate(sizes) if s == 1]
+    else:
+        raise Unsupported(f"semantics.reduce_axes {rule!r} is not understood")
+    axes = []
+    for a in raw:
+        a = int(a)
+        if not -rank <= a < rank:
+            raise ValueError(f"axis {a} is out of range for a {rank}-D input")
+        axes.append(a % rank)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate axes {raw}")
+    return tuple(sorted(axes))
+
+
+def activation_params(act: ActivationDesc, spec: Spec) -> dict[str, float]:
+    """Written parameters, with the spec's defaults for the omitted ones."""
+    info = spec.activations.get(act.type)
+    if info is None:
+        raise Unsupported(f"fused activation {act.type} is not fusable")
+    written = act.param_dict
+    out: dict[str, float] = {}
+    for p in info.parameters:
+        if p.name in written:
+            out[p.name] = float(written[p.name])
+        elif p.default is not None:
+            out[p.name] = float(p.default)
+        else:
+            raise ValueError(f"{act.type} parameter {p.name} is missing and has no default")
+    return out
+
+
+def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan:
+    """Read ``desc`` through its operator's semantics. Raises Unsupported for a kernel other
+    than ``normalization`` and ValueError for a desc too broken to compute."""
+    spec = spec or load_spec()
+    op = spec.operator(desc.operator)
+    sem = op.semantics
+    if sem.get("kernel") != "normalization":
+        raise Unsupported(f"{op.name}: kernel {sem.get('kernel')!r} is not implemented by this backend")
+    input_member = sem["input"]
+    input_desc = desc.members.get(input_member)
+    if not isinstance(input_desc, TensorDesc):
+        raise ValueError(f"{input_member} is missing")
+    if not isinstance(desc.members.get(sem["output"]), TensorDesc):
+        raise ValueError(f"{sem['output']} is missing")
+    rank = len(input_desc.sizes)
+    stats = {}
+    for key, sem_key in (("mean", "mean_output"), ("variance", "variance_output")):
+        member = _present(desc, sem.get(sem_key))
+        if member is not None:
+            stats[key] = member
+    act = desc.get(sem["activation"]["member"], spec) if isinstance(sem.get("activation"), dict) else None
+    eps = _value_of(desc, sem.get("epsilon", 0.0), spec)
+    if eps is None:
+        raise ValueError("Epsilon is missing")
+    tensors = desc.tensors()
+    return NormalizationPlan(
+        operator=op.name,
+        input=input_member,
+        output=sem["output"],
+        input_desc=input_desc,
+        tensors=tensors,
+        scale=_present(desc, sem.get("scale")),
+        bias=_present(desc, sem.get("bias")),
+        fused_add=_present(desc, sem.get("fused_add")),
+        stats_outputs=stats,
+        axes=reduce_axes(desc, sem, rank, spec),
+        normalize_variance=bool(_value_of(desc, sem.get("normalize_variance", True), spec)),
+        epsilon=float(eps),
+        activation=act.type if act is not None else None,
+        activation_params=activation_params(act, spec) if act is not None else {},
+        dtypes={name: numpy_dtype(t.data_type, spec) for name, t in tensors.items()},
+    )
+
+
+def finish_outputs(plan: NormalizationPlan, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Shape each computed output to its member's Sizes and DataType (statistics computed with
+    keepdims, or as 1-D per-channel vectors, are reshaped to the declared Sizes)."""
+    out = {}
+    for member in plan.outputs:
+        value = np.asarray(values[member])
+        sizes = plan.sizes(member)
+        if value.shape != sizes:
+            same_count = value.size == math.prod(sizes)
+            value = value.reshape(sizes) if same_count else np.broadcast_to(value, sizes)
+        out[member] = np.ascontiguousarray(value, dtype=plan.dtypes[member])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Loader
+
+
+def list_backends() -> dict[str, str]:
+    """Registered backend names -> ``module:Class`` (entry points over the built-in table)."""
+    names = dict(BUILTIN_BACKENDS)
+    try:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            names[ep.name] = ep.value
+    except Exception:  # a broken installation must not hide the built-ins
+        pass
+    return names
+
+
+def _import_target(target: str, label: str) -> type:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise BackendError(f"backend {label!r}: expected package.module:ClassName, got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        extra = EXTRA_FOR_PACKAGE.get(missing)
+        if extra is not None:
+            raise BackendError(
+                f"backend {label!r} needs {missing}, which is not installed: pip install dmlconform[{extra}]"
+            ) from None
+        raise BackendError(f"backend {label!r}: cannot import {module_name}: {exc}") from None
+    except Exception as exc:  # an import-time crash in a third-party backend module
+        raise BackendError(
+            f"backend {label!r}: importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise BackendError(f"backend {label!r}: {module_name} has no attribute {attr!r}") from None
+    return obj
+
+
+def load_backend(spec: str, options: Mapping[str, str] | None = None) -> Backend:
+    """The backend named ``spec`` (a registered name, or ``package.module:ClassName``),
+    constructed with ``options`` as keyword arguments. Every failure is a one-line BackendError."""
+    options = dict(options or {})
+    spec = spec.strip()
+    if ":" in spec:
+        target = spec
+    else:
+        registry = list_backends()
+        if spec not in registry:
+            raise BackendError(
+                f"unknown backend {spec!r} (registered: {', '.join(sorted(registry))}; "
+                "or give package.module:ClassName)"
+            )
+        target = registry[spec]
+    factory = _import_target(target, spec)
+    if not callable(factory):
+        raise BackendError(f"backend {spec!r}: {target} is not a class or factory")
+    try:
+        backend = factory(**options)
+    except BackendError:
+        raise
+    except TypeError as exc:
+        raise BackendError(f"backend {spec!r}: bad options {sorted(options)}: {exc}") from None
+    except Exception as exc:
+        raise BackendError(f"backend {spec!r}: construction failed: {type(exc).__name__}: {exc}") from None
+    if not callable(getattr(backend, "execute", None)):
+        raise BackendError(f"backend {spec!r}: {target} has no execute(desc, inputs) method")
+    if not getattr(backend, "name", None):
+        # A duck-typed backend without a name is reported under the spec it was loaded by. A
+        # missing feature_level is left missing: the runner then asks for --dml-feature-level.
+        with contextlib.suppress(Exception):
+            backend.name = spec
+    return backend

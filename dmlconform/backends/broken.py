@@ -1,0 +1,155 @@
+"""Deliberately broken backends, for mutation self-tests of the suite.
+
+Each class is the numpy backend with exactly one bug that real implementations have had (see
+directml-facts.md, "Known real-world failures"). A conformance suite worth running must fail
+every one of them; the mutation test runs the suite against each and expects failures. Select
+one with ``--dml-backend dmlconform.backends.broken:UnbiasedVariance``.
+
+The docstring of each says which kind of case exposes it, so a surviving mutant points at the
+generator regime or tolerance that is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from dmlconform.backends.base import NormalizationPlan
+from dmlconform.backends.numpy_backend import NumpyBackend
+
+
+class UnbiasedVariance(NumpyBackend):
+    """Variance divided by n - 1 (Bessel's correction, as torch.var defaults to).
+
+    Exposed by short reductions (n = 2 scales z by sqrt(1/2); n = 1 divides by zero)."""
+
+    name: ClassVar[str] = "broken:UnbiasedVariance"
+
+    def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        mean, var = super().statistics(x, axes)
+        n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+        return mean, var * self.compute_dtype(n) / self.compute_dtype(n - 1)
+
+
+class EpsilonOutsideSqrt(NumpyBackend):
+    """(x - mean) / (sqrt(var) + eps) instead of / sqrt(var + eps).
+
+    Exposed by data whose spread is near sqrt(Epsilon), and by zero-variance slices."""
+
+    name: ClassVar[str] = "broken:EpsilonOutsideSqrt"
+
+    def normalize(
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+    ) -> np.ndarray:
+        d = x - mean
+        if not plan.normalize_variance:
+            return d
+        return d / (np.sqrt(var) + self.compute_dtype(plan.epsilon))
+
+
+class Float16Statistics(NumpyBackend):
+    """Mean and variance accumulated in FLOAT16 (the LayerNorm fp16 overflow seen in the wild).
+
+    Exposed by fp16 data whose squares overflow fp16 (|x - mean| > 256 gives inf), by long
+    reductions (fp16 sums stall), and by large offsets."""
+
+    name: ClassVar[str] = "broken:Float16Statistics"
+
+    def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        h = x.astype(np.float16)
+        n = np.float16(int(np.prod([x.shape[a] for a in axes])) if axes else 1)
+        mean = np.sum(h, axis=axes, keepdims=True, dtype=np.float16) / n
+        d = h - mean
+        var = np.sum(d * d, axis=axes, keepdims=True, dtype=np.float16) / n
+        return mean.astype(self.compute_dtype), var.astype(self.compute_dtype)
+
+
+class IgnoredActivation(NumpyBackend):
+    """FusedActivation dropped: the output is the plain normalization.
+
+    Exposed by any case with a fused activation other than IDENTITY."""
+
+    name: ClassVar[str] = "broken:IgnoredActivation"
+
+    def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
+        return y
+
+
+class ScaleReversed(NumpyBackend):
+    """Scale indexed back to front along every axis (a stride / transposition mix-up: channel
+    c gets the scale of channel C-1-c).
+
+    Exposed by any non-uniform Scale with a dimension larger than 1."""
+
+    name: ClassVar[str] = "broken:ScaleReversed"
+
+    def scale_bias(
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+    ) -> np.ndarray:
+        if plan.scale is not None:
+            scale = self.load(inputs, plan, plan.scale)
+            y = y * scale[(slice(None, None, -1),) * scale.ndim]
+        if plan.bias is not None:
+            y = y + self.load(inputs, plan, plan.bias)
+        return y
+
+
+class NaiveVariance(NumpyBackend):
+    """Variance as E[x^2] - E[x]^2 in float32: catastrophic cancellation.
+
+    Exposed by data with a large offset against a small spread (kappa = |mean| / std >> 1);
+    the variance can even come out negative, and sqrt then gives NaN."""
+
+    name: ClassVar[str] = "broken:NaiveVariance"
+
+    def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        mean = np.mean(x, axis=axes, keepdims=True, dtype=self.compute_dtype)
+        mean_sq = np.mean(x * x, axis=axes, keepdims=True, dtype=self.compute_dtype)
+        return mean, mean_sq - mean * mean
+
+
+class OneSidedBiasIgnored(NumpyBackend):
+    """Bias applied only when Scale is present too (pre-5_2 pairing assumed at every level).
+
+    Exposed by a desc with a Bias and a null Scale, legal from feature level 5_2."""
+
+    name: ClassVar[str] = "broken:OneSidedBiasIgnored"
+
+    def scale_bias(
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+    ) -> np.ndarray:
+        if plan.scale is None:
+            return y
+        return super().scale_bias(y, inputs, plan)
+
+
+class BatchAxisIncluded(NumpyBackend):
+    """Statistics over the batch axis too: the {0, 2, 3} reading of CrossChannel=FALSE from
+    older doc revisions, applied to every reduction.
+
+    Exposed by any case with a batch dimension larger than 1 that is not already reduced."""
+
+    name: ClassVar[str] = "broken:BatchAxisIncluded"
+
+    def reduce_axes(self, plan: NormalizationPlan) -> tuple[int, ...]:
+        return tuple(sorted({0, *plan.axes}))
+
+
+#: Every broken backend, by class name (the mutation test iterates over this).
+BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
+    cls.__name__: cls
+    for cls in (
+        UnbiasedVariance,
+        EpsilonOutsideSqrt,
+        Float16Statistics,
+        IgnoredActivation,
+        ScaleReversed,
+        NaiveVariance,
+        OneSidedBiasIgnored,
+        BatchAxisIncluded,
+    )
+}
+
+__all__ = ["BROKEN_BACKENDS", *BROKEN_BACKENDS]

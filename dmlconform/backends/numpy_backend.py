@@ -1,0 +1,172 @@
+"""The ``numpy`` backend: a straightforward FLOAT32 implementation, what a typical port does.
+
+It is independent of the float64 reference (no shared kernels, different precision), so the
+suite has something realistic to measure: inputs are cast to float32, the mean and the
+population variance are computed by numpy in float32 (two passes) over the reduce axes, then
+normalize, scale, bias, fused add, activation, and a cast to the output type. Everything is
+driven by the operator's ``semantics:`` (through :class:`NormalizationPlan`); no operator is
+named here.
+
+Each step is a method so that the deliberately broken backends (``broken.py``) can each replace
+exactly one of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from dmlconform.backends.base import (
+    FEATURE_LEVEL_OPTION,
+    BackendBase,
+    NormalizationPlan,
+    Option,
+    finish_outputs,
+    make_plan,
+    validate_or_reject,
+)
+from dmlconform.desc import OperatorDesc
+from dmlconform.errors import Unsupported
+
+F32 = np.float32
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _gelu(x: np.ndarray, p: Mapping[str, float]) -> np.ndarray:
+    # numpy has no erf; math.erf per element is slow but exact, which is what a port would use
+    # from its C library.
+    e = _erf(x.astype(np.float64) / math.sqrt(2.0)).astype(F32)
+    return F32(0.5) * x * (F32(1.0) + e)
+
+
+def _shrink(x: np.ndarray, p: Mapping[str, float]) -> np.ndarray:
+    bias, threshold = F32(p["Bias"]), F32(p["Threshold"])
+    return np.where(x > threshold, x - bias, np.where(x < -threshold, x + bias, F32(0.0))).astype(F32)
+
+
+def _celu(x: np.ndarray, p: Mapping[str, float]) -> np.ndarray:
+    a = F32(p["Alpha"])
+    return np.maximum(F32(0.0), x) + np.minimum(F32(0.0), a * np.expm1(x / a))
+
+
+#: ACTIVATION_X -> f(x float32, parameters with defaults applied) -> float32. Formulas from
+#: spec/common/activations.yaml; softplus uses logaddexp so that it does not overflow to inf.
+ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, float]], np.ndarray]] = {
+    "ACTIVATION_IDENTITY": lambda x, p: x,
+    "ACTIVATION_LINEAR": lambda x, p: F32(p["Alpha"]) * x + F32(p["Beta"]),
+    "ACTIVATION_SIGMOID": lambda x, p: F32(1.0) / (F32(1.0) + np.exp(-x)),
+    "ACTIVATION_HARD_SIGMOID": lambda x, p: np.maximum(
+        F32(0.0), np.minimum(F32(p["Alpha"]) * x + F32(p["Beta"]), F32(1.0))
+    ),
+    "ACTIVATION_TANH": lambda x, p: np.tanh(x),
+    "ACTIVATION_SCALED_TANH": lambda x, p: F32(p["Alpha"]) * np.tanh(F32(p["Beta"]) * x),
+    "ACTIVATION_RELU": lambda x, p: np.maximum(F32(0.0), x),
+    "ACTIVATION_LEAKY_RELU": lambda x, p: np.where(x >= 0, x, F32(p["Alpha"]) * x),
+    "ACTIVATION_THRESHOLDED_RELU": lambda x, p: np.where(x > F32(p["Alpha"]), x, F32(0.0)),
+    "ACTIVATION_ELU": lambda x, p: np.where(x >= 0, x, F32(p["Alpha"]) * np.expm1(x)),
+    "ACTIVATION_SCALED_ELU": lambda x, p: (
+        F32(p["Gamma"]) * np.where(x > 0, x, F32(p["Alpha"]) * np.exp(x) - F32(p["Alpha"]))
+    ),
+    "ACTIVATION_SOFTPLUS": lambda x, p: np.logaddexp(F32(0.0), F32(p["Steepness"]) * x) / F32(p["Steepness"]),
+    "ACTIVATION_PARAMETRIC_SOFTPLUS": lambda x, p: (
+        F32(p["Alpha"]) * np.logaddexp(F32(0.0), F32(p["Beta"]) * x)
+    ),
+    "ACTIVATION_SOFTSIGN": lambda x, p: x / (F32(1.0) + np.abs(x)),
+    "ACTIVATION_SHRINK": _shrink,
+    "ACTIVATION_CELU": _celu,
+    "ACTIVATION_GELU": _gelu,
+}
+
+
+class NumpyBackend(BackendBase):
+    """Float32 numpy implementation; validates descs with the spec's validator in ``check``."""
+
+    name: ClassVar[str] = "numpy"
+    OPTIONS: ClassVar[tuple[Option, ...]] = (FEATURE_LEVEL_OPTION,)
+    #: the dtype statistics and the normalization are computed in
+    compute_dtype: ClassVar[type] = np.float32
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def check(self, desc: OperatorDesc) -> None:
+        """Rejected (with the rule ids) for a desc illegal at this backend's feature level."""
+        validate_or_reject(desc, self.feature_level)
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        plan = make_plan(desc)
+        with np.errstate(all="ignore"):
+            x = self.load(inputs, plan, plan.input)
+            axes = self.reduce_axes(plan)
+            mean, var = self.statistics(x, axes)
+            y = self.normalize(x, mean, var, plan)
+            y = self.scale_bias(y, inputs, plan)
+            if plan.fused_add is not None:
+                y = y + self.load(inputs, plan, plan.fused_add)
+            y = self.activate(y, plan)
+        values: dict[str, np.ndarray] = {plan.output: y}
+        if "mean" in plan.stats_outputs:
+            values[plan.stats_outputs["mean"]] = mean
+        if "variance" in plan.stats_outputs:
+            values[plan.stats_outputs["variance"]] = var
+        self._last_info = {
+            "path": "numpy",
+            "compute_dtype": np.dtype(self.compute_dtype).name,
+            "axes": list(axes),
+        }
+        return finish_outputs(plan, values)
+
+    def describe(self) -> str:
+        return f"numpy {np.__version__}, {np.dtype(self.compute_dtype).name} (feature level {self.feature_level})"
+
+    # -- steps (one per method, so that a broken backend can replace one) ----------------------
+
+    def load(self, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan, member: str) -> np.ndarray:
+        """The input as a compute-dtype array of its Sizes (views may be strided: fine)."""
+        if member not in inputs:
+            raise KeyError(f"input {member} was not provided")
+        arr = np.asarray(inputs[member])
+        sizes = plan.sizes(member)
+        if arr.shape != sizes:
+            if arr.size != math.prod(sizes):
+                raise ValueError(f"{member}: array of shape {arr.shape} for Sizes {list(sizes)}")
+            arr = arr.reshape(sizes)
+        return arr.astype(self.compute_dtype, copy=False)
+
+    def reduce_axes(self, plan: NormalizationPlan) -> tuple[int, ...]:
+        return plan.axes
+
+    def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Two-pass mean and population variance, kept with reduced dims of 1."""
+        mean = np.mean(x, axis=axes, keepdims=True, dtype=self.compute_dtype)
+        d = x - mean
+        var = np.mean(d * d, axis=axes, keepdims=True, dtype=self.compute_dtype)
+        return mean, var
+
+    def normalize(
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+    ) -> np.ndarray:
+        d = x - mean
+        if not plan.normalize_variance:
+            return d
+        return d / np.sqrt(var + self.compute_dtype(plan.epsilon))
+
+    def scale_bias(
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+    ) -> np.ndarray:
+        """Null Scale is 1 and null Bias is 0; both broadcast (numpy rules, right-aligned)."""
+        if plan.scale is not None:
+            y = y * self.load(inputs, plan, plan.scale)
+        if plan.bias is not None:
+            y = y + self.load(inputs, plan, plan.bias)
+        return y
+
+    def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
+        if plan.activation is None:
+            return y
+        fn = ACTIVATIONS.get(plan.activation)
+        if fn is None:
+            raise Unsupported(f"fused activation {plan.activation} is not implemented by the numpy backend")
+        return np.asarray(fn(y, plan.activation_params), dtype=self.compute_dtype)

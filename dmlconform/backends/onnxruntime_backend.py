@@ -1,0 +1,487 @@
+"""The ``onnxruntime`` backend (extra ``ort``): each desc becomes a small ONNX model run by ONNX
+Runtime, on the CPU by default or on any execution provider (``provider=DmlExecutionProvider``
+on Windows runs the same models on DirectML).
+
+Why dedicated operators: a conformance run should measure what users of ONNX Runtime actually
+get, so a desc is mapped onto the ONNX operator that a model exporter would emit for it when one
+fits, and onto a graph of primitive operators otherwise:
+
+==========================  ===============================================================
+path                        used when (see :class:`NormalizationPlan`)
+==========================  ===============================================================
+InstanceNormalization       NormalizeVariance, rank >= 3, axes = {2, ..., rank-1}, Scale and
+                            Bias null or per-channel ({1, C, 1, ...})
+BatchNormalization          opset >= 14, NormalizeVariance, rank >= 2, axes = {0, 2, ...,
+                            rank-1}, Scale and Bias null or per-channel; training_mode=1 with
+                            momentum 0, so its running_mean / running_var outputs *are* the
+                            batch statistics (population variance, per the ONNX spec)
+LayerNormalization          opset >= 17, NormalizeVariance, axes = a trailing run k..rank-1,
+                            Scale and Bias vary only along the normalized axes
+MeanVarianceNormalization   NormalizeVariance and Epsilon <= 1e-12: ONNX fixes its epsilon at
+                            1e-9 *outside* the square root, equivalent only for a negligible
+                            Epsilon; Scale and Bias are applied after it with Mul / Add
+primitive                   everything else: ReduceMean, Sub, Mul, Sqrt, Add, Div
+==========================  ===============================================================
+
+Statistics outputs (OutputMeanTensor / OutputVarianceTensor) come from BatchNormalization on
+that path and from a ReduceMean graph otherwise. Fused activations map to the ONNX activation
+operators (Selu is exactly SCALED_ELU, Shrink is SHRINK, ...) or are composed from primitives
+(LINEAR, SCALED_TANH, SOFTPLUS with Steepness, PARAMETRIC_SOFTPLUS, GELU before opset 20).
+
+FLOAT16 descs run as float16 graphs (the option ``float16=float32`` computes them in float32
+between casts instead). A float-only operator (Celu) is wrapped in casts locally; a graph that
+the provider rejects (no float16 kernel) is rebuilt in float32 with Cast at the graph boundary;
+``last_info()`` says which happened. Sessions are cached by the desc's structure (rank, dtypes,
+axes, broadcast pattern, attributes) with symbolic dimensions, so one session serves every
+shape of that structure.
+
+The MeanVarianceNormalization kernel computes E[x^2] - E[x]^2, so on large-offset data it loses
+precision (even NaN from a negative variance): that is ONNX Runtime's behaviour, reported as such.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from dmlconform.backends.base import (
+    FEATURE_LEVEL_OPTION,
+    BackendBase,
+    BackendError,
+    NormalizationPlan,
+    Option,
+    finish_outputs,
+    make_plan,
+)
+from dmlconform.desc import OperatorDesc
+from dmlconform.errors import Unsupported
+
+PATHS = (
+    "InstanceNormalization",
+    "BatchNormalization",
+    "LayerNormalization",
+    "MeanVarianceNormalization",
+    "primitive",
+)
+#: Largest desc Epsilon for which ONNX MeanVarianceNormalization (sqrt(var) + 1e-9) stands in
+#: for sqrt(var + Epsilon) without a visible difference on data with std >= ~1e-3.
+MVN_EPSILON_LIMIT = 1e-12
+MIN_OPSET = 13
+
+_ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
+Feed = Callable[[NormalizationPlan, Mapping[str, np.ndarray]], np.ndarray]
+
+
+def _parse_opset(text: str) -> int:
+    value = int(text)
+    latest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= value <= latest:
+        raise ValueError(f"must be between {MIN_OPSET} and {latest} (onnx {onnx.__version__})")
+    return value
+
+
+def _parse_provider(text: str) -> str:
+    available = ort.get_available_providers()
+    if text not in available:
+        raise ValueError(f"not available in this onnxruntime build (available: {', '.join(available)})")
+    return text
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Graph building
+
+
+@dataclass
+class _Graph:
+    """A tiny ONNX graph builder: unique names, typed scalar constants, inputs with symbolic
+    dimensions. ``compute`` is the element type the arithmetic runs in; ``io`` the type of the
+    graph's inputs and outputs (they differ when a float16 desc is computed in float32)."""
+
+    io: np.dtype
+    compute: np.dtype
+    opset: int
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    initializers: list[onnx.TensorProto] = field(default_factory=list)
+    inputs: list[onnx.ValueInfoProto] = field(default_factory=list)
+    outputs: list[onnx.ValueInfoProto] = field(default_factory=list)
+    feeds: list[tuple[str, Feed]] = field(default_factory=list)
+    counter: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def fresh(self, hint: str) -> str:
+        self.counter += 1
+        return f"{hint}_{self.counter}"
+
+    def node(self, op: str, inputs: list[str], outputs: int = 1, **attrs: Any) -> Any:
+        names = [self.fresh(op.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op, inputs, names, **attrs))
+        return names[0] if outputs == 1 else names
+
+    def const(self, value: float | list[int], dtype: np.dtype | None = None) -> str:
+        name = self.fresh("const")
+        arr = np.asarray(value, dtype=dtype if dtype is not None else self.compute)
+        self.initializers.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def cast(self, name: str, to: np.dtype) -> str:
+        return self.node("Cast", [name], to=_ONNX_TYPE[np.dtype(to)])
+
+    def add_input(self, name: str, shape: list[int | str], feed: Feed) -> str:
+        """A graph input in the io type, returned converted to the compute type."""
+        self.inputs.append(helper.make_tensor_value_info(name, _ONNX_TYPE[self.io], shape))
+        self.feeds.append((name, feed))
+        return name if self.io == self.compute else self.cast(name, self.compute)
+
+    def add_output(self, name: str, value: str) -> None:
+        if self.io != self.compute:
+            value = self.cast(value, self.io)
+        self.nodes.append(helper.make_node("Identity", [value], [name]))
+        self.outputs.append(helper.make_tensor_value_info(name, _ONNX_TYPE[self.io], None))
+
+    def reduce_mean(self, x: str, axes: tuple[int, ...]) -> str:
+        if not axes:  # ONNX reduces over every axis when axes is empty; DML reduces over none
+            return self.node("Identity", [x])
+        if self.opset >= 18:
+            return self.node("ReduceMean", [x, self.const(list(axes), np.dtype(np.int64))], keepdims=1)
+        return self.node("ReduceMean", [x], axes=list(axes), keepdims=1)
+
+    def model(self) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, "dmlconform", self.inputs, self.outputs, self.initializers)
+        opsets = [helper.make_opsetid("", self.opset)]
+        model = helper.make_model(graph, opset_imports=opsets, producer_name="dmlconform")
+        model.ir_version = helper.find_min_ir_version_for(opsets)
+        return model
+
+
+def _dims(rank: int) -> list[int | str]:
+    return [f"d{i}" for i in range(rank)]
+
+
+def _aligned_feed(member: str) -> Feed:
+    """The tensor right-aligned to the input's rank (the graph broadcasts it)."""
+
+    def feed(plan: NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(inputs[member]).reshape(plan.aligned_sizes(member))
+
+    return feed
+
+
+def _channel_feed(member: str | None, fill: float) -> Feed:
+    """A per-channel tensor as the 1-D [C] vector instance/batch norm take (``fill`` if null)."""
+
+    def feed(plan: NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        channels = plan.shape[1]
+        if member is None:
+            return np.full(channels, fill, dtype=plan.dtypes[plan.input])
+        arr = np.asarray(inputs[member]).reshape(plan.aligned_sizes(member))
+        return np.broadcast_to(arr.reshape(-1), (channels,))
+
+    return feed
+
+
+def _trailing_feed(member: str | None, first_axis: int, fill: float) -> Feed:
+    """The tensor broadcast to the normalized shape input.shape[k:] (layer norm's weight)."""
+
+    def feed(plan: NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        shape = plan.shape[first_axis:]
+        if member is None:
+            return np.full(shape, fill, dtype=plan.dtypes[plan.input])
+        arr = np.asarray(inputs[member]).reshape(plan.aligned_sizes(member))
+        return np.broadcast_to(arr.reshape(arr.shape[first_axis:]), shape)
+
+    return feed
+
+
+def _aligned_shape(plan: NormalizationPlan, member: str) -> list[int | str]:
+    return [1 if s == 1 else f"d{i}" for i, s in enumerate(plan.aligned_sizes(member))]
+
+
+# --------------------------------------------------------------------------------------------
+# Activations
+
+
+def _p(g: _Graph, params: Mapping[str, float], name: str) -> str:
+    return g.const(params[name])
+
+
+def _softplus(g: _Graph, x: str, p: Mapping[str, float]) -> str:
+    s = p["Steepness"]
+    if s == 1.0:
+        return g.node("Softplus", [x])
+    return g.node("Div", [g.node("Softplus", [g.node("Mul", [x, g.const(s)])]), g.const(s)])
+
+
+def _gelu(g: _Graph, x: str, p: Mapping[str, float]) -> str:
+    if g.opset >= 20:
+        return g.node("Gelu", [x])
+    erf = g.node("Erf", [g.node("Mul", [x, g.const(1.0 / math.sqrt(2.0))])])
+    return g.node("Mul", [g.node("Mul", [x, g.const(0.5)]), g.node("Add", [erf, g.const(1.0)])])
+
+
+def _celu(g: _Graph, x: str, p: Mapping[str, float]) -> str:
+    if g.compute == np.dtype(np.float32):
+        return g.node("Celu", [x], alpha=p["Alpha"])
+    g.notes.append("Celu is float32-only in ONNX: computed in float32 between casts")
+    return g.cast(g.node("Celu", [g.cast(x, np.dtype(np.float32))], alpha=p["Alpha"]), g.compute)
+
+
+_ACTIVATIONS: dict[str, Callable[[_Graph, str, Mapping[str, float]], str]] = {
+    "ACTIVATION_IDENTITY": lambda g, x, p: g.node("Identity", [x]),
+    "ACTIVATION_LINEAR": lambda g, x, p: g.node(
+        "Add", [g.node("Mul", [x, _p(g, p, "Alpha")]), _p(g, p, "Beta")]
+    ),
+    "ACTIVATION_SIGMOID": lambda g, x, p: g.node("Sigmoid", [x]),
+    "ACTIVATION_HARD_SIGMOID": lambda g, x, p: g.node("HardSigmoid", [x], alpha=p["Alpha"], beta=p["Beta"]),
+    "ACTIVATION_TANH": lambda g, x, p: g.node("Tanh", [x]),
+    "ACTIVATION_SCALED_TANH": lambda g, x, p: g.node(
+        "Mul", [g.node("Tanh", [g.node("Mul", [x, _p(g, p, "Beta")])]), _p(g, p, "Alpha")]
+    ),
+    "ACTIVATION_RELU": lambda g, x, p: g.node("Relu", [x]),
+    "ACTIVATION_LEAKY_RELU": lambda g, x, p: g.node("LeakyRelu", [x], alpha=p["Alpha"]),
+    "ACTIVATION_THRESHOLDED_RELU": lambda g, x, p: g.node("ThresholdedRelu", [x], alpha=p["Alpha"]),
+    "ACTIVATION_ELU": lambda g, x, p: g.node("Elu", [x], alpha=p["Alpha"]),
+    "ACTIVATION_SCALED_ELU": lambda g, x, p: g.node("Selu", [x], alpha=p["Alpha"], gamma=p["Gamma"]),
+    "ACTIVATION_SOFTPLUS": _softplus,
+    "ACTIVATION_PARAMETRIC_SOFTPLUS": lambda g, x, p: g.node(
+        "Mul", [g.node("Softplus", [g.node("Mul", [x, _p(g, p, "Beta")])]), _p(g, p, "Alpha")]
+    ),
+    "ACTIVATION_SOFTSIGN": lambda g, x, p: g.node("Softsign", [x]),
+    "ACTIVATION_SHRINK": lambda g, x, p: g.node("Shrink", [x], bias=p["Bias"], lambd=p["Threshold"]),
+    "ACTIVATION_CELU": _celu,
+    "ACTIVATION_GELU": _gelu,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Model for one plan
+
+
+def choose_path(plan: NormalizationPlan, opset: int) -> str:
+    """The dedicated ONNX operator that fits the desc, else ``primitive`` (table above)."""
+    if plan.fits_instance_norm():
+        return "InstanceNormalization"
+    if opset >= 14 and plan.fits_batch_norm():
+        return "BatchNormalization"
+    if opset >= 17 and plan.fits_layer_norm():
+        return "LayerNormalization"
+    if fits_mvn(plan):
+        return "MeanVarianceNormalization"
+    return "primitive"
+
+
+def fits_mvn(plan: NormalizationPlan) -> bool:
+    return plan.normalize_variance and bool(plan.axes) and plan.epsilon <= MVN_EPSILON_LIMIT
+
+
+def path_fits(plan: NormalizationPlan, path: str, opset: int) -> bool:
+    return {
+        "InstanceNormalization": plan.fits_instance_norm,
+        "BatchNormalization": lambda: opset >= 14 and plan.fits_batch_norm(),
+        "LayerNormalization": lambda: opset >= 17 and plan.fits_layer_norm(),
+        "MeanVarianceNormalization": lambda: fits_mvn(plan),
+        "primitive": lambda: True,
+    }[path]()
+
+
+def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dtype, opset: int) -> _Graph:
+    """The ONNX graph computing ``plan`` by ``path``; graph inputs carry their own feeders."""
+    g = _Graph(io=io, compute=compute, opset=opset)
+    r = plan.rank
+    x = g.add_input(plan.input, _dims(r), _aligned_feed(plan.input))
+    eps = plan.epsilon
+    stats: dict[str, str] = {}
+
+    def aligned(member: str | None) -> str | None:
+        if member is None:
+            return None
+        return g.add_input(member, _aligned_shape(plan, member), _aligned_feed(member))
+
+    def scale_bias(y: str) -> str:
+        scale, bias = aligned(plan.scale), aligned(plan.bias)
+        if scale is not None:
+            y = g.node("Mul", [y, scale])
+        if bias is not None:
+            y = g.node("Add", [y, bias])
+        return y
+
+    if path in ("InstanceNormalization", "BatchNormalization"):
+        scale = g.add_input("__scale", ["d1"], _channel_feed(plan.scale, 1.0))
+        bias = g.add_input("__bias", ["d1"], _channel_feed(plan.bias, 0.0))
+        if path == "InstanceNormalization":
+            y = g.node("InstanceNormalization", [x, scale, bias], epsilon=eps)
+        else:
+            zeros = g.add_input("__running_mean", ["d1"], _channel_feed(None, 0.0))
+            ones = g.add_input("__running_var", ["d1"], _channel_feed(None, 1.0))
+            y, stats["mean"], stats["variance"] = g.node(
+                "BatchNormalization",
+                [x, scale, bias, zeros, ones],
+                outputs=3,
+                epsilon=eps,
+                momentum=0.0,
+                training_mode=1,
+            )
+    elif path == "LayerNormalization":
+        k = plan.trailing_axis()
+        assert k is not None
+        scale = g.add_input("__scale", _dims(r)[k:], _trailing_feed(plan.scale, k, 1.0))
+        ln_inputs = [x, scale]
+        if plan.bias is not None:
+            ln_inputs.append(g.add_input("__bias", _dims(r)[k:], _trailing_feed(plan.bias, k, 0.0)))
+        y = g.node("LayerNormalization", ln_inputs, axis=k, epsilon=eps)
+    elif path == "MeanVarianceNormalization":
+        y = scale_bias(g.node("MeanVarianceNormalization", [x], axes=list(plan.axes)))
+    else:
+        mean = g.reduce_mean(x, plan.axes)
+        d = g.node("Sub", [x, mean])
+        var = g.reduce_mean(g.node("Mul", [d, d]), plan.axes)
+        stats = {"mean": mean, "variance": var}
+        if plan.normalize_variance:
+            d = g.node("Div", [d, g.node("Sqrt", [g.node("Add", [var, g.const(eps)])])])
+        y = scale_bias(d)
+
+    if plan.stats_outputs and not stats:  # dedicated op without statistics outputs
+        mean = g.reduce_mean(x, plan.axes)
+        d = g.node("Sub", [x, mean])
+        stats = {"mean": mean, "variance": g.reduce_mean(g.node("Mul", [d, d]), plan.axes)}
+        g.notes.append("statistics from ReduceMean")
+    if plan.fused_add is not None:
+        y = g.node("Add", [y, aligned(plan.fused_add)])
+    if plan.activation is not None:
+        build = _ACTIVATIONS.get(plan.activation)
+        if build is None:
+            raise Unsupported(f"fused activation {plan.activation} has no ONNX mapping")
+        y = build(g, y, plan.activation_params)
+    g.add_output(plan.output, y)
+    for key, member in plan.stats_outputs.items():
+        g.add_output(member, stats[key])
+    return g
+
+
+@dataclass
+class _Compiled:
+    session: ort.InferenceSession
+    path: str
+    compute: np.dtype
+    feeds: list[tuple[str, Feed]]
+    output_names: list[str]
+    notes: list[str]
+
+
+class OnnxRuntimeBackend(BackendBase):
+    """ONNX Runtime through onnx.helper-built models; see the module docstring for the paths."""
+
+    name: ClassVar[str] = "onnxruntime"
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
+        FEATURE_LEVEL_OPTION,
+        Option("provider", "CPUExecutionProvider", "ONNX Runtime execution provider", parse=_parse_provider),
+        Option("opset", "21", "ONNX opset of the generated models", parse=_parse_opset),
+        Option(
+            "path", "auto", "force one ONNX mapping (auto picks the dedicated op that fits)", ("auto", *PATHS)
+        ),
+        Option(
+            "float16",
+            "native",
+            "FLOAT16 descs: native float16 graphs, or float32 graphs between casts",
+            ("native", "float32"),
+        ),
+        Option("threads", "1", "intra-op threads per session (0 = ONNX Runtime's default)", parse=_positive),
+        Option("cache_size", "256", "how many compiled sessions to keep", parse=_positive),
+    )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.provider: str = self.options["provider"]
+        self.opset: int = self.options["opset"]
+        self._cache: OrderedDict[tuple[Any, ...], _Compiled] = OrderedDict()
+        self._session_options = ort.SessionOptions()
+        self._session_options.log_severity_level = 3
+        self._session_options.inter_op_num_threads = 1
+        if self.options["threads"]:
+            self._session_options.intra_op_num_threads = self.options["threads"]
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        plan = make_plan(desc)
+        io = plan.dtypes[plan.input]
+        if io not in _ONNX_TYPE:
+            raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
+        forced = self.options["path"]
+        if forced != "auto" and not path_fits(plan, forced, self.opset):
+            raise Unsupported(f"path={forced} does not fit this desc")
+        path = forced if forced != "auto" else choose_path(plan, self.opset)
+        key = (plan.structure_key(), path)
+        compiled = self._cache.get(key)
+        hit = compiled is not None
+        if compiled is None:
+            compiled = self._compile(plan, path, io, allow_primitive=forced == "auto")
+            self._cache[key] = compiled
+            while len(self._cache) > max(self.options["cache_size"], 1):
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        feeds = {name: np.ascontiguousarray(feed(plan, inputs), dtype=io) for name, feed in compiled.feeds}
+        results = compiled.session.run(compiled.output_names, feeds)
+        self._last_info = {
+            "path": compiled.path,
+            "compute_dtype": compiled.compute.name,
+            "upcast": compiled.compute != io,
+            "cache": "hit" if hit else "miss",
+            "provider": self.provider,
+            "opset": self.opset,
+        }
+        if compiled.notes:
+            self._last_info["notes"] = list(compiled.notes)
+        return finish_outputs(plan, dict(zip(compiled.output_names, results, strict=True)))
+
+    def versions(self) -> dict[str, str]:
+        return {**super().versions(), "onnx": onnx.__version__, "onnxruntime": ort.__version__}
+
+    def describe(self) -> str:
+        return (
+            f"onnxruntime {ort.__version__} ({self.provider}, opset {self.opset}; onnx {onnx.__version__}) "
+            f"(feature level {self.feature_level})"
+        )
+
+    # -- compilation ------------------------------------------------------------------------
+
+    def _session(self, g: _Graph) -> ort.InferenceSession:
+        return ort.InferenceSession(
+            g.model().SerializeToString(), sess_options=self._session_options, providers=[self.provider]
+        )
+
+    def _compile(self, plan: NormalizationPlan, path: str, io: np.dtype, allow_primitive: bool) -> _Compiled:
+        """The first of (path, native dtype), (path, float32), and, when the path was chosen
+        rather than forced, the same two for ``primitive``, that the provider accepts. With
+        ``float16=float32`` the native float16 graph is not tried."""
+        f32 = np.dtype(np.float32)
+        dtypes = list(dict.fromkeys([f32 if self.options["float16"] == "float32" else io, f32]))
+        attempts = [(path, dt) for dt in dtypes]
+        if allow_primitive and path != "primitive":
+            attempts += [("primitive", dt) for dt in dtypes]
+        failures: list[str] = []
+        for candidate, compute in attempts:
+            g = build_graph(plan, candidate, io, compute, self.opset)
+            try:
+                session = self._session(g)
+            except Exception as exc:  # the provider rejected this graph: try the next
+                failures.append(f"{candidate}/{compute.name}: {str(exc).splitlines()[0][:200]}")
+                continue
+            notes = list(g.notes) + [f"rejected {f}" for f in failures]
+            return _Compiled(session, candidate, compute, g.feeds, [o.name for o in g.outputs], notes)
+        raise BackendError(f"onnxruntime rejected every graph for this desc: {' | '.join(failures)}")

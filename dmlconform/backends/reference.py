@@ -1,0 +1,52 @@
+"""The ``reference`` backend: the float64 reference executor behind the backend protocol.
+
+Running the suite against it is the suite's own sanity check (every numeric case must pass
+with zero error, every illegal desc must be rejected with the right rule), and it lets the
+metamorphic and validation items be exercised without any third-party library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from dmlconform.backends.base import FEATURE_LEVEL_OPTION, BackendBase, Option, make_plan, validate_or_reject
+from dmlconform.desc import OperatorDesc
+
+
+class ReferenceBackend(BackendBase):
+    """Wraps ``dmlconform.execute``; ``check`` is the spec validator at ``feature_level``."""
+
+    name: ClassVar[str] = "reference"
+    OPTIONS: ClassVar[tuple[Option, ...]] = (FEATURE_LEVEL_OPTION,)
+
+    def check(self, desc: OperatorDesc) -> None:
+        validate_or_reject(desc, self.feature_level)
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from dmlconform import execute  # lazy: the reference imports numba
+
+        outputs = execute(desc, dict(inputs))
+        plan = make_plan(desc)
+        self._last_info = {"path": "reference", "compute_dtype": "float64"}
+        # The reference already returns each output in its DataType; make sure of the shape and
+        # dtype contract anyway, without changing any value.
+        return {
+            m: np.ascontiguousarray(np.asarray(outputs[m]).reshape(plan.sizes(m)), dtype=plan.dtypes[m])
+            for m in plan.outputs
+        }
+
+    def versions(self) -> dict[str, str]:
+        out = super().versions()
+        try:
+            import numba
+
+            out["numba"] = numba.__version__
+        except ImportError:  # pragma: no cover - numba is a hard dependency
+            pass
+        return out
+
+    def describe(self) -> str:
+        return f"dmlconform float64 reference executor (feature level {self.feature_level})"
