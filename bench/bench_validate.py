@@ -43,7 +43,9 @@ def main() -> None:
         rates.append(len(items) / (time.perf_counter() - t0))
     illegal = sum(1 for d, lv in items if validate(d, lv, spec))
     print(f"descs: {len(items)} ({illegal} illegal), runs: {args.repeat}")
-    print(f"validations/s: median {statistics.median(rates):,.0f}  (min {min(rates):,.0f}, max {max(rates):,.0f})")
+    print(
+        f"validations/s: median {statistics.median(rates):,.0f}  (min {min(rates):,.0f}, max {max(rates):,.0f})"
+    )
     print(f"goal 20,000/s: {'met' if statistics.median(rates) >= 20000 else 'NOT met'}")
 
 

@@ -201,6 +201,10 @@ def budgets(
         lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
         hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
         e_act = np.maximum(np.abs(lo - f), np.abs(hi - f)) + co.activation_ulps * u * np.abs(f)
+        if plan.normalize_variance:
+            # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave
+            # undefined; any value (NaN included) is accepted there.
+            e_act = np.where(np.broadcast_to(var + plan.epsilon, np.shape(e_act)) == 0, np.inf, e_act)
 
     def total(err: np.ndarray, member: str, tensor_coeffs: Coefficients) -> np.ndarray:
         ref = np.asarray(reference[member])

@@ -628,7 +628,9 @@ def test_ort_session_cache_serves_other_sizes(ort_backend: Any) -> None:
     assert_matches(got, oracle(second, inputs), second.desc, 1e-4, 1e-4)
 
 
-def test_ort_float16(ort_backend: Any) -> None:
+def test_ort_float16() -> None:
+    pytest.importorskip("onnxruntime")
+    ort_backend = load_backend("onnxruntime", {"float16": "native"})
     case = Case(
         "fp16", BNT, bn(S4, [1, 3, 1, 1], "FLOAT16", FusedActivation={"Type": "ACTIVATION_CELU"}), (0, 2, 3)
     )
@@ -717,8 +719,11 @@ def test_torch_activations(torch_backend: Any, act: dict[str, Any]) -> None:
     assert_matches(torch_backend.execute(case.desc, inputs), oracle(case, inputs), case.desc, 1e-4, 1e-5)
 
 
-def test_torch_float16_and_upcast(torch_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_float16_and_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
+
+    torch_backend = load_backend("torch", {"float16": "native"})
+    assert load_backend("torch").options["float16"] == "float32"  # default: accumulate in float32
 
     from dmlconform.backends import torch_backend as tb
 

@@ -395,8 +395,8 @@ class OnnxRuntimeBackend(BackendBase):
         ),
         Option(
             "float16",
-            "native",
-            "FLOAT16 descs: native float16 graphs, or float32 graphs between casts",
+            "float32",
+            "FLOAT16 descs: native float16 graphs, or float32 graphs between casts (default float32, as a sound FLOAT16 implementation accumulates in float32)",
             ("native", "float32"),
         ),
         Option("threads", "1", "intra-op threads per session (0 = ONNX Runtime's default)", parse=_positive),

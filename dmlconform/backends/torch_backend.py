@@ -126,8 +126,8 @@ class TorchBackend(BackendBase):
         Option("device", "cpu", "cpu, cuda, cuda:N, or auto (cuda when available)", parse=_parse_device),
         Option(
             "float16",
-            "native",
-            "FLOAT16 descs: computed in float16, or in float32 and rounded once at the end",
+            "float32",
+            "FLOAT16 descs: computed in float16, or in float32 and rounded once at the end (default float32, as a sound FLOAT16 implementation accumulates in float32)",
             ("native", "float32"),
         ),
         Option(

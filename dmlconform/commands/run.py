@@ -1,0 +1,158 @@
+"""``dmlconform run``: the conformance suite against one backend, as a pytest run.
+
+A wrapper over ``pytest.main`` so that a user needs no pytest knowledge, and so that the run is
+the same thing CI gets with ``pytest --dml-backend ...``: the options map one to one onto the
+plugin's ``--dml-*`` options, and anything after ``--`` goes to pytest (``-- -n auto`` for
+pytest-xdist, ``-- -x`` to stop at the first failure). pytest is pointed at the suite file inside
+the package with its own rootdir and ini file, so the run behaves the same from any directory and
+does not pick up the current directory's conftest.py or pytest configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from dmlconform.cli import add_spec_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run the conformance suite against a backend",
+        description="Run the conformance suite against a backend (a pytest run with the dmlconform plugin). "
+        "Exit status: 0 nothing failed unexpectedly, 1 something did, 2 usage error.",
+    )
+    p.add_argument(
+        "--backend", required=True, metavar="NAME", help="registered backend name or package.module:Class"
+    )
+    p.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend option (repeatable)",
+    )
+    p.add_argument(
+        "--feature-level", metavar="FL", help="feature level to test up to (default: the backend's)"
+    )
+    p.add_argument("--operators", nargs="+", metavar="OP", help="operators to test (default: all)")
+    p.add_argument("--dtypes", nargs="+", metavar="TYPE", help="data types (default: all supported)")
+    p.add_argument("--kinds", nargs="+", metavar="KIND", help="item kinds: numeric validation metamorphic")
+    p.add_argument(
+        "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
+    )
+    p.add_argument("--seed", type=int, metavar="S", help="generator seed (default 0)")
+    p.add_argument(
+        "--expect", metavar="FILE", help="expected failures file ('<id or glob>  # reason' per line)"
+    )
+    p.add_argument("--report", metavar="DIR", help="report directory (default reports/<backend>-<UTC time>/)")
+    p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
+    p.add_argument(
+        "--timeout", type=float, metavar="S", help="per-call backend timeout in seconds (default 60)"
+    )
+    p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
+    add_spec_dir(p)
+    p.set_defaults(run=run)
+
+
+def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> list[str]:
+    from dmlconform.pytest_plugin import SUITE_DIR, SUITE_FILE, plugin_args
+
+    argv = [
+        str(SUITE_FILE),
+        "--rootdir",
+        str(SUITE_DIR),
+        "-c",
+        str(SUITE_DIR / "pytest.ini"),
+        "-p",
+        "no:cacheprovider",
+        "--dml-backend",
+        args.backend,
+        "--dml-report",
+        str(report_dir),
+        "--junitxml",
+        str(report_dir / "junit.xml"),
+        "--dml-command",
+        command,
+    ]
+    argv[0:0] = plugin_args()
+    for kv in args.backend_option:
+        argv += ["--dml-backend-option", kv]
+    if args.feature_level:
+        argv += ["--dml-feature-level", args.feature_level]
+    if args.operators:
+        argv += ["--dml-operators", *args.operators]
+    if args.dtypes:
+        argv += ["--dml-dtypes", *args.dtypes]
+    if args.kinds:
+        argv += ["--dml-kinds", *args.kinds]
+    if args.cases is not None:
+        argv += ["--dml-cases", str(args.cases)]
+    if args.seed is not None:
+        argv += ["--dml-seed", str(args.seed)]
+    if args.expect:
+        argv += ["--dml-expect", str(Path(args.expect).resolve())]
+    if args.isolate:
+        argv += ["--dml-isolate"]
+    if args.timeout is not None:
+        argv += ["--dml-timeout", str(args.timeout)]
+    return argv + list(args.pytest_args or [])
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    import pytest
+
+    from dmlconform.pytest_plugin import default_report_dir
+
+    if args.spec_dir:
+        os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
+    if args.cases is not None and args.cases < 1:
+        print("dmlconform run: error: --cases must be at least 1", file=sys.stderr)
+        return 2
+    report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
+    command = _reconstruct(args)
+    code = pytest.main(pytest_argv(args, report_dir, command))
+    code = int(code)
+    if code == pytest.ExitCode.USAGE_ERROR:
+        return 2  # pytest printed the one-line reason ("ERROR: ...")
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        print(
+            "dmlconform run: error: no cases selected (check --operators, --dtypes, --feature-level)",
+            file=sys.stderr,
+        )
+        return 2
+    if code == pytest.ExitCode.INTERRUPTED:
+        return 130
+    if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        if (report_dir / "results.json").is_file():
+            print(f"dmlconform: results in {report_dir}")
+        return code
+    return 2
+
+
+def _reconstruct(args: argparse.Namespace) -> str:
+    parts = ["dmlconform", "run", "--backend", args.backend]
+    for kv in args.backend_option:
+        parts += ["--backend-option", kv]
+    for flag, value in (
+        ("--feature-level", args.feature_level),
+        ("--cases", args.cases),
+        ("--seed", args.seed),
+        ("--expect", args.expect),
+        ("--timeout", args.timeout),
+    ):
+        if value is not None:
+            parts += [flag, str(value)]
+    for flag, values in (("--operators", args.operators), ("--dtypes", args.dtypes), ("--kinds", args.kinds)):
+        if values:
+            parts += [flag, *values]
+    if args.isolate:
+        parts.append("--isolate")
+    if args.pytest_args:
+        parts += ["--", *args.pytest_args]
+    return shlex.join(parts)

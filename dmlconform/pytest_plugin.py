@@ -1,0 +1,565 @@
+"""The dmlconform pytest plugin: ``--dml-*`` options, conformance items, results capture.
+
+Loaded through the ``pytest11`` entry point when the package is installed, and by the repository's
+``conftest.py`` in a source checkout. It stays inert unless ``--dml-backend`` is given, so the
+project's own ``pytest`` run of ``tests/`` is unaffected.
+
+With ``--dml-backend``, the items come from ``dmlconform/suite/test_conformance.py`` (a file
+inside the package, so ``dmlconform run`` works from any directory): when the command line names
+no test paths, the plugin points pytest at that file; when it names paths, any of them that
+contains the file collects it. Items are ``numeric[...]``, ``validation[...]`` and
+``metamorphic[...]`` with ids that depend only on the run settings (see
+``dmlconform.runner.cases``), which pytest-xdist requires.
+
+Results: each case's record rides on its pytest report (``report.dml_record``), which xdist
+serializes back to the controller; the controller (or the single process of a serial run) applies
+the final outcome and writes ``results.json`` at session end, then the HTML/markdown reports.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmlconform.errors import Rejected, Unsupported
+
+SUITE_DIR = Path(__file__).resolve().parent / "suite"
+SUITE_FILE = SUITE_DIR / "test_conformance.py"
+DEFAULT_CASES = 8
+DEFAULT_TIMEOUT = 60.0
+PLUGIN_NAME = "dmlconform-session"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("dmlconform", "DirectML operator conformance (dmlconform)")
+    g.addoption(
+        "--dml-backend",
+        metavar="NAME",
+        default=None,
+        help="backend under test: a registered name (reference, numpy, onnxruntime, torch) or package.module:Class",
+    )
+    g.addoption(
+        "--dml-backend-option",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="backend option (repeatable)",
+    )
+    g.addoption(
+        "--dml-feature-level",
+        metavar="FL",
+        default=None,
+        help="feature level to test up to (default: the backend's own)",
+    )
+    g.addoption(
+        "--dml-operators",
+        metavar="OP",
+        nargs="+",
+        default=None,
+        help="operators to test (default: all available at the level)",
+    )
+    g.addoption(
+        "--dml-dtypes", metavar="TYPE", nargs="+", default=None, help="data types (default: all supported)"
+    )
+    g.addoption(
+        "--dml-cases",
+        metavar="N",
+        type=int,
+        default=DEFAULT_CASES,
+        help=f"cases per operator x level x data type (default {DEFAULT_CASES})",
+    )
+    g.addoption("--dml-seed", metavar="S", type=int, default=0, help="generator seed (default 0)")
+    g.addoption(
+        "--dml-report",
+        metavar="DIR",
+        default=None,
+        help="report directory: results.json, junit.xml, failures/ (default: no report)",
+    )
+    g.addoption(
+        "--dml-expect",
+        metavar="FILE",
+        default=None,
+        help="expected failures: '<test id or glob>  # reason' per line",
+    )
+    g.addoption(
+        "--dml-isolate",
+        action="store_true",
+        default=False,
+        help="run the backend in a worker process: survives crashes, kills hung calls",
+    )
+    g.addoption(
+        "--dml-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"per-call backend timeout (default {DEFAULT_TIMEOUT:g}; 0 disables)",
+    )
+    g.addoption(
+        "--dml-kinds",
+        metavar="KIND",
+        nargs="+",
+        default=None,
+        help="item kinds to run: numeric validation metamorphic (default: all)",
+    )
+    g.addoption("--dml-command", default=None, help=argparse_suppress())
+
+
+def entry_point_loads_plugin() -> bool:
+    """Whether pytest will load this module through the installed ``pytest11`` entry point (then
+    naming it again with ``-p`` would register it twice, which pluggy refuses)."""
+    from importlib.metadata import entry_points
+
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(ep.value == __name__ for ep in entry_points(group="pytest11"))
+
+
+def plugin_args() -> list[str]:
+    """``-p dmlconform.pytest_plugin`` when needed for a ``pytest.main`` call, else nothing."""
+    return [] if entry_point_loads_plugin() else ["-p", __name__]
+
+
+def argparse_suppress() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+@dataclass
+class Settings:
+    """The run settings, resolved and checked once per process."""
+
+    backend: str
+    options: dict[str, str]
+    level: str
+    operators: tuple[str, ...]
+    data_types: tuple[str, ...]
+    cases: int
+    seed: int
+    report_dir: Path | None
+    expect_file: str | None
+    isolate: bool
+    timeout: float
+    kinds: tuple[str, ...]
+    command: str
+    info: Any = None
+    expectations: list[Any] = field(default_factory=list)
+
+
+def parse_backend_options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"backend option {pair!r} is not KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_backend_info(name: str, options: dict[str, str], isolate: bool, timeout: float) -> tuple[Any, Any]:
+    """(backend object or ProcessGuard, BackendInfo); raises ValueError with one line."""
+    from dmlconform.runner.guard import BackendFailure, ProcessGuard, backend_info
+
+    if isolate:
+        guard = ProcessGuard(name, options, timeout or None)
+        try:
+            guard._start()
+        except BackendFailure as exc:
+            raise ValueError(
+                str(exc).replace("backend worker could not load", "cannot load backend")
+            ) from None
+        return guard, guard.info
+    try:
+        from dmlconform.backends import load_backend
+    except ImportError as exc:
+        raise ValueError(f"backends are not available: {exc}") from None
+    try:
+        backend = load_backend(name, options)
+    except Exception as exc:  # BackendError and anything a third-party constructor raises
+        text = str(exc).strip().splitlines()
+        raise ValueError(text[0] if text else f"cannot load backend {name!r}: {type(exc).__name__}") from None
+    return backend, backend_info(backend)
+
+
+def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
+    """Settings from the command line, or ``pytest.UsageError`` with one line."""
+    from dmlconform.runner.cases import KINDS
+    from dmlconform.runner.expect import ExpectError, load_expectations
+    from dmlconform.spec import UnknownLevel, load_spec
+
+    opt = config.option
+    spec = load_spec()
+    try:
+        options = parse_backend_options(opt.dml_backend_option)
+        handle, info = None, None
+        if opt.dml_feature_level and "feature_level" not in options:
+            # Backends that can emulate a lower level (the built-ins) are asked to, so that their
+            # check() judges descs at the level under test; others are loaded as they are.
+            try:
+                level_opts = {**options, "feature_level": opt.dml_feature_level}
+                handle, info = load_backend_info(
+                    opt.dml_backend, level_opts, opt.dml_isolate, opt.dml_timeout
+                )
+                options = level_opts
+            except ValueError:
+                handle, info = None, None
+        if info is None:
+            handle, info = load_backend_info(opt.dml_backend, options, opt.dml_isolate, opt.dml_timeout)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    level = opt.dml_feature_level or info.feature_level
+    if not level:
+        raise pytest.UsageError(f"backend {info.name!r} states no feature_level; pass --dml-feature-level")
+    try:
+        level = spec.level(level).name
+    except UnknownLevel as exc:
+        raise pytest.UsageError(str(exc)) from None
+    operators: list[str] = []
+    for name in opt.dml_operators or []:
+        try:
+            operators.append(spec.operator(name).name)
+        except KeyError as exc:
+            raise pytest.UsageError(str(exc.args[0])) from None
+    dtypes = []
+    for name in opt.dml_dtypes or []:
+        key = name.upper().removeprefix("DML_TENSOR_DATA_TYPE_")
+        if key not in spec.data_types:
+            raise pytest.UsageError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
+        dtypes.append(key)
+    kinds = tuple(opt.dml_kinds or KINDS)
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise pytest.UsageError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
+    if opt.dml_cases < 1:
+        raise pytest.UsageError("--dml-cases must be at least 1")
+    expectations = []
+    if opt.dml_expect:
+        try:
+            expectations = load_expectations(opt.dml_expect)
+        except ExpectError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    command = opt.dml_command or shlex.join(["pytest", *map(str, config.invocation_params.args)])
+    settings = Settings(
+        backend=opt.dml_backend,
+        options=options,
+        level=level,
+        operators=tuple(operators),
+        data_types=tuple(dtypes),
+        cases=opt.dml_cases,
+        seed=opt.dml_seed,
+        report_dir=Path(opt.dml_report).resolve() if opt.dml_report else None,
+        expect_file=opt.dml_expect,
+        isolate=opt.dml_isolate,
+        timeout=opt.dml_timeout,
+        kinds=kinds,
+        command=command,
+        info=info,
+        expectations=expectations,
+    )
+    return settings, handle
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("dml_backend", None):
+        return
+    settings, handle = resolve_settings(config)
+    if (
+        settings.report_dir is not None
+        and not getattr(config.option, "xmlpath", None)
+        and not _is_worker(config)
+    ):
+        settings.report_dir.mkdir(parents=True, exist_ok=True)
+        config.option.xmlpath = str(settings.report_dir / "junit.xml")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [str(SUITE_FILE)]
+        # The suite lives in the package, possibly far from the rootdir: keep pytest from loading
+        # conftest.py files of the directories above it (a source checkout's own conftest).
+        if hasattr(config.pluginmanager, "_confcutdir"):
+            config.pluginmanager._confcutdir = SUITE_DIR
+    config.pluginmanager.register(ConformanceSession(config, settings, handle), PLUGIN_NAME)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _utc() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ConformanceFailure(Exception):
+    """A case failed; the message is the whole story (no traceback is shown)."""
+
+
+class HarnessError(Exception):
+    """dmlconform itself failed on a case (reference, generator, comparison): an ``error``."""
+
+
+class ConformanceItem(pytest.Item):
+    def __init__(self, *, case: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.case = case
+        self.result: Any = None
+        self.record: dict[str, Any] | None = None
+        self.expectation: str | None = None
+
+    def runtest(self) -> None:
+        from dmlconform.results import case_record, write_reproducer
+        from dmlconform.runner.checks import run_case
+
+        session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
+        try:
+            result = run_case(self.case, session.guard(), session.spec)
+        except (Rejected, Unsupported) as exc:  # pragma: no cover - run_case maps these
+            raise ConformanceFailure(str(exc)) from None
+        except Exception as exc:
+            self.record = case_record(self.case, self.nodeid, None)
+            self.record["message"] = (
+                f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}"
+            )
+            raise HarnessError(self.record["message"]) from exc
+        self.result = result
+        self.record = case_record(self.case, self.nodeid, result)
+        s = session.settings
+        if result.status == "failed" and s.report_dir is not None:
+            try:
+                write_reproducer(s.report_dir, self.case, result, self.record, s.backend, s.options)
+            except OSError as exc:
+                self.record["message"] = f"{result.message} (reproducer not written: {exc})"
+        if result.status == "failed":
+            raise ConformanceFailure(result.message)
+        if result.status == "skipped":
+            pytest.skip(result.message or "skipped")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, (ConformanceFailure, HarnessError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+
+class ConformanceFile(pytest.File):
+    def collect(self) -> list[ConformanceItem]:
+        from dmlconform.runner.cases import Selection, collect
+
+        session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
+        s = session.settings
+        sel = Selection(
+            level=s.level,
+            operators=s.operators,
+            data_types=s.data_types,
+            cases=s.cases,
+            seed=s.seed,
+            kinds=s.kinds,
+            validation=bool(s.info.has_check),
+        )
+        return [
+            ConformanceItem.from_parent(self, name=case.id, case=case) for case in collect(session.spec, sel)
+        ]
+
+
+class ConformanceSession:
+    """The per-process state of a conformance run, registered as a plugin when it is active."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, handle: Any):
+        from dmlconform.spec import load_spec
+
+        self.config = config
+        self.settings = settings
+        self.spec = load_spec()
+        self._handle = handle
+        self._guard: Any = None
+        self.records: dict[str, dict[str, Any]] = {}
+        self.started = _utc()
+        self.t0 = time.monotonic()
+        self.results_path: Path | None = None
+        self.report_paths: list[Path] = []
+        controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
+        if controller_with_workers and hasattr(handle, "close"):
+            handle.close()  # the controller of an xdist run runs no case
+
+    def guard(self) -> Any:
+        from dmlconform.runner.guard import ProcessGuard, ThreadGuard
+
+        if self._guard is None:
+            s = self.settings
+            if s.isolate:
+                if isinstance(self._handle, ProcessGuard):
+                    self._guard = self._handle
+                else:
+                    self._guard = ProcessGuard(s.backend, s.options, s.timeout or None)
+            else:
+                self._guard = ThreadGuard(self._handle, s.timeout or None)
+        return self._guard
+
+    # -- collection -----------------------------------------------------------------------
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        if file_path.resolve() == SUITE_FILE:
+            return ConformanceFile.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        exp = self.settings.expectations
+        if not exp:
+            return
+        from dmlconform.runner.expect import match
+
+        for item in items:
+            if isinstance(item, ConformanceItem):
+                e = match(exp, item.name, item.nodeid)
+                if e is not None:
+                    item.expectation = e.reason
+                    item.add_marker(pytest.mark.xfail(reason=e.reason, strict=False))
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        s = self.settings
+        info = s.info
+        lines = [
+            f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
+            f"{s.cases} cases per group, seed {s.seed}" + (", isolated" if s.isolate else ""),
+        ]
+        if s.report_dir:
+            lines.append(f"dmlconform: report directory {s.report_dir}")
+        lines.append(
+            "dmlconform: generating cases (first use compiles the reference kernels, this can take a while)"
+        )
+        return lines
+
+    # -- results --------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+        report = yield
+        recorded = report.when == "call" or (report.when == "setup" and not report.passed)
+        if isinstance(item, ConformanceItem) and recorded:
+            from dmlconform.results import case_record
+
+            record = dict(item.record or case_record(item.case, item.nodeid, None))
+            record["expectation"] = item.expectation
+            report.dml_record = record
+            report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if _is_worker(self.config):
+            return
+        record = getattr(report, "dml_record", None)
+        if record is None:
+            if report.when == "teardown" and report.failed and report.nodeid in self.records:
+                self.records[report.nodeid]["outcome"] = "error"
+            return
+        from dmlconform.results import finish_record
+
+        outcome, message = _outcome(report)
+        self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._guard is not None:
+            self._guard.close()
+        elif hasattr(self._handle, "close"):
+            self._handle.close()
+        if _is_worker(self.config) or self.settings.report_dir is None:
+            return
+        self.write(session)
+
+    def write(self, session: pytest.Session) -> None:
+        from dmlconform.results import RunMeta, build_results, versions, write_results
+        from dmlconform.runner.cases import Selection, operator_data_types, selected_operators
+
+        s = self.settings
+        sel = Selection(level=s.level, operators=s.operators, data_types=s.data_types)
+        ops = selected_operators(self.spec, sel)
+        dtypes = list(s.data_types) or sorted(
+            {t for op in ops for t in operator_data_types(self.spec, op, s.level)},
+            key=lambda t: t != "FLOAT32",
+        )
+        meta = RunMeta(
+            backend=s.info.name or s.backend,
+            backend_options=s.options,
+            backend_level=s.info.feature_level,
+            backend_description=s.info.description,
+            feature_level=s.level,
+            seed=s.seed,
+            cases_per_group=s.cases,
+            operators=[op.name for op in ops],
+            data_types=dtypes,
+            command=s.command,
+            started=self.started,
+            finished=_utc(),
+            duration_s=time.monotonic() - self.t0,
+            versions=versions(s.info.versions),
+        )
+        results = build_results(meta, self.spec, list(self.records.values()))
+        assert s.report_dir is not None
+        self.results_path = write_results(s.report_dir, results)
+        self.summary = results["summary"]
+        self.report_paths = [self.results_path]
+        try:
+            from dmlconform.report import write_reports
+        except ImportError:
+            return
+        try:
+            written = write_reports(s.report_dir)
+            if written:
+                self.report_paths += [
+                    Path(p) for p in (written.values() if isinstance(written, dict) else written)
+                ]
+        except Exception as exc:  # the run's verdict must not depend on the renderer
+            self.report_error = f"{type(exc).__name__}: {exc}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.results_path is None:
+            return
+        tr = terminalreporter
+        tr.section("dmlconform")
+        xml = getattr(self.config.option, "xmlpath", None)
+        for p in self.report_paths:
+            tr.write_line(f"report: {p}")
+        if xml:
+            tr.write_line(f"report: {Path(xml).resolve()}")
+        err = getattr(self, "report_error", None)
+        if err:
+            tr.write_line(f"HTML/markdown report not written: {err}")
+        sm = self.summary
+        tr.write_line(
+            "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, "
+            "{xfailed} xfailed, {xpassed} xpassed, {errors} errors".format(**sm)
+        )
+
+
+def _outcome(report: pytest.TestReport) -> tuple[str, str | None]:
+    wasxfail = getattr(report, "wasxfail", None)
+    message = None
+    if report.longrepr is not None and not report.passed:
+        lr = report.longrepr
+        if isinstance(lr, tuple) and len(lr) == 3:
+            message = str(lr[2]).removeprefix("Skipped: ")
+        else:
+            message = str(lr).strip()
+    if report.passed:
+        return ("xpassed" if wasxfail is not None else "passed"), None
+    if report.skipped:
+        if wasxfail is not None:
+            rec = getattr(report, "dml_record", {}) or {}
+            return "xfailed", rec.get("message") or wasxfail
+        return "skipped", message
+    if report.when != "call" or getattr(report, "dml_harness_error", False):
+        return "error", message
+    return "failed", message
+
+
+def default_report_dir(backend: str, cwd: str | os.PathLike[str] | None = None) -> Path:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in backend.split(":")[-1])
+    return Path(cwd or os.getcwd()) / "reports" / f"{safe}-{stamp}"

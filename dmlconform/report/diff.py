@@ -1,0 +1,287 @@
+"""``dmlconform report diff``: what changed between two runs.
+
+CI keeps a baseline results.json and gates on this comparison rather than on "zero failures", so a
+backend with known failures can still be held to "no new ones". A regression is a case failing now
+that was not failing before (it passed, was an expected failure, was skipped, or did not exist);
+error figures are compared too, because a case that stays inside its budget but got much worse is
+the early warning of the next regression.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dmlconform.report.model import OK, CaseRecord, Results
+
+DEFAULT_FACTOR = 1.5
+# Below one ULP a change in the error is noise (0.1 -> 0.3 ULP is a factor of three), so ratios are
+# taken between figures clamped to at least this floor.
+ULP_FLOOR = 1.0
+
+
+@dataclass
+class CaseChange:
+    """One case whose outcome flipped: ``before`` is None for a case that did not exist."""
+
+    id: str
+    operator: str
+    feature_level: str
+    data_type: str
+    before: str | None
+    after: str | None
+    message: str | None = None
+    max_ulp: float | None = None
+    budget_ulp: float | None = None
+
+
+@dataclass
+class ErrorChange:
+    """A case whose max_ulp moved by more than the factor, or crossed its budget."""
+
+    id: str
+    operator: str
+    feature_level: str
+    data_type: str
+    before_ulp: float
+    after_ulp: float
+    budget_ulp: float | None
+    crossed_budget: bool
+    worse: bool
+
+
+@dataclass
+class Diff:
+    """The comparison of two results files; ``regressions`` decides the exit status."""
+
+    old_backend: str
+    new_backend: str
+    old_summary: dict[str, int]
+    new_summary: dict[str, int]
+    regressions: list[CaseChange] = field(default_factory=list)
+    fixed: list[CaseChange] = field(default_factory=list)
+    error_changes: list[ErrorChange] = field(default_factory=list)
+    added: int = 0
+    removed: list[str] = field(default_factory=list)
+    factor: float = DEFAULT_FACTOR
+
+    @property
+    def has_regressions(self) -> bool:
+        return bool(self.regressions)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["has_regressions"] = self.has_regressions
+        return _finite(data)
+
+    def format_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    def format_text(self) -> str:
+        lines = [
+            f"old: {self.old_backend}  {_counts(self.old_summary)}",
+            f"new: {self.new_backend}  {_counts(self.new_summary)}",
+            f"{len(self.regressions)} regression(s), {len(self.fixed)} fixed, "
+            f"{len(self.error_changes)} error change(s), {self.added} new case(s), "
+            f"{len(self.removed)} removed",
+        ]
+        if self.regressions:
+            lines.append("")
+            lines.append("Regressions:")
+            lines += [f"  {_change_line(c)}" for c in self.regressions]
+        if self.fixed:
+            lines.append("")
+            lines.append("Fixed:")
+            lines += [f"  {_change_line(c)}" for c in self.fixed]
+        if self.error_changes:
+            lines.append("")
+            lines.append(f"Error changes (max_ulp by more than {self.factor:g}x or across the budget):")
+            lines += [f"  {_error_line(c)}" for c in self.error_changes]
+        if self.removed:
+            lines.append("")
+            lines.append(f"Removed ({len(self.removed)}): " + ", ".join(self.removed[:20]))
+        return "\n".join(lines) + "\n"
+
+    def format_markdown(self) -> str:
+        lines = [
+            "## dmlconform report diff",
+            "",
+            "| | backend | total | passed | failed | errors | skipped | xfailed |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for label, backend, summary in (
+            ("old", self.old_backend, self.old_summary),
+            ("new", self.new_backend, self.new_summary),
+        ):
+            lines.append(
+                f"| {label} | {_md(backend)} | {summary.get('total', 0)} | {summary.get('passed', 0)} | "
+                f"{summary.get('failed', 0)} | {summary.get('errors', 0)} | {summary.get('skipped', 0)} | "
+                f"{summary.get('xfailed', 0)} |"
+            )
+        lines.append("")
+        lines.append(
+            f"**{len(self.regressions)} regression(s)**, {len(self.fixed)} fixed, "
+            f"{len(self.error_changes)} error change(s), {self.added} new case(s), {len(self.removed)} removed."
+        )
+        for title, changes in (("Regressions", self.regressions), ("Fixed", self.fixed)):
+            if not changes:
+                continue
+            lines += [
+                "",
+                f"### {title}",
+                "",
+                "| case | before | after | max ULP | message |",
+                "|---|---|---|---:|---|",
+            ]
+            for c in changes:
+                lines.append(
+                    f"| {_md(c.id)} | {c.before or 'new'} | {c.after or 'gone'} | {_fmt(c.max_ulp)} | "
+                    f"{_md((c.message or '')[:160])} |"
+                )
+        if self.error_changes:
+            lines += [
+                "",
+                "### Error changes",
+                "",
+                "| case | before ULP | after ULP | budget | |",
+                "|---|---:|---:|---:|---|",
+            ]
+            for e in self.error_changes:
+                note = ("worse" if e.worse else "better") + (", crossed budget" if e.crossed_budget else "")
+                lines.append(
+                    f"| {_md(e.id)} | {_fmt(e.before_ulp)} | {_fmt(e.after_ulp)} | {_fmt(e.budget_ulp)} | {note} |"
+                )
+        return "\n".join(lines) + "\n"
+
+
+def diff_results(old: Results, new: Results, factor: float = DEFAULT_FACTOR) -> Diff:
+    """Compare two runs case by case (matched on the stable case id)."""
+    old_by_id = {c.id: c for c in old.cases}
+    new_ids = {c.id for c in new.cases}
+    diff = Diff(
+        old_backend=_backend_label(old),
+        new_backend=_backend_label(new),
+        old_summary=old.summary(),
+        new_summary=new.summary(),
+        factor=factor,
+    )
+    for case in new.cases:
+        before = old_by_id.get(case.id)
+        if before is None:
+            diff.added += 1
+            if case.failing:
+                diff.regressions.append(_change(None, case))
+            continue
+        if case.failing and not before.failing:
+            diff.regressions.append(_change(before, case))
+        elif before.failing and case.outcome in OK:
+            diff.fixed.append(_change(before, case))
+        change = _error_change(before, case, factor)
+        if change is not None:
+            diff.error_changes.append(change)
+    diff.removed = [c.id for c in old.cases if c.id not in new_ids]
+    diff.error_changes.sort(key=lambda e: (not e.worse, -_log_ratio(e)))
+    return diff
+
+
+def _change(before: CaseRecord | None, after: CaseRecord) -> CaseChange:
+    return CaseChange(
+        id=after.id,
+        operator=after.operator,
+        feature_level=after.feature_level,
+        data_type=after.data_type,
+        before=before.outcome if before else None,
+        after=after.outcome,
+        message=after.message if after.failing else (before.message if before else None),
+        max_ulp=after.max_ulp,
+        budget_ulp=after.budget_ulp,
+    )
+
+
+def _error_change(before: CaseRecord, after: CaseRecord, factor: float) -> ErrorChange | None:
+    old_ulp, new_ulp = before.max_ulp, after.max_ulp
+    if old_ulp is None or new_ulp is None:
+        return None
+    budget = after.budget_ulp if after.budget_ulp is not None else before.budget_ulp
+    crossed = budget is not None and ((old_ulp <= budget) != (new_ulp <= budget))
+    if math.isnan(old_ulp) or math.isnan(new_ulp):
+        moved = math.isnan(old_ulp) != math.isnan(new_ulp)
+        worse = math.isnan(new_ulp)
+    else:
+        a, b = max(old_ulp, ULP_FLOOR), max(new_ulp, ULP_FLOOR)
+        moved = (b / a > factor or a / b > factor) if math.isfinite(a) and math.isfinite(b) else a != b
+        worse = b > a
+    if not (moved or crossed):
+        return None
+    return ErrorChange(
+        id=after.id,
+        operator=after.operator,
+        feature_level=after.feature_level,
+        data_type=after.data_type,
+        before_ulp=old_ulp,
+        after_ulp=new_ulp,
+        budget_ulp=budget,
+        crossed_budget=crossed,
+        worse=worse,
+    )
+
+
+def _log_ratio(e: ErrorChange) -> float:
+    a, b = max(e.before_ulp, ULP_FLOOR), max(e.after_ulp, ULP_FLOOR)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
+    return abs(math.log(b / a))
+
+
+def _backend_label(results: Results) -> str:
+    level = results.data.get("feature_level")
+    return f"{results.backend_name}" + (f" @ {level}" if level else "")
+
+
+def _counts(summary: dict[str, int]) -> str:
+    keys = ("total", "passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+    return " ".join(f"{k}={summary.get(k, 0)}" for k in keys)
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def _change_line(c: CaseChange) -> str:
+    figures = f" ({_fmt(c.max_ulp)} ULP, budget {_fmt(c.budget_ulp)})" if c.max_ulp is not None else ""
+    message = f": {c.message.splitlines()[0][:160]}" if c.message else ""
+    return f"{c.id}  {c.before or 'new'} -> {c.after or 'gone'}{figures}{message}"
+
+
+def _error_line(e: ErrorChange) -> str:
+    note = ("worse" if e.worse else "better") + (", crossed budget" if e.crossed_budget else "")
+    return f"{e.id}  {_fmt(e.before_ulp)} -> {_fmt(e.after_ulp)} ULP (budget {_fmt(e.budget_ulp)}; {note})"
+
+
+def _md(text: str) -> str:
+    """Markdown table cell text: no pipes or newlines to break the row, no raw HTML."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
+
+
+def _finite(value: Any) -> Any:
+    """JSON without Infinity/NaN literals (not JSON), spelled as strings instead."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

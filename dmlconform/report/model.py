@@ -1,0 +1,177 @@
+"""Loading results.json (docs/results-json.md) into a tolerant, typed model.
+
+The report must render whatever an interrupted or older run left behind, so every field except the
+case list is optional and missing values fall back to neutral defaults; only input that cannot be a
+results file at all (missing, not JSON, no case list) raises :class:`ResultsError`, which the CLI
+turns into a one-line error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+OUTCOMES = ("passed", "failed", "error", "xpassed", "xfailed", "skipped")
+FAILING = frozenset({"failed", "error"})
+# Outcomes worth a detailed entry (desc, worst element, replay): the failing ones, plus an
+# unexpected pass, which means an xfail mark is stale.
+NOTABLE = frozenset({"failed", "error", "xpassed"})
+OK = frozenset({"passed", "xfailed"})
+
+
+class ResultsError(Exception):
+    """results.json is missing or cannot be read as a results file."""
+
+
+@dataclass
+class CaseRecord:
+    """One case of results.json; ``raw`` keeps the record as written for the failure details."""
+
+    id: str
+    outcome: str
+    kind: str = ""
+    operator: str = ""
+    feature_level: str = ""
+    data_type: str = ""
+    index: int | None = None
+    message: str | None = None
+    duration_s: float | None = None
+    regime: str | None = None
+    expected: str | None = None
+    rule: str | None = None
+    errors: dict[str, Any] | None = None
+    reproducer: str | None = None
+    replay: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in FAILING
+
+    @cached_property
+    def max_ulp(self) -> float | None:
+        return _num(self.errors.get("max_ulp")) if self.errors else None
+
+    @cached_property
+    def max_abs(self) -> float | None:
+        return _num(self.errors.get("max_abs")) if self.errors else None
+
+    @cached_property
+    def budget_ulp(self) -> float | None:
+        return _num(self.errors.get("budget_ulp")) if self.errors else None
+
+    @cached_property
+    def ratio(self) -> float | None:
+        """max_ulp / budget_ulp: how far past (>1) or inside (<1) its budget the case landed."""
+        ulp, budget = self.max_ulp, self.budget_ulp
+        if ulp is None or budget is None:
+            return None
+        if budget <= 0:
+            return math.inf if ulp > 0 else 0.0
+        return ulp / budget
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], position: int) -> CaseRecord:
+        if not isinstance(data, dict):
+            raise ResultsError(f"case #{position} is not an object")
+        outcome = str(data.get("outcome") or "error")
+        errors = data.get("errors")
+        index = data.get("index")
+        return cls(
+            id=str(data.get("id") or data.get("nodeid") or f"case-{position}"),
+            outcome=outcome if outcome in OUTCOMES else "error",
+            kind=str(data.get("kind") or ""),
+            operator=str(data.get("operator") or ""),
+            feature_level=str(data.get("feature_level") or ""),
+            data_type=str(data.get("data_type") or ""),
+            index=index if isinstance(index, int) else None,
+            message=None if data.get("message") is None else str(data.get("message")),
+            duration_s=_num(data.get("duration_s")),
+            regime=None if data.get("regime") is None else str(data.get("regime")),
+            expected=None if data.get("expected") is None else str(data.get("expected")),
+            rule=None if data.get("rule") is None else str(data.get("rule")),
+            errors=errors if isinstance(errors, dict) else None,
+            reproducer=None if data.get("reproducer") is None else str(data.get("reproducer")),
+            replay=None if data.get("replay") is None else str(data.get("replay")),
+            raw=data,
+        )
+
+
+@dataclass
+class Results:
+    """A whole results.json; ``data`` is the parsed document for fields the model does not lift."""
+
+    cases: list[CaseRecord]
+    data: dict[str, Any]
+    path: Path | None = None
+
+    @property
+    def backend(self) -> dict[str, Any]:
+        backend = self.data.get("backend")
+        return backend if isinstance(backend, dict) else {"name": str(backend or "?")}
+
+    @property
+    def backend_name(self) -> str:
+        return str(self.backend.get("name") or "?")
+
+    @property
+    def coverage(self) -> dict[str, dict[str, dict[str, int]]]:
+        coverage = self.data.get("coverage")
+        return coverage if isinstance(coverage, dict) else {}
+
+    def summary(self) -> dict[str, int]:
+        """Counts recomputed from the cases, so a hand-edited or truncated summary cannot lie."""
+        counts = {"total": len(self.cases), **{o: 0 for o in OUTCOMES}}
+        for case in self.cases:
+            counts[case.outcome] += 1
+        counts["errors"] = counts.pop("error")
+        return counts
+
+
+def _num(value: Any) -> float | None:
+    """A float from JSON, where a writer may have spelled infinity/NaN as strings."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def results_path(path: str | Path) -> Path:
+    """Accept either a results.json file or the report directory holding one."""
+    path = Path(path)
+    return path / "results.json" if path.is_dir() else path
+
+
+def load_results(path: str | Path) -> Results:
+    """Read and model a results.json (or a report directory); ResultsError when unusable."""
+    file = results_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(f"{file}: no such file") from None
+    except OSError as exc:
+        raise ResultsError(f"{file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ResultsError(f"{file}: not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{file}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise ResultsError(f"{file}: not a dmlconform results file (no 'cases' list)")
+    version = data.get("schema_version", 1)
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise ResultsError(f"{file}: unsupported schema_version {version!r}")
+    cases = [CaseRecord.from_dict(case, i) for i, case in enumerate(data["cases"])]
+    return Results(cases=cases, data=data, path=file)

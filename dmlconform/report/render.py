@@ -1,0 +1,677 @@
+"""Rendering results.json into index.html (self-contained) and summary.md.
+
+The HTML page must open from a CI artifact on any machine, offline, so everything is inline: CSS,
+the script, the charts (SVG computed here) and the case data (one JSON blob). Server-side parts go
+through Jinja with autoescape on; the script only ever writes data with ``textContent``. The blob
+is compact (arrays with indexes into shared string tables, descs only for failures) so that 50,000
+cases stay well under 10 MB and the page parses in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from markupsafe import Markup
+
+from dmlconform.report.model import FAILING, NOTABLE, OK, OUTCOMES, CaseRecord, Results, load_results
+
+# Failures rendered as full entries in the page itself (the rest open from the case table).
+FAILURE_ENTRIES = 100
+# Descs embedded for the case table's detail panel; past this, the panel points at the
+# reproducer directory instead, which bounds the page size whatever the failure rate.
+EMBEDDED_DESCS = 2000
+ROW_MESSAGE_CHARS = 240
+SUMMARY_TOP_FAILURES = 10
+CHART_WIDTH, CHART_HEIGHT = 300, 130
+
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["num"] = format_number
+    env.filters["md"] = markdown_cell
+    return env
+
+
+def format_number(value: Any, digits: int = 4) -> str:
+    """Error figures for people: 4 significant digits, infinities and NaN by name, '-' for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.{digits}g}"
+
+
+def markdown_cell(text: Any) -> str:
+    """Text safe in a markdown table cell: no raw HTML, no pipes or newlines breaking the row."""
+    return (
+        str(text)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
+
+
+def level_key(level: str) -> tuple[int, ...]:
+    """Feature levels sort numerically ("10_0" after "6_4")."""
+    return tuple(int(p) for p in re.findall(r"\d+", level)) or (10**6,)
+
+
+def json_for_script(data: Any) -> Markup:
+    """JSON that cannot end or confuse its <script> element: every '<' (so no '</script>' and no
+    '<!--') and the line separators JavaScript once treated as newlines are escaped."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Markup(text)
+
+
+# --------------------------------------------------------------------------- matrix
+
+
+@dataclass
+class Cell:
+    """One operator x level x data type cell of the matrix."""
+
+    counts: Counter = field(default_factory=Counter)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def ran(self) -> int:
+        return self.total - self.counts["skipped"]
+
+    @property
+    def ok(self) -> int:
+        return sum(self.counts[o] for o in OK)
+
+    @property
+    def failing(self) -> int:
+        return sum(self.counts[o] for o in FAILING)
+
+    @property
+    def rate(self) -> float | None:
+        return self.ok / self.ran if self.ran else None
+
+    @property
+    def colour(self) -> str:
+        """Red (0%) to green (100%) through yellow; grey when nothing ran."""
+        rate = self.rate
+        if rate is None:
+            return "#e3e3e3"
+        # Any failure is warm (red at 0%, amber near 100%), so 99% never passes for green.
+        hue = 120 if rate == 1 else 45 * rate
+        return f"hsl({hue:.0f}, 65%, {80 if rate == 1 else 70}%)"
+
+    @property
+    def title(self) -> str:
+        parts = [f"{o}: {n}" for o, n in sorted(self.counts.items()) if n]
+        return ", ".join(parts)
+
+
+@dataclass
+class Matrix:
+    operators: list[str]
+    levels: list[str]
+    data_types: list[str]
+    cells: dict[tuple[str, str, str], Cell]
+
+    @property
+    def rows(self) -> list[tuple[str, str]]:
+        """(operator, data type) pairs that have cases: the matrix's rows, levels being its columns.
+        Only present pairs, since validation cases bring many data types to a few levels each."""
+        present = {(op, dt) for op, _, dt in self.cells}
+        return [(op, dt) for op in self.operators for dt in self.data_types if (op, dt) in present]
+
+    def row_count(self, op: str) -> int:
+        return sum(1 for o, _ in self.rows if o == op)
+
+    def cell(self, op: str, level: str, dt: str) -> Cell | None:
+        return self.cells.get((op, level, dt))
+
+    def row_total(self, op: str, dt: str) -> Cell:
+        total = Cell()
+        for (o, _, d), cell in self.cells.items():
+            if o == op and d == dt:
+                total.counts.update(cell.counts)
+        return total
+
+    def operator_total(self, op: str) -> Cell:
+        total = Cell()
+        for (o, _, _), cell in self.cells.items():
+            if o == op:
+                total.counts.update(cell.counts)
+        return total
+
+
+def _type_key(name: str) -> tuple[int, str]:
+    """Floats first, then the rest by name; FLOAT32 before FLOAT16 (widest first)."""
+    order = {"FLOAT64": 0, "FLOAT32": 1, "FLOAT16": 2}
+    return (order.get(name, 3), name)
+
+
+def build_matrix(results: Results) -> Matrix:
+    cells: dict[tuple[str, str, str], Cell] = defaultdict(Cell)
+    for case in results.cases:
+        cells[(case.operator, case.feature_level, case.data_type)].counts[case.outcome] += 1
+    declared = [str(d) for d in results.data.get("data_types") or []]
+    seen_types = {k[2] for k in cells}
+    data_types = [d for d in declared if d in seen_types] + sorted(seen_types - set(declared), key=_type_key)
+    return Matrix(
+        operators=sorted({k[0] for k in cells}),
+        levels=sorted({k[1] for k in cells}, key=level_key),
+        data_types=data_types,
+        cells=dict(cells),
+    )
+
+
+# --------------------------------------------------------------------------- charts
+
+
+@dataclass
+class Bar:
+    x: float
+    y: float
+    w: float
+    h: float
+    label: str
+    count: int
+    over: bool
+
+
+@dataclass
+class Chart:
+    """A histogram drawn as inline SVG by the template (so all text in it is autoescaped)."""
+
+    title: str
+    xlabel: str
+    bars: list[Bar]
+    ticks: list[tuple[float, str]]
+    marker_x: float | None
+    marker_label: str
+    max_count: int
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+
+_PLOT_LEFT, _PLOT_RIGHT, _PLOT_TOP, _PLOT_BOTTOM = 34, 6, 8, 22
+
+
+def _histogram(
+    title: str,
+    xlabel: str,
+    bins: list[tuple[str, int, bool]],
+    ticks: dict[int, str],
+    marker_bin: float | None,
+    marker_label: str,
+) -> Chart:
+    """Bars on a log count axis: a single outlier bin must not flatten the rest."""
+    plot_w = CHART_WIDTH - _PLOT_LEFT - _PLOT_RIGHT
+    plot_h = CHART_HEIGHT - _PLOT_TOP - _PLOT_BOTTOM
+    max_count = max((n for _, n, _ in bins), default=0)
+    scale = math.log10(max_count + 1) or 1.0
+    width = plot_w / max(len(bins), 1)
+    bars = []
+    for i, (label, count, over) in enumerate(bins):
+        h = plot_h * math.log10(count + 1) / scale if count else 0.0
+        bars.append(
+            Bar(
+                x=round(_PLOT_LEFT + i * width + 0.5, 1),
+                y=round(_PLOT_TOP + plot_h - h, 1),
+                w=round(max(width - 1, 0.5), 1),
+                h=round(h, 1),
+                label=label,
+                count=count,
+                over=over,
+            )
+        )
+    tick_list: list[tuple[float, str]] = []
+    last = max(ticks, default=-1)
+    for i, text in sorted(ticks.items()):  # greedy: no two labels closer than their text needs
+
+        def clear(
+            prev: tuple[float, str], x: float = _PLOT_LEFT + (i + 0.5) * width, text: str = text
+        ) -> bool:
+            return x - prev[0] >= 5.5 * max(len(text), len(prev[1]), 3)
+
+        if i == last:  # the last label ("inf") wins over its neighbours
+            while tick_list and not clear(tick_list[-1]):
+                tick_list.pop()
+        if not tick_list or clear(tick_list[-1]):
+            tick_list.append((round(_PLOT_LEFT + (i + 0.5) * width, 1), text))
+    marker_x = None if marker_bin is None else round(_PLOT_LEFT + marker_bin * width, 1)
+    return Chart(title, xlabel, bars, tick_list, marker_x, marker_label, max_count)
+
+
+_ULP_MIN_EXP, _ULP_MAX_EXP = -4, 24  # bins (2^(e-1), 2^e]; below and above are clamped
+
+
+def _ulp_bin(ulp: float) -> int:
+    """0: exactly 0 ULP; 1..: log2 bins; last: infinite or NaN."""
+    n_log = _ULP_MAX_EXP - _ULP_MIN_EXP + 1
+    if math.isnan(ulp) or math.isinf(ulp):
+        return n_log + 1
+    if ulp <= 0:
+        return 0
+    e = min(max(math.ceil(math.log2(ulp)), _ULP_MIN_EXP), _ULP_MAX_EXP)
+    return 1 + e - _ULP_MIN_EXP
+
+
+def _ulp_label(b: int) -> str:
+    n_log = _ULP_MAX_EXP - _ULP_MIN_EXP + 1
+    if b == 0:
+        return "0 ULP"
+    if b == n_log + 1:
+        return "inf/NaN"
+    e = b - 1 + _ULP_MIN_EXP
+    return f"({format_number(2.0 ** (e - 1))}, {format_number(2.0**e)}] ULP"
+
+
+_RATIO_MIN_EXP, _RATIO_MAX_EXP = -12, 12
+
+
+def _ratio_bin(ratio: float) -> int:
+    if math.isnan(ratio) or math.isinf(ratio):
+        return _RATIO_MAX_EXP - _RATIO_MIN_EXP + 1
+    if ratio <= 0:
+        return 0
+    e = min(max(math.ceil(math.log2(ratio)), _RATIO_MIN_EXP), _RATIO_MAX_EXP)
+    return e - _RATIO_MIN_EXP
+
+
+def _power_label(e: int) -> str:
+    """2**e for an axis: "1/8" rather than "0.125", which is shorter and reads as a ratio."""
+    return f"1/{2**-e}" if e < 0 else str(2**e)
+
+
+def build_charts(results: Results) -> list[dict[str, Any]]:
+    """Per operator and data type: the ULP error histogram and the error/budget ratio histogram."""
+    groups: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
+    for case in results.cases:
+        if case.max_ulp is not None:
+            groups[(case.operator, case.data_type)].append(case)
+    charts = []
+    for (op, dt), cases in sorted(groups.items()):
+        n_ulp = _ULP_MAX_EXP - _ULP_MIN_EXP + 3
+        ulp_counts = [0] * n_ulp
+        over = [False] * n_ulp
+        budgets: Counter = Counter()
+        for case in cases:
+            b = _ulp_bin(case.max_ulp)  # type: ignore[arg-type]
+            ulp_counts[b] += 1
+            if case.ratio is not None and case.ratio > 1:
+                over[b] = True
+            if case.budget_ulp is not None:
+                budgets[case.budget_ulp] += 1
+        # Trim empty log bins on both sides so the populated range fills the chart.
+        used = [i for i in range(1, n_ulp - 1) if ulp_counts[i]]
+        budget = budgets.most_common(1)[0][0] if budgets else None
+        if budget is not None and budget > 0 and math.isfinite(budget):
+            used.append(_ulp_bin(budget))
+        lo, hi = (min(used), max(used)) if used else (1, 1)
+        lo, hi = max(1, lo - 1), min(n_ulp - 2, hi + 1)
+        keep = [0, *range(lo, hi + 1), n_ulp - 1]
+        bins = [(_ulp_label(b), ulp_counts[b], over[b]) for b in keep]
+        ticks: dict[int, str] = {0: "0"}
+        for pos, b in enumerate(keep[1:-1], start=1):
+            e = b - 1 + _ULP_MIN_EXP
+            if e % 2 == 0 or hi - lo < 8:
+                ticks[pos] = _power_label(e)
+        ticks[len(keep) - 1] = "inf"
+        marker = None
+        if budget is not None and budget > 0 and math.isfinite(budget):
+            bb = _ulp_bin(budget)
+            if bb in keep:
+                marker = keep.index(bb) + 1.0  # the budget is the upper edge of its bin
+        ulp_chart = _histogram(
+            f"{op} {dt}: max ULP error ({len(cases)} cases)",
+            "max ULP error (log2 bins), count on a log scale",
+            bins,
+            ticks,
+            marker,
+            f"budget {format_number(budget)} ULP" if budget is not None else "",
+        )
+        n_ratio = _RATIO_MAX_EXP - _RATIO_MIN_EXP + 2
+        ratio_counts = [0] * n_ratio
+        for case in cases:
+            if case.ratio is not None:
+                ratio_counts[_ratio_bin(case.ratio)] += 1
+        one = -_RATIO_MIN_EXP  # the bin (1/2, 1]: the last one inside the budget
+        used = [b for b in range(n_ratio - 1) if ratio_counts[b]] + [one, one + 1]
+        keep = [*range(max(0, min(used) - 1), min(n_ratio - 2, max(used) + 1) + 1), n_ratio - 1]
+        rbins = []
+        for b in keep:
+            if b == n_ratio - 1:
+                label = "inf/NaN x budget"
+            elif b == 0:
+                label = f"0 to {_power_label(_RATIO_MIN_EXP)} x budget"
+            else:
+                e = b + _RATIO_MIN_EXP
+                label = f"({_power_label(e - 1)}, {_power_label(e)}] x budget"
+            rbins.append((label, ratio_counts[b], b > one))
+        rticks = {
+            pos: _power_label(b + _RATIO_MIN_EXP) for pos, b in enumerate(keep[:-1]) if (b - one) % 2 == 0
+        }
+        rticks[len(keep) - 1] = "inf"
+        ratio_chart = _histogram(
+            f"{op} {dt}: error / budget",
+            "max ULP / budget ULP (log2 bins); right of the line fails",
+            rbins,
+            rticks,
+            float(keep.index(one) + 1),
+            "budget",
+        )
+        failing = sum(1 for c in cases if c.ratio is not None and c.ratio > 1)
+        charts.append(
+            {"operator": op, "data_type": dt, "ulp": ulp_chart, "ratio": ratio_chart, "over": failing}
+        )
+    return charts
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+@dataclass
+class RuleCoverage:
+    rule: str
+    legal: int
+    illegal: int
+    failed: int
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "failing"
+        if not self.legal and not self.illegal:
+            return "untested"
+        if not self.illegal:
+            return "legal only"
+        if not self.legal:
+            return "illegal only"
+        return "tested"
+
+
+def build_coverage(results: Results) -> list[dict[str, Any]]:
+    """Rows per operator from results["coverage"]; derived from the cases' "rules" if absent."""
+    coverage = results.coverage
+    if not coverage:
+        derived: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+        for case in results.cases:
+            for rule in case.raw.get("rules") or []:
+                entry = derived[case.operator].setdefault(str(rule), {"legal": 0, "illegal": 0, "failed": 0})
+                side = "illegal" if case.expected == "illegal" and case.rule == rule else "legal"
+                entry[side] += 1
+                entry["failed"] += int(case.failing)
+        coverage = derived
+    tables = []
+    for op in sorted(coverage):
+        rules = coverage[op] if isinstance(coverage[op], dict) else {}
+        rows = [
+            RuleCoverage(
+                rule=str(rule),
+                legal=int((counts or {}).get("legal", 0) or 0),
+                illegal=int((counts or {}).get("illegal", 0) or 0),
+                failed=int((counts or {}).get("failed", 0) or 0),
+            )
+            for rule, counts in rules.items()
+        ]
+        statuses = Counter(r.status for r in rows)
+        tables.append(
+            {"operator": op, "rows": rows, "statuses": statuses, "covered": len(rows) - statuses["untested"]}
+        )
+    return tables
+
+
+# --------------------------------------------------------------------------- case data
+
+
+def _compact_float(value: float | None, digits: int) -> float | str | None:
+    if value is None:
+        return None
+    if math.isnan(value) or math.isinf(value):
+        return str(value)  # "inf" / "nan": JSON has no literal for them
+    return float(f"{value:.{digits}g}")
+
+
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: ~20x faster on big runs
+
+
+def _desc_yaml(desc: Any) -> str | None:
+    if desc is None:
+        return None
+    try:
+        return yaml.dump(
+            desc, Dumper=_YAML_DUMPER, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
+        )
+    except yaml.YAMLError:
+        return json.dumps(desc, indent=1, default=str)
+
+
+def _jsonable(value: Any) -> Any:
+    """Free-form fields (info, worst) with non-finite floats spelled as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def severity_key(case: CaseRecord) -> tuple[int, int, float, str]:
+    """Worst first: crashes (error), then numerical failures by how far past their budget, then
+    outcome-only failures (a wrong accept/reject), which have no figure to rank by."""
+    ratio = case.ratio
+    return (
+        0 if case.outcome == "error" else 1,
+        0 if ratio is not None else 1,
+        -ratio if ratio is not None and not math.isnan(ratio) else 0.0,
+        case.id,
+    )
+
+
+def canonical_id(kind: str, op: str, level: str, dt: str, index: int | None) -> str | None:
+    if index is None:
+        return None
+    return f"{kind}[{op}-{level}-{dt}-{index:04d}]"
+
+
+def _replay_field(case: CaseRecord, frame: tuple[str, str] | None) -> str | int | None:
+    """The detail record's replay command: 0 when the case has none, None when the page can
+    rebuild it from the shared frame around the reproducer path, else the command itself."""
+    if case.replay is None:
+        return 0
+    if frame and case.reproducer and case.replay == case.reproducer.join(frame):
+        return None
+    return case.replay
+
+
+def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, Any]:
+    """The embedded blob: one array per case, strings interned in shared tables."""
+    tables: dict[str, dict[str, int]] = {
+        k: {} for k in ("ops", "levels", "dtypes", "kinds", "regimes", "msgs")
+    }
+
+    def intern(table: str, value: str | None) -> int:
+        if value is None:
+            return -1
+        t = tables[table]
+        if value not in t:
+            t[value] = len(t)
+        return t[value]
+
+    # Replay commands differ only in the reproducer path: store "prefix, suffix" once and, per
+    # case, the command only when it does not follow that pattern.
+    replay_frame: tuple[str, str] | None = None
+    for case in notable:
+        if case.replay and case.reproducer and case.reproducer in case.replay:
+            at = case.replay.index(case.reproducer)
+            replay_frame = (case.replay[:at], case.replay[at + len(case.reproducer) :])
+            break
+    detail_index: dict[int, int] = {}
+    details = []
+    for n, case in enumerate(notable):
+        detail_index[id(case)] = len(details)
+        errors = case.errors or {}
+        outputs = errors.get("outputs")
+        message = case.message
+        full = n < EMBEDDED_DESCS  # past the cap: only pointers to the reproducer, to bound the size
+        details.append(
+            {
+                # The row carries the message unless it had to be shortened there.
+                "m": message if message is not None and len(message) > ROW_MESSAGE_CHARS else None,
+                "desc": _desc_yaml(case.raw.get("desc")) if full else None,
+                "w": _jsonable(errors.get("worst")) if full else None,
+                "out": _jsonable(outputs)
+                if full and isinstance(outputs, dict) and len(outputs) > 1
+                else None,
+                "info": _jsonable(case.raw.get("info")) if full else None,
+                "exp": case.expected,
+                "rule": case.rule,
+                "rep": case.reproducer,
+                "cmd": _replay_field(case, replay_frame),
+            }
+        )
+        details[-1] = {k: v for k, v in details[-1].items() if v is not None}
+    outcome_index = {o: i for i, o in enumerate(OUTCOMES)}
+    rows = []
+    for case in results.cases:
+        kind, op, lvl, dt = case.kind, case.operator, case.feature_level, case.data_type
+        message = case.message
+        if message is not None and len(message) > ROW_MESSAGE_CHARS:
+            message = message[: ROW_MESSAGE_CHARS - 1] + "\u2026"
+        rows.append(
+            [
+                0 if case.id == canonical_id(kind, op, lvl, dt, case.index) else case.id,
+                case.index if case.index is not None else -1,
+                outcome_index[case.outcome],
+                intern("ops", op),
+                intern("levels", lvl),
+                intern("dtypes", dt),
+                intern("kinds", kind),
+                intern("regimes", case.regime),
+                _compact_float(case.max_ulp, 4),
+                _compact_float(case.max_abs, 3),
+                _compact_float(case.budget_ulp, 4),
+                intern("msgs", message),
+                detail_index.get(id(case), -1),
+            ]
+        )
+    data: dict[str, Any] = {
+        "v": 1,
+        "cols": [
+            "id",
+            "index",
+            "outcome",
+            "op",
+            "level",
+            "dtype",
+            "kind",
+            "regime",
+            "ulp",
+            "abs",
+            "budget",
+            "msg",
+            "detail",
+        ],
+        "outcomes": list(OUTCOMES),
+        "rows": rows,
+        "details": details,
+        "replay": list(replay_frame) if replay_frame else None,
+    }
+    for name, table in tables.items():
+        data[name] = list(table)
+    return data
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def _levels_sorted(values: list[str]) -> list[str]:
+    return sorted(values, key=level_key)
+
+
+def build_context(results: Results) -> dict[str, Any]:
+    data = results.data
+    summary = results.summary()
+    notable = sorted((c for c in results.cases if c.outcome in NOTABLE), key=severity_key)
+    matrix = build_matrix(results)
+    ran = summary["total"] - summary["skipped"]
+    ok = summary["passed"] + summary["xfailed"]
+    versions = data.get("versions") if isinstance(data.get("versions"), dict) else {}
+    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    return {
+        "results": results,
+        "data": data,
+        "backend": results.backend,
+        "backend_options": results.backend.get("options")
+        if isinstance(results.backend.get("options"), dict)
+        else {},
+        "versions": versions,
+        "tool": tool,
+        "summary": summary,
+        "pass_rate": (ok / ran) if ran else None,
+        "matrix": matrix,
+        "failures": notable[:FAILURE_ENTRIES],
+        "failure_count": sum(1 for c in results.cases if c.failing),
+        "notable_count": len(notable),
+        "charts": build_charts(results),
+        "coverage": build_coverage(results),
+        "case_data": build_case_data(results, notable),
+        "embedded_descs": min(len(notable), EMBEDDED_DESCS),
+        "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "json_for_script": json_for_script,
+        "desc_yaml": _desc_yaml,
+        "top_failures": notable[:SUMMARY_TOP_FAILURES],
+        "levels_sorted": _levels_sorted,
+    }
+
+
+def render_html(results: Results) -> str:
+    return _environment(autoescape=True).get_template("index.html.j2").render(build_context(results))
+
+
+def render_markdown(results: Results, html_name: str = "index.html") -> str:
+    context = build_context(results)
+    context["html_name"] = html_name
+    return _environment(autoescape=False).get_template("summary.md.j2").render(context)
+
+
+def write_reports(report_dir: str | Path) -> list[Path]:
+    """Read report_dir/results.json and write index.html and summary.md beside it.
+
+    Raises ResultsError when results.json is missing or unusable. Returns the written paths."""
+    report_dir = Path(report_dir)
+    results = load_results(report_dir / "results.json")
+    html_path = report_dir / "index.html"
+    md_path = report_dir / "summary.md"
+    html_path.write_text(render_html(results), encoding="utf-8")
+    md_path.write_text(render_markdown(results), encoding="utf-8")
+    return [html_path, md_path]

@@ -1,0 +1,219 @@
+"""results.json (see docs/results-json.md) and failure reproducers.
+
+Records are built in two halves because of pytest-xdist: the process that ran a case knows the
+desc, the error figures and the reproducer (``case_record``); only the controller knows the final
+outcome after expectations (xfail) are applied and can merge every worker's records
+(``finish_record``, ``build_results``). The half-record travels on the pytest report as an extra
+attribute, which xdist serializes with the report, so a serial run and ``-n auto`` produce the
+same file by the same code path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import platform
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmlconform.runner.cases import Case
+from dmlconform.runner.checks import CaseResult
+from dmlconform.spec import Spec
+
+SCHEMA_VERSION = 1
+OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
+
+
+def sanitize(case_id: str) -> str:
+    """A directory name for a case id: ``numeric[A-5_2-FLOAT16-0042]`` -> ``numeric-A-5_2-FLOAT16-0042``."""
+    text = case_id.replace("[", "-").replace("]", "")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("-_") or "case"
+
+
+def jsonable(value: Any) -> Any:
+    """Coerce backend-reported info and numpy scalars into strict JSON (no NaN literals)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str:
+    parts = ["dmlconform", "replay", str(case_dir), "--backend", backend]
+    for k, v in sorted(options.items()):
+        parts += ["--backend-option", f"{k}={v}"]
+    return shlex.join(parts)
+
+
+def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str, Any]:
+    """The half of a case record known where the case ran (outcome and message come later)."""
+    r = result
+    return {
+        "id": case.id,
+        "nodeid": nodeid,
+        "kind": case.kind,
+        "operator": case.operator,
+        "feature_level": case.level,
+        "data_type": case.data_type,
+        "index": case.index,
+        "outcome": None,
+        "message": r.message if r else None,
+        "duration_s": None,
+        "regime": (r.regime if r else case.regime) if case.kind != "validation" else None,
+        "expected": case.expected,
+        "rule": case.rule,
+        "relation": case.relation.id if case.relation else None,
+        "rules": list(r.rules) if r else [],
+        "desc": case.desc.to_dict(),
+        "errors": jsonable(r.errors) if r and r.errors else None,
+        "info": jsonable(r.info) if r and r.info is not None else None,
+        "reproducer": None,
+        "replay": None,
+    }
+
+
+def write_reproducer(
+    report_dir: Path,
+    case: Case,
+    result: CaseResult,
+    record: dict[str, Any],
+    backend: str,
+    options: dict[str, str],
+) -> str:
+    """Save a failing case as a self-contained directory; returns its path relative to the report."""
+    rel = Path("failures") / sanitize(case.id)
+    out = report_dir / rel
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "desc.yaml").write_text(case.desc.to_yaml(), encoding="utf-8")
+    arrays = {k: np.asarray(v) for k, v in (result.inputs or {}).items() if v is not None}
+    np.savez(out / "inputs.npz", **arrays)
+    record["reproducer"] = rel.as_posix()
+    record["replay"] = replay_command(out, backend, options)
+    case_json = dict(record)
+    case_json["outcome"] = result.status
+    case_json["case"] = case.to_dict()
+    case_json["backend"] = {"name": backend, "options": dict(options)}
+    (out / "case.json").write_text(json.dumps(jsonable(case_json), indent=1), encoding="utf-8")
+    return rel.as_posix()
+
+
+def finish_record(
+    record: dict[str, Any], outcome: str, message: str | None, duration: float
+) -> dict[str, Any]:
+    out = dict(record)
+    out["outcome"] = outcome
+    out["message"] = None if outcome == "passed" else (message or out.get("message"))
+    out["duration_s"] = round(float(duration), 6)
+    return out
+
+
+def summarize(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    counts = {"total": 0, "passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "xpassed": 0, "errors": 0}
+    for r in records:
+        counts["total"] += 1
+        key = "errors" if r["outcome"] == "error" else r["outcome"]
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def coverage(spec: Spec, operators: Iterable[str], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Per operator, per rule id of the spec (every rule, even those no case touched): how many
+    legal cases exercised it, how many illegal descs broke it, how many of those cases failed."""
+    cov: dict[str, dict[str, dict[str, int]]] = {}
+    for name in operators:
+        op = spec.operator(name)
+        cov[op.name] = {r.id: {"legal": 0, "illegal": 0, "failed": 0} for r in spec.rules_for(op)}
+    for rec in records:
+        table = cov.get(rec["operator"])
+        if table is None:
+            continue
+        illegal = rec.get("expected") == "illegal"
+        for rid in rec.get("rules") or []:
+            entry = table.setdefault(rid, {"legal": 0, "illegal": 0, "failed": 0})
+            entry["illegal" if illegal else "legal"] += 1
+            if rec["outcome"] in ("failed", "error"):
+                entry["failed"] += 1
+    return cov
+
+
+def versions(backend_versions: dict[str, str]) -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for mod in ("numpy", "numba", "pytest"):
+        with contextlib.suppress(Exception):
+            out[mod] = __import__(mod).__version__
+    out.update({str(k): str(v) for k, v in backend_versions.items()})
+    return out
+
+
+@dataclass
+class RunMeta:
+    """Everything about the run that is not a case."""
+
+    backend: str
+    backend_options: dict[str, str]
+    backend_level: str | None
+    backend_description: str
+    feature_level: str
+    seed: int
+    cases_per_group: int
+    operators: list[str]
+    data_types: list[str]
+    command: str
+    started: str
+    finished: str
+    duration_s: float
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> dict[str, Any]:
+    from dmlconform import __version__
+
+    records = sorted(records, key=lambda r: r["nodeid"])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "dmlconform", "version": __version__},
+        "backend": {
+            "name": meta.backend,
+            "options": dict(meta.backend_options),
+            "feature_level": meta.backend_level,
+            "description": meta.backend_description,
+        },
+        "feature_level": meta.feature_level,
+        "seed": meta.seed,
+        "cases_per_group": meta.cases_per_group,
+        "operators": list(meta.operators),
+        "data_types": list(meta.data_types),
+        "command": meta.command,
+        "started": meta.started,
+        "finished": meta.finished,
+        "duration_s": round(meta.duration_s, 3),
+        "versions": dict(meta.versions),
+        "summary": summarize(records),
+        "cases": records,
+        "coverage": coverage(spec, meta.operators, records),
+    }
+
+
+def write_results(report_dir: Path, results: dict[str, Any]) -> Path:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / "results.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(jsonable(results), indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,310 @@
+"""Deterministic case collection: (operator, level, data type, kind) groups of seeded cases.
+
+Every pytest-xdist worker collects the suite independently and the controller insists that all of
+them collect the same items in the same order, so everything here is a pure function of the run
+settings (operators, levels, data types, cases per group, seed) and the spec: no clocks, no
+set iteration, no global random state. Inputs are not generated here but when a case runs, from
+a seed derived from the case id (``Case.input_seed``), which keeps collection cheap and lets a
+case be re-created from its id alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.spec import Operator, Spec
+
+KINDS = ("numeric", "validation", "metamorphic")
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A metamorphic relation read from an operator's ``relations:`` section in the spec.
+
+    ``kind`` is ``same_output_as`` (the desc, changed by ``set``/``drop``, run as ``operator``
+    gives the same ``compare`` outputs) or ``shift_invariant`` (adding a constant to ``member``
+    leaves the ``compare`` outputs unchanged). ``when`` forces members of the source desc first.
+    """
+
+    id: str
+    kind: str
+    compare: tuple[str, ...]
+    when: dict[str, Any] = field(default_factory=dict)
+    operator: str | None = None
+    set: dict[str, Any] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    member: str | None = None
+    text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "compare": list(self.compare),
+            "when": self.when,
+            "operator": self.operator,
+            "set": self.set,
+            "drop": list(self.drop),
+            "member": self.member,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Relation:
+        return cls(
+            id=raw["id"],
+            kind=raw["kind"],
+            compare=tuple(raw.get("compare") or ("OutputTensor",)),
+            when=dict(raw.get("when") or {}),
+            operator=raw.get("operator"),
+            set=dict(raw.get("set") or {}),
+            drop=tuple(raw.get("drop") or ()),
+            member=raw.get("member"),
+            text=raw.get("text") or "",
+        )
+
+
+@functools.lru_cache(maxsize=32)
+def relations_of(op_path: str) -> tuple[Relation, ...]:
+    """The relations written in an operator's spec file (``spec.py`` does not model them yet,
+    so they are read from the YAML the operator came from)."""
+    if not op_path or not Path(op_path).is_file():
+        return ()
+    data = yaml.safe_load(Path(op_path).read_text(encoding="utf-8")) or {}
+    return tuple(Relation.from_dict(r) for r in data.get("relations") or ())
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case; ``id`` is the pytest item name and stays stable across runs."""
+
+    kind: str
+    operator: str
+    level: str
+    data_type: str | None
+    index: int
+    desc: OperatorDesc
+    seed: int = 0
+    regime: str | None = None
+    expected: str | None = None  # validation: legal | illegal
+    rule: str | None = None  # validation of an illegal desc: the rule it breaks
+    relation: Relation | None = None
+
+    @property
+    def id(self) -> str:
+        n = f"{self.index:04d}"
+        if self.kind == "validation":
+            what = f"illegal-{self.rule}" if self.expected == "illegal" else "legal"
+            return f"validation[{self.operator}-{self.level}-{what}-{n}]"
+        if self.kind == "metamorphic":
+            rel = self.relation.id if self.relation else "relation"
+            return f"metamorphic[{self.operator}-{self.level}-{self.data_type}-{rel}-{n}]"
+        return f"{self.kind}[{self.operator}-{self.level}-{self.data_type}-{n}]"
+
+    @property
+    def input_seed(self) -> int:
+        """Seed of the case's input data: the run seed mixed with the id, so that inserting a case
+        elsewhere never changes this one's data."""
+        return (zlib.crc32(self.id.encode()) ^ (self.seed * 0x9E3779B1)) & 0x7FFFFFFF
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "operator": self.operator,
+            "feature_level": self.level,
+            "data_type": self.data_type,
+            "index": self.index,
+            "seed": self.seed,
+            "regime": self.regime,
+            "expected": self.expected,
+            "rule": self.rule,
+            "relation": self.relation.to_dict() if self.relation else None,
+            "desc": self.desc.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], spec: Spec | None = None) -> Case:
+        return cls(
+            kind=raw["kind"],
+            operator=raw["operator"],
+            level=raw["feature_level"],
+            data_type=raw.get("data_type"),
+            index=int(raw.get("index") or 0),
+            desc=parse_desc(raw["desc"], spec) if spec is not None else parse_desc(raw["desc"]),
+            seed=int(raw.get("seed") or 0),
+            regime=raw.get("regime"),
+            expected=raw.get("expected"),
+            rule=raw.get("rule"),
+            relation=Relation.from_dict(raw["relation"]) if raw.get("relation") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a run covers: the knobs of ``--dml-*`` that shape collection."""
+
+    level: str
+    operators: tuple[str, ...] = ()  # empty: every operator available at ``level``
+    data_types: tuple[str, ...] = ()  # empty: every data type of the support tables
+    cases: int = 6
+    seed: int = 0
+    kinds: tuple[str, ...] = KINDS
+    validation: bool = True  # the backend implements ``check``
+
+
+def input_data_type(op: Operator, desc: OperatorDesc) -> str | None:
+    """The data type of a desc: that of its first input tensor (the support tables tie the rest)."""
+    for m in op.input_members:
+        t = desc.members.get(m.name)
+        if isinstance(t, TensorDesc):
+            return t.data_type
+    return None
+
+
+def operator_data_types(spec: Spec, op: Operator, level: str) -> tuple[str, ...]:
+    """Data types the support table admits for the operator's first input at ``level``."""
+    row = op.support_row(spec, spec.level(level))
+    first = op.input_members[0].name
+    support = row.tensors.get(first)
+    return tuple(support.data_types) if support else ()
+
+
+def selected_operators(spec: Spec, sel: Selection) -> list[Operator]:
+    top = spec.level(sel.level)
+    names = sel.operators or tuple(sorted(spec.operators))
+    ops = [spec.operator(n) for n in names]
+    return [op for op in ops if spec.level(op.introduced).index <= top.index]
+
+
+def _levels(spec: Spec, op: Operator, top: str) -> list[str]:
+    top_index = spec.level(top).index
+    return [lv.name for lv in spec.levels_from(op) if lv.index <= top_index]
+
+
+def _take(it: Iterable[Any], n: int) -> list[Any]:
+    out = []
+    for x in it:
+        out.append(x)
+        if len(out) >= n:
+            break
+    return out
+
+
+def legal_for(
+    spec: Spec, op: Operator, level: str, data_type: str, count: int, seed: int
+) -> list[OperatorDesc]:
+    """``count`` legal descs of one data type (the generator forces the type where supported)."""
+    from dmlconform import generate
+
+    descs = list(generate.legal_descs(op.name, level, seed=seed, count=count, spec=spec, dtype=data_type))
+    return [d for d in descs if input_data_type(op, d) == data_type]
+
+
+def illegal_for(
+    spec: Spec, op: Operator, level: str, count: int, seed: int
+) -> list[tuple[OperatorDesc, str]]:
+    from dmlconform import generate
+
+    return _take(generate.illegal_descs(op.name, level, seed=seed, count=count, spec=spec), count)
+
+
+def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
+    from dmlconform import generate
+
+    return len(generate.breakable_rules(op.name, level, spec))
+
+
+def regimes(desc: OperatorDesc) -> list[str]:
+    try:
+        from dmlconform import data
+    except ImportError:  # input generators not built yet: one plain regime
+        return ["default"]
+    return list(data.regimes_for(desc)) or ["default"]
+
+
+def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
+    """Every case of the run, in a fixed order: operator, kind, level, data type, index."""
+    for op in selected_operators(spec, sel):
+        levels = _levels(spec, op, sel.level)
+        if "numeric" in sel.kinds:
+            for level in levels:
+                for dt in _data_types(spec, op, level, sel):
+                    for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
+                        regs = regimes(desc)
+                        yield Case(
+                            "numeric", op.name, level, dt, i, desc, sel.seed, regime=regs[i % len(regs)]
+                        )
+        if "validation" in sel.kinds and sel.validation:
+            yield from _validation(spec, op, [sel.level], sel)
+        if "metamorphic" in sel.kinds:
+            yield from _metamorphic(spec, op, sel)
+
+
+def _data_types(spec: Spec, op: Operator, level: str, sel: Selection) -> list[str]:
+    types = operator_data_types(spec, op, level)
+    return [t for t in types if not sel.data_types or t in sel.data_types]
+
+
+def _validation(spec: Spec, op: Operator, levels: list[str], sel: Selection) -> Iterator[Case]:
+    """Legal descs must be accepted, and one illegal desc per active rule (at least) rejected.
+
+    Only at the selected level: ``check(desc)`` takes no level, a backend judges a desc at the
+    one level it implements (the plugin loads it at the selected level when it can), so a desc
+    illegal at 4_1 but legal at 6_4 says nothing about a 6_4 backend.
+
+    The illegal generator cycles through the rules it can break; asking for as many descs as
+    there are breakable rules covers each at least once per level."""
+    for level in levels:
+        legal: list[OperatorDesc] = []
+        for dt in _data_types(spec, op, level, sel):
+            legal += legal_for(spec, op, level, dt, max(1, sel.cases // 2), sel.seed)
+        for i, desc in enumerate(legal):
+            yield Case(
+                "validation", op.name, level, input_data_type(op, desc), i, desc, sel.seed, expected="legal"
+            )
+        count = max(sel.cases, breakable_rule_count(spec, op, level))
+        for i, (desc, rule) in enumerate(illegal_for(spec, op, level, count, sel.seed)):
+            yield Case(
+                "validation",
+                op.name,
+                level,
+                input_data_type(op, desc),
+                i,
+                desc,
+                sel.seed,
+                expected="illegal",
+                rule=rule,
+            )
+
+
+def _metamorphic(spec: Spec, op: Operator, sel: Selection) -> Iterator[Case]:
+    """Relations run at the selected level only: they test the backend against itself, so one
+    level is enough to catch an inconsistency, and it keeps the default run short."""
+    level = sel.level
+    rels = relations_of(op.path)
+    if not rels:
+        return
+    for dt in _data_types(spec, op, level, sel):
+        descs = legal_for(spec, op, level, dt, sel.cases, sel.seed + 1)
+        for rel in rels:
+            for i, desc in enumerate(descs):
+                regs = regimes(desc)
+                yield Case(
+                    "metamorphic",
+                    op.name,
+                    level,
+                    dt,
+                    i,
+                    desc,
+                    sel.seed,
+                    regime=regs[i % len(regs)],
+                    relation=rel,
+                )

@@ -1,0 +1,466 @@
+"""What one case checks, independent of pytest: numeric, validation and metamorphic cases.
+
+``run_case`` returns a :class:`CaseResult` (never raises for a backend's misbehaviour), so that the
+pytest item, ``dmlconform replay`` and the tests all judge a case by the same code. Messages are
+one line that says what was expected and what came back; a reader should not need a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.errors import Rejected, Unsupported
+from dmlconform.runner.cases import Case, Relation
+from dmlconform.runner.guard import BackendFailure
+from dmlconform.spec import Spec, load_spec
+from dmlconform.validate import active_rules, validate
+
+
+@dataclass
+class CaseResult:
+    """The verdict on one case plus everything the report and a reproducer need."""
+
+    status: str  # passed | failed | skipped
+    message: str | None = None
+    errors: dict[str, Any] | None = None
+    info: Any = None
+    inputs: dict[str, np.ndarray] | None = None
+    rules: list[str] = field(default_factory=list)
+    regime: str | None = None
+
+
+class _Fail(Exception):
+    pass
+
+
+class _Skip(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------
+# Outputs
+
+
+def numpy_dtype(spec: Spec, data_type: str) -> np.dtype:
+    dt = spec.data_types.get(data_type)
+    if dt is None or not dt.numpy:
+        raise ValueError(f"data type {data_type} has no numpy dtype")
+    return np.dtype(dt.numpy)
+
+
+def expected_outputs(spec: Spec, desc: OperatorDesc) -> dict[str, TensorDesc]:
+    op = spec.operator(desc.operator)
+    return {m.name: t for m in op.output_members if isinstance(t := desc.members.get(m.name), TensorDesc)}
+
+
+def check_outputs(spec: Spec, desc: OperatorDesc, outputs: Any) -> dict[str, np.ndarray]:
+    """The backend's outputs, or ``_Fail`` naming the first member with the wrong set, shape or
+    dtype. Checked before any comparison, so a wrong shape is reported as such and not as a
+    confusing broadcast error inside the tolerance model."""
+    want = expected_outputs(spec, desc)
+    if not isinstance(outputs, dict):
+        raise _Fail(f"backend returned {type(outputs).__name__}, expected a dict of output member -> array")
+    missing = [m for m in want if m not in outputs]
+    extra = [m for m in outputs if m not in want]
+    if missing:
+        raise _Fail(
+            f"backend returned no {', '.join(missing)} (expected members {sorted(want)}, got {sorted(outputs)})"
+        )
+    if extra:
+        raise _Fail(
+            f"backend returned unexpected member(s) {', '.join(map(str, extra))} (expected {sorted(want)})"
+        )
+    out = {}
+    for name, t in want.items():
+        arr = outputs[name]
+        if not isinstance(arr, np.ndarray):
+            raise _Fail(f"{name}: backend returned {type(arr).__name__}, expected a numpy array")
+        if tuple(arr.shape) != tuple(t.sizes):
+            raise _Fail(f"{name}: backend returned shape {list(arr.shape)}, expected Sizes {list(t.sizes)}")
+        dtype = numpy_dtype(spec, t.data_type)
+        if arr.dtype != dtype:
+            raise _Fail(f"{name}: backend returned dtype {arr.dtype}, expected {dtype} ({t.data_type})")
+        out[name] = arr
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Comparison
+
+
+def compare(
+    spec: Spec,
+    desc: OperatorDesc,
+    actual: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    inputs: dict[str, np.ndarray],
+    scale: float = 1.0,
+) -> tuple[bool, dict[str, Any]]:
+    """(passed, errors record in the results.json shape). Uses ``dmlconform.tolerance`` when it
+    is importable; ``scale`` widens the budget (a metamorphic relation compares two computations
+    that each carry the implementation's error)."""
+    try:
+        from dmlconform import tolerance
+    except ImportError:
+        tolerance = None  # type: ignore[assignment]
+    if tolerance is not None and hasattr(tolerance, "compare"):
+        return _compare_tolerance(tolerance, spec, desc, actual, expected, inputs, scale)
+    return _compare_fallback(actual, expected, scale)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def _compare_tolerance(
+    tolerance: Any,
+    spec: Spec,
+    desc: OperatorDesc,
+    actual: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    inputs: dict[str, np.ndarray],
+    scale: float,
+) -> tuple[bool, dict[str, Any]]:
+    overrides = {"ulp_scale": scale} if scale != 1.0 else None
+    res = tolerance.compare(desc, actual, expected, inputs, spec=spec, overrides=overrides)
+    return bool(res.passed), _errors_from(tolerance, res, actual, expected)
+
+
+def _plain_dict(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {str(k): _plain_dict(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_plain_dict(v) for v in d]
+    return _plain(d)
+
+
+def _errors_from(
+    tolerance: Any, res: Any, actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """The results.json ``errors`` record from a ``tolerance.Comparison``: per-output maxima and
+    the worst element over all outputs (largest error relative to its own budget)."""
+    per = {}
+    worst = None
+    for name, o in res.outputs.items():
+        per[name] = {"max_ulp": o.max_ulp, "max_abs": o.max_abs}
+        if o.worst_index is not None and (worst is None or o.ratio > worst.ratio):
+            worst = o
+    w = None
+    if worst is not None:
+        ref = np.asarray(expected[worst.member])
+        got = np.asarray(actual[worst.member]).astype(ref.dtype)
+        idx = tuple(worst.worst_index)
+        ulp = float(tolerance.ulp_distance(np.asarray([got[idx]]), np.asarray([ref[idx]]))[0])
+        w = {
+            "member": worst.member,
+            "index": list(idx),
+            "backend": worst.backend_value,
+            "reference": worst.reference_value,
+            "ulp": ulp,
+            "abs": abs(float(got[idx]) - float(ref[idx])) if np.isfinite(float(got[idx])) else math.inf,
+            "budget_ulp": worst.budget_ulp,
+            "budget_abs": worst.budget,
+        }
+    out = {
+        "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
+        "max_abs": max((o["max_abs"] for o in per.values()), default=0.0),
+        "budget_ulp": w["budget_ulp"] if w else None,
+        "outputs": per,
+        "worst": w,
+    }
+    if getattr(res, "nonfinite_inputs", False):
+        out["note"] = "inputs hold NaN or Inf: behaviour undefined by DirectML, reported as information"
+    return _plain_dict(out)
+
+
+def _ulp(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    info = np.finfo(dtype)
+    mag = np.maximum(np.abs(x), info.tiny)
+    return np.exp2(np.floor(np.log2(mag)) - (info.nmant))
+
+
+def _compare_fallback(
+    actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], scale: float
+) -> tuple[bool, dict[str, Any]]:
+    """A plain ULP comparison used only while ``dmlconform.tolerance`` is absent."""
+    budget = 16.0 * scale
+    per: dict[str, Any] = {}
+    worst: dict[str, Any] | None = None
+    passed = True
+    for name, a in actual.items():
+        e = expected[name].astype(np.float64)
+        af = a.astype(np.float64)
+        diff = np.abs(af - e)
+        diff = np.where(np.isnan(af) & np.isnan(e), 0.0, diff)
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        ulps = diff / _ulp(e, a.dtype)
+        i = int(np.argmax(ulps)) if ulps.size else 0
+        mu = float(ulps.flat[i]) if ulps.size else 0.0
+        per[name] = {"max_ulp": mu, "max_abs": float(diff.max()) if diff.size else 0.0}
+        if worst is None or mu > worst["ulp"]:
+            idx = [int(v) for v in np.unravel_index(i, a.shape)] if a.size else []
+            worst = {
+                "member": name,
+                "index": idx,
+                "backend": float(af.flat[i]) if a.size else None,
+                "reference": float(e.flat[i]) if a.size else None,
+                "ulp": mu,
+                "abs": float(diff.flat[i]) if a.size else 0.0,
+                "budget_ulp": budget,
+                "budget_abs": None,
+            }
+        passed &= mu <= budget
+    return passed, _plain_dict(
+        {
+            "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
+            "max_abs": max((o["max_abs"] for o in per.values()), default=0.0),
+            "budget_ulp": budget,
+            "outputs": per,
+            "worst": worst,
+        }
+    )
+
+
+def failure_message(errors: dict[str, Any], what: str = "reference") -> str:
+    w = errors.get("worst") or {}
+    if not w:
+        return f"outputs differ from the {what} beyond the budget"
+    budget_abs = w.get("budget_abs")
+    return (
+        f"{w.get('member')}: {_num(w.get('ulp'), 4)} ULP at {w.get('index')} > budget {_num(w.get('budget_ulp'), 4)} ULP "
+        f"(backend {_num(w.get('backend'), 9)}, {what} {_num(w.get('reference'), 9)}, "
+        f"abs error {_num(w.get('abs'), 3)}"
+        + (f", abs budget {_num(budget_abs, 3)}" if budget_abs is not None else "")
+        + ")"
+    )
+
+
+def _num(v: Any, digits: int = 6) -> str:
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+# ------------------------------------------------------------------------------------------
+# Rules a case exercises (coverage)
+
+
+def exercised_rules(spec: Spec, desc: OperatorDesc, level: str) -> list[str]:
+    """Rules a legal desc exercises: the active rules that bind at least one member it sets
+    (a broadcast rule on an absent ScaleTensor is not exercised), plus rules that bind none."""
+    out = []
+    for rule, kind in active_rules(spec, desc.operator, level):
+        members = kind.members(rule)
+        if not members or any(desc.members.get(m) is not None for m in members):
+            out.append(rule.id)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Running
+
+
+def make_inputs(case: Case, desc: OperatorDesc | None = None) -> dict[str, np.ndarray]:
+    desc = desc or case.desc
+    try:
+        from dmlconform import data
+    except ImportError:  # input generators not built yet: standard normal data
+        spec = load_spec()
+        rng = np.random.default_rng(case.input_seed)
+        op = spec.operator(desc.operator)
+        return {
+            m.name: rng.standard_normal(t.sizes).astype(numpy_dtype(spec, t.data_type))
+            for m in op.input_members
+            if isinstance(t := desc.members.get(m.name), TensorDesc)
+        }
+    try:
+        return dict(data.make_inputs(desc, case.regime or "default", case.input_seed))
+    except getattr(data, "RegimeNotApplicable", ()) as exc:
+        raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
+
+
+def run_case(
+    case: Case,
+    guard: Any,
+    spec: Spec | None = None,
+    inputs: dict[str, np.ndarray] | None = None,
+) -> CaseResult:
+    """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers)."""
+    spec = spec or load_spec()
+    result = CaseResult("passed", regime=case.regime)
+    try:
+        if case.kind == "validation":
+            _validation(case, guard, spec, result)
+        elif case.kind == "metamorphic":
+            _metamorphic(case, guard, spec, result, inputs)
+        else:
+            _numeric(case, guard, spec, result, inputs)
+    except _Fail as exc:
+        result.status, result.message = "failed", str(exc)
+    except _Skip as exc:
+        result.status, result.message = "skipped", str(exc)
+    except Unsupported as exc:
+        result.status, result.message = "skipped", f"backend does not support this case: {exc}"
+    except BackendFailure as exc:
+        result.status, result.message = "failed", str(exc)
+    return result
+
+
+def _execute(
+    guard: Any, spec: Spec, desc: OperatorDesc, inputs: dict[str, np.ndarray], result: CaseResult
+) -> dict:
+    try:
+        raw, info = guard.call("execute", desc, inputs)
+    except Rejected as exc:
+        raise _Fail(f"backend rejected a legal desc: {exc}") from None
+    if info is not None:
+        result.info = info
+    return check_outputs(spec, desc, raw)
+
+
+def _reference(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from dmlconform import execute
+
+    return execute(desc, inputs)
+
+
+def _numeric(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
+    result.rules = exercised_rules(spec, case.desc, case.level)
+    result.inputs = inputs if inputs is not None else make_inputs(case)
+    got = _execute(guard, spec, case.desc, result.inputs, result)
+    ref = _reference(case.desc, result.inputs)
+    passed, errors = compare(spec, case.desc, got, {k: ref[k] for k in got}, result.inputs)
+    result.errors = errors
+    if not passed:
+        raise _Fail(failure_message(errors))
+
+
+def _validation(case: Case, guard: Any, spec: Spec, result: CaseResult) -> None:
+    if case.expected == "illegal":
+        result.rules = [case.rule] if case.rule else []
+        try:
+            guard.call("check", case.desc)
+        except Rejected:
+            return
+        found = validate(case.desc, case.level, spec)
+        why = next((v for v in found if v.rule == case.rule), found[0] if found else None)
+        detail = f": {why.member}: {why.message}" if why else ""
+        raise _Fail(f"backend accepted an illegal desc that breaks rule {case.rule}{detail}")
+    result.rules = exercised_rules(spec, case.desc, case.level)
+    try:
+        guard.call("check", case.desc)
+    except Rejected as exc:
+        raise _Fail(f"backend rejected a legal desc: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------
+# Metamorphic relations
+
+
+def _literal(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def apply_when(desc: OperatorDesc, rel: Relation) -> OperatorDesc:
+    return desc.replace(**{k: _literal(v) for k, v in rel.when.items()}) if rel.when else desc
+
+
+def derive(spec: Spec, desc: OperatorDesc, rel: Relation) -> OperatorDesc:
+    """The desc a ``same_output_as`` relation compares with: members the target operator has,
+    minus ``drop``, plus ``set`` (values may be ``{where_size_one: Member}``: the dims where that
+    tensor's size is 1), with array lengths (``default: {length_of: ...}``) filled in."""
+    target = spec.operator(rel.operator or desc.operator)
+    names = {m.name for m in target.members}
+    members = {k: v for k, v in desc.members.items() if k in names and k not in rel.drop}
+    for key, value in rel.set.items():
+        if isinstance(value, dict) and "where_size_one" in value:
+            t = desc.members.get(value["where_size_one"])
+            if not isinstance(t, TensorDesc):
+                raise _Skip(f"relation {rel.id}: {value['where_size_one']} is absent")
+            value = [i for i, s in enumerate(t.sizes) if s == 1]
+        members[key] = _literal(value)
+    for m in target.members:
+        d = m.default
+        if isinstance(d, dict) and "length_of" in d and isinstance(members.get(d["length_of"]), tuple):
+            members[m.name] = len(members[d["length_of"]])
+    return OperatorDesc(target.name, members)
+
+
+def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
+    rel = case.relation
+    if rel is None:
+        raise _Skip("metamorphic case without a relation")
+    base = apply_when(case.desc, rel)
+    if validate(base, case.level, spec):
+        raise _Skip(f"relation {rel.id}: its precondition {rel.when} makes this desc illegal at {case.level}")
+    result.rules = exercised_rules(spec, base, case.level)
+    result.inputs = inputs if inputs is not None else make_inputs(case, base)
+    if rel.kind == "same_output_as":
+        other = derive(spec, base, rel)
+        bad = validate(other, case.level, spec)
+        if bad:
+            raise _Skip(
+                f"relation {rel.id}: derived {other.operator} desc is illegal at {case.level} ({bad[0]})"
+            )
+        other_names = {m.name for m in spec.operator(other.operator).input_members}
+        other_inputs = {
+            k: v for k, v in result.inputs.items() if k in other_names and other.members.get(k) is not None
+        }
+        a = _execute(guard, spec, base, result.inputs, result)
+        b = _execute(guard, spec, other, other_inputs, result)
+        what = f"{other.operator} ({rel.id})"
+        budget_inputs = result.inputs
+    elif rel.kind == "shift_invariant":
+        member = rel.member or "InputTensor"
+        base_inputs, shifted = shift_inputs(result.inputs, member)
+        result.inputs = base_inputs
+        a = _execute(guard, spec, base, shifted, result)
+        b = _execute(guard, spec, base, base_inputs, result)
+        what = f"unshifted run ({rel.id})"
+        budget_inputs = shifted  # the larger offset sets the (larger) budget
+    else:
+        raise _Skip(f"relation kind {rel.kind!r} is not implemented")
+    keys = [k for k in rel.compare if k in a and k in b]
+    passed, errors = compare(
+        spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, scale=2.0
+    )
+    result.errors = errors
+    if not passed:
+        raise _Fail(failure_message(errors, what))
+
+
+def shift_inputs(
+    inputs: dict[str, np.ndarray], member: str
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(base, shifted) inputs where ``shifted[member] == base[member] + c`` exactly.
+
+    The shift ``c`` is a power of two about four spreads wide, and the base data is first rounded
+    to the grid of ``ulp(max|x| + c)``, so that adding ``c`` is exact in the input's own data
+    type: the relation then tests the implementation, not the rounding of its input."""
+    x = np.asarray(inputs[member])
+    xf = x.astype(np.float64)
+    finite = xf[np.isfinite(xf)]
+    spread = float(finite.std()) if finite.size else 1.0
+    c = 2.0 ** math.ceil(math.log2(max(4.0 * spread, 1.0)))
+    top = float(np.abs(finite).max()) + c if finite.size else c
+    grid = 2.0 ** (math.floor(math.log2(top)) - np.finfo(x.dtype).nmant + 1)
+    q = (np.round(xf / grid) * grid).astype(x.dtype)
+    shifted = (q.astype(np.float64) + c).astype(x.dtype)
+    base = dict(inputs)
+    base[member] = q
+    moved = dict(inputs)
+    moved[member] = shifted
+    return base, moved

@@ -1,0 +1,275 @@
+"""Guarded backend calls: a backend under test may raise, hang or crash, and the run must go on.
+
+Two guards share one interface, ``call(method, desc, inputs) -> (value, info)``:
+
+- :class:`ThreadGuard` (default) runs the call in a daemon thread and waits ``timeout`` seconds.
+  Cheap, but a hung call cannot be stopped (Python has no thread kill): the thread is abandoned
+  and the case fails; a segfault still takes the process down.
+- :class:`ProcessGuard` (``--dml-isolate``) keeps one worker process per pytest process
+  (``python -m dmlconform.runner.worker``) that loads the backend once and serves calls over a
+  pipe. A hang kills the worker; a crash (segfault, ``os._exit``) is seen as end-of-file. Either
+  way the case fails with the reason and the next call starts a fresh worker. A persistent worker
+  rather than a process per case, because importing numpy and a native runtime costs a second or
+  more, which would dominate a run of hundreds of small cases.
+
+Backend exceptions are translated: ``Rejected`` and ``Unsupported`` pass through (they are
+verdicts), anything else becomes :class:`BackendFailure` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from dmlconform.errors import Rejected, Unsupported
+
+
+class BackendFailure(Exception):
+    """The backend misbehaved on one case (raised, hung, crashed, returned garbage)."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+@dataclass
+class BackendInfo:
+    """What the run needs to know about a backend before any case runs."""
+
+    name: str
+    feature_level: str | None
+    has_check: bool
+    description: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def backend_info(backend: Any) -> BackendInfo:
+    def _safe(fn: Any, default: Any) -> Any:
+        try:
+            return fn() if callable(fn) else default
+        except Exception:
+            return default
+
+    versions = _safe(getattr(backend, "versions", None), {}) or {}
+    return BackendInfo(
+        name=str(getattr(backend, "name", type(backend).__name__)),
+        feature_level=getattr(backend, "feature_level", None),
+        has_check=callable(getattr(backend, "check", None)),
+        description=str(_safe(getattr(backend, "describe", None), "") or ""),
+        versions={str(k): str(v) for k, v in dict(versions).items()},
+    )
+
+
+def invoke(backend: Any, method: str, desc: Any, inputs: Any) -> tuple[Any, Any]:
+    """Call ``backend.<method>`` and fetch ``last_info()``; exceptions propagate."""
+    if method == "check":
+        backend.check(desc)
+        value = None
+    else:
+        value = backend.execute(desc, inputs)
+    info = None
+    last = getattr(backend, "last_info", None)
+    if method == "execute" and callable(last):
+        try:
+            info = last()
+        except Exception:
+            info = None
+    return value, info
+
+
+class ThreadGuard:
+    """In-process calls with a per-call timeout (see the module docstring for the limits)."""
+
+    def __init__(self, backend: Any, timeout: float | None):
+        self.backend = backend
+        self.timeout = timeout
+
+    def call(self, method: str, desc: Any, inputs: Any = None) -> tuple[Any, Any]:
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = invoke(self.backend, method, desc, inputs)
+            except BaseException as exc:  # noqa: BLE001 - everything is reported, nothing escapes
+                box["error"] = exc
+
+        if not self.timeout:
+            target()
+        else:
+            t = threading.Thread(target=target, name=f"dml-backend-{method}", daemon=True)
+            t.start()
+            t.join(self.timeout)
+            if t.is_alive():
+                raise BackendFailure(
+                    f"backend {method}() did not return within {self.timeout:g} s (timed out; "
+                    "the call was abandoned, use --dml-isolate to kill hung calls)"
+                )
+        return _unbox(box, method)
+
+    def close(self) -> None:
+        pass
+
+
+def _unbox(box: dict[str, Any], method: str) -> tuple[Any, Any]:
+    exc = box.get("error")
+    if exc is None:
+        return box["result"]
+    if isinstance(exc, (Rejected, Unsupported)):
+        raise exc
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    raise BackendFailure(f"backend {method}() raised {describe_exception(exc)}") from None
+
+
+# ------------------------------------------------------------------------------------------
+# Process isolation
+
+_HEADER = struct.Struct("<Q")
+
+
+def write_frame(stream: Any, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: Any) -> Any:
+    """The next frame, or raise EOFError when the other side is gone."""
+    head = _read_exact(stream, _HEADER.size)
+    (n,) = _HEADER.unpack(head)
+    return pickle.loads(_read_exact(stream, n))
+
+
+def _read_exact(stream: Any, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class ProcessGuard:
+    """Backend calls in a worker process that a crash or hang cannot take down the run with."""
+
+    def __init__(
+        self, backend: str, options: dict[str, str], timeout: float | None, startup_timeout: float = 120
+    ):
+        self.backend = backend
+        self.options = dict(options)
+        self.timeout = timeout
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.replies: queue.Queue[Any] = queue.Queue()
+        self.info: BackendInfo | None = None
+
+    # The reader thread turns a blocking pipe into a queue we can wait on with a timeout; this
+    # works on Windows too, where select() does not take pipes.
+    def _reader(self, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            while True:
+                self.replies.put(("frame", proc, read_frame(proc.stdout)))
+        except Exception:
+            self.replies.put(("eof", proc, None))
+
+    def _start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")]).strip(
+            os.pathsep
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dmlconform.runner.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self.replies = queue.Queue()
+        threading.Thread(target=self._reader, args=(self.proc,), daemon=True).start()
+        write_frame(
+            self.proc.stdin,
+            ("init", {"backend": self.backend, "options": self.options, "sys_path": sys.path}),
+        )
+        status, value = self._wait(self.startup_timeout, "start")
+        if status != "ready":
+            self.close()
+            raise BackendFailure(f"backend worker could not load {self.backend!r}: {value}")
+        self.info = value
+
+    def _wait(self, timeout: float | None, what: str) -> tuple[str, Any]:
+        proc = self.proc
+        while True:
+            try:
+                kind, source, payload = self.replies.get(timeout=timeout)
+            except queue.Empty:
+                self.kill()
+                raise BackendFailure(
+                    f"backend {what}() did not return within {timeout:g} s (timed out; worker process killed)"
+                ) from None
+            if source is not proc:
+                continue  # a late message from a worker that was already replaced
+            if kind == "eof":
+                code = proc.wait() if proc is not None else None
+                self.proc = None
+                raise BackendFailure(f"backend process died during {what}() ({exit_reason(code)})")
+            return payload
+
+    def call(self, method: str, desc: Any, inputs: Any = None) -> tuple[Any, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        assert self.proc is not None
+        try:
+            write_frame(self.proc.stdin, (method, desc, inputs))
+        except (BrokenPipeError, OSError):
+            code = self.proc.wait()
+            self.proc = None
+            raise BackendFailure(f"backend process died before {method}() ({exit_reason(code)})") from None
+        status, value = self._wait(self.timeout, method)
+        if status == "ok":
+            return value
+        if status == "rejected":
+            raise Rejected(value)
+        if status == "unsupported":
+            raise Unsupported(value)
+        raise BackendFailure(f"backend {method}() raised {value}")
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(10)
+            except Exception:
+                pass
+            self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                write_frame(self.proc.stdin, ("quit", None, None))
+                self.proc.stdin.close()
+                self.proc.wait(5)
+            except Exception:
+                pass
+            self.kill()

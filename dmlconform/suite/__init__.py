@@ -1,0 +1,1 @@
+"""The conformance suite's anchor: ``test_conformance.py`` is collected by the dmlconform plugin."""

@@ -1,0 +1,91 @@
+"""Mutation self-test: the suite must fail every deliberately broken backend, and must not fail
+the correct ones except for findings its report explains.
+
+Broken backends run with 2 cases per group (every mutant is caught well within that; the full
+default is 6); the reference and numpy backends run the real default run. onnxruntime and torch
+run the default too, with their expectations files (examples/expect-*.txt) whose every line
+gives the reason; a failure not listed there must still be a value finding (worst element,
+budget, reproducer), never a crash, a wrong shape or a harness error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_plugin import run_suite
+
+from dmlconform.backends import broken
+
+pytest_plugins = ["pytester"]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MUTANTS = sorted(
+    name for name, obj in vars(broken).items() if isinstance(obj, type) and obj.__module__ == broken.__name__
+)
+
+
+def results(report: Path) -> dict[str, Any]:
+    return json.loads((report / "results.json").read_text())
+
+
+def test_there_are_mutants() -> None:
+    assert len(MUTANTS) >= 5
+
+
+@pytest.mark.parametrize("mutant", MUTANTS)
+def test_each_broken_backend_fails(pytester: pytest.Pytester, tmp_path: Path, mutant: str) -> None:
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester,
+        f"--dml-backend=dmlconform.backends.broken:{mutant}",
+        "--dml-cases=2",
+        f"--dml-report={report}",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, f"mutant {mutant} survived the suite"
+    failed = [c for c in results(report)["cases"] if c["outcome"] == "failed"]
+    # caught by a comparison (numeric or metamorphic), not by an accident of the harness
+    assert any(c["kind"] in ("numeric", "metamorphic") and c["errors"] for c in failed), mutant
+    assert not [c for c in results(report)["cases"] if c["outcome"] == "error"]
+
+
+def test_reference_passes_the_default_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    result = run_suite(pytester, "--dml-backend=reference", f"--dml-report={report}")
+    assert result.ret == pytest.ExitCode.OK
+    s = results(report)["summary"]
+    assert s["passed"] == s["total"] > 0
+
+
+def _explained(report: Path) -> None:
+    data = results(report)
+    assert data["summary"]["errors"] == 0
+    for c in data["cases"]:
+        if c["outcome"] == "failed":
+            assert c["errors"] and c["errors"]["worst"], c["message"]
+            assert (report / c["reproducer"] / "case.json").is_file()
+        if c["outcome"] == "xfailed":
+            assert c["expectation"], c["id"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "expect"),
+    [
+        ("numpy", "expect-example.txt"),
+        ("onnxruntime", "expect-onnxruntime.txt"),
+        ("torch", "expect-torch.txt"),
+    ],
+)
+def test_real_backends_fail_only_with_explained_findings(
+    pytester: pytest.Pytester, tmp_path: Path, backend: str, expect: str
+) -> None:
+    if backend != "numpy":
+        pytest.importorskip(backend)
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester, f"--dml-backend={backend}", f"--dml-expect={EXAMPLES / expect}", f"--dml-report={report}"
+    )
+    _explained(report)
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

@@ -1,0 +1,250 @@
+"""The pytest plugin: ids, options, robustness against misbehaving backends, expectations.
+
+Runs are in-process (pytester) with a handful of cases: MEAN_VARIANCE_NORMALIZATION1 at its
+introduction level 2_1, so one level and two data types; the test backends in
+``test_plugin_backends`` misbehave on FLOAT16 only, so every run also shows the FLOAT32 cases
+still passing after the bad ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_plugin_backends import HERE
+
+from dmlconform.pytest_plugin import plugin_args
+
+pytest_plugins = ["pytester"]
+
+SMALL = [
+    "--dml-operators=MEAN_VARIANCE_NORMALIZATION1",
+    "--dml-feature-level=2_1",
+    "--dml-cases=2",
+]
+NUMERIC = [*SMALL, "--dml-kinds=numeric"]
+
+
+def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    pytester.syspathinsert(HERE)
+    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+
+def outcomes(report_dir: Path) -> dict[str, str]:
+    data = json.loads((report_dir / "results.json").read_text())
+    return {c["id"]: c["outcome"] for c in data["cases"]}
+
+
+def records(report_dir: Path) -> dict[str, dict[str, Any]]:
+    data = json.loads((report_dir / "results.json").read_text())
+    return {c["id"]: c for c in data["cases"]}
+
+
+def test_no_backend_no_items(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine="def test_ok():\n    pass\n")
+    result = run_suite(pytester)
+    result.assert_outcomes(passed=1)
+    assert "numeric[" not in result.stdout.str()
+
+
+def test_ids_stable_and_readable(pytester: pytest.Pytester) -> None:
+    args = ["--collect-only", "-q", "--dml-backend=reference", *SMALL]
+    first = run_suite(pytester, *args).stdout.lines
+    second = run_suite(pytester, *args).stdout.lines
+    ids = [line.split("::")[-1] for line in first if "::" in line]
+    assert ids and ids == [line.split("::")[-1] for line in second if "::" in line]
+    assert "numeric[MEAN_VARIANCE_NORMALIZATION1-2_1-FLOAT16-0001]" in ids
+    pattern = re.compile(
+        r"(numeric\[[A-Z0-9_]+-\d_\d-FLOAT(16|32)-\d{4}\]"
+        r"|validation\[[A-Z0-9_]+-\d_\d-(legal|illegal-[a-z0-9-]+)-\d{4}\]"
+        r"|metamorphic\[[A-Z0-9_]+-\d_\d-FLOAT(16|32)-[a-z0-9-]+-\d{4}\])"
+    )
+    assert all(pattern.fullmatch(i) for i in ids), [i for i in ids if not pattern.fullmatch(i)]
+    kinds = {i.split("[")[0] for i in ids}
+    assert kinds == {"numeric", "validation", "metamorphic"}
+    assert any(
+        i.startswith("validation[MEAN_VARIANCE_NORMALIZATION1-2_1-illegal-scale-bias-paired-") for i in ids
+    )
+
+
+def test_backend_without_check_gets_no_validation_items(pytester: pytest.Pytester) -> None:
+    result = run_suite(pytester, "--collect-only", "-q", "--dml-backend=test_plugin_backends:NoCheck", *SMALL)
+    text = result.stdout.str()
+    assert "numeric[" in text and "validation[" not in text
+
+
+@pytest.mark.parametrize(
+    ("backend", "message"),
+    [
+        ("Raises", "backend execute() raised RuntimeError: kaboom in the fp16 kernel"),
+        ("WrongShape", "OutputTensor: backend returned shape ["),
+        ("WrongDtype", "OutputTensor: backend returned dtype float64, expected float16 (FLOAT16)"),
+        ("MissingMember", "backend returned no OutputTensor"),
+        ("WrongValues", "ULP at ["),
+    ],
+)
+def test_misbehaving_backend_fails_only_its_cases(
+    pytester: pytest.Pytester, tmp_path: Path, backend: str, message: str
+) -> None:
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester, f"--dml-backend=test_plugin_backends:{backend}", f"--dml-report={report}", *NUMERIC
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    recs = records(report)
+    for case_id, rec in recs.items():
+        if "FLOAT16" in case_id:
+            assert rec["outcome"] == "failed" and message in rec["message"], rec["message"]
+        else:
+            assert rec["outcome"] == "passed" and rec["message"] is None
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_hang_times_out_and_run_continues(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester,
+        "--dml-backend=test_plugin_backends:Hangs",
+        "--dml-timeout=1",
+        f"--dml-report={report}",
+        *NUMERIC,
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    for case_id, rec in records(report).items():
+        if "FLOAT16" in case_id:
+            assert "did not return within 1 s (timed out" in rec["message"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "reason"), [("Exits", "exit code 3"), ("Segfaults", "killed by signal SIGSEGV")]
+)
+def test_isolate_survives_crashes(
+    pytester: pytest.Pytester, tmp_path: Path, backend: str, reason: str
+) -> None:
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester,
+        f"--dml-backend=test_plugin_backends:{backend}",
+        "--dml-isolate",
+        f"--dml-report={report}",
+        *NUMERIC,
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    for case_id, rec in records(report).items():
+        if "FLOAT16" in case_id:
+            assert rec["message"] == f"backend process died during execute() ({reason})"
+        else:
+            assert rec["outcome"] == "passed"
+
+
+def test_isolate_kills_a_hung_call(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester,
+        "--dml-backend=test_plugin_backends:Hangs",
+        "--dml-isolate",
+        "--dml-timeout=1",
+        f"--dml-report={report}",
+        *NUMERIC,
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    assert any("worker process killed" in (r["message"] or "") for r in records(report).values())
+
+
+def test_validation_items_catch_a_backend_that_accepts_everything(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    report = tmp_path / "r"
+    run_suite(
+        pytester,
+        "--dml-backend=test_plugin_backends:AcceptsAll",
+        "--dml-kinds=validation",
+        f"--dml-report={report}",
+        *SMALL,
+    )
+    recs = records(report).values()
+    illegal = [r for r in recs if r["expected"] == "illegal"]
+    legal = [r for r in recs if r["expected"] == "legal"]
+    assert illegal and all(r["outcome"] == "failed" for r in illegal)
+    assert legal and all(r["outcome"] == "passed" for r in legal)
+    assert all(f"breaks rule {r['rule']}" in r["message"] for r in illegal)
+
+
+def test_expectations_turn_failures_into_xfail_and_report_xpass(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    expect = tmp_path / "expect.txt"
+    expect.write_text(
+        "# known problems\n"
+        "numeric[MEAN_VARIANCE_NORMALIZATION1-2_1-FLOAT16-*]  # fp16 kernel raises, bug 1\n"
+        "numeric[MEAN_VARIANCE_NORMALIZATION1-2_1-FLOAT32-0000] thought broken, is not\n"
+    )
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester,
+        "--dml-backend=test_plugin_backends:Raises",
+        f"--dml-expect={expect}",
+        f"--dml-report={report}",
+        *NUMERIC,
+    )
+    assert result.ret == 0
+    result.assert_outcomes(passed=1, xfailed=2, xpassed=1)
+    recs = records(report)
+    assert recs["numeric[MEAN_VARIANCE_NORMALIZATION1-2_1-FLOAT32-0000]"]["outcome"] == "xpassed"
+    x = recs["numeric[MEAN_VARIANCE_NORMALIZATION1-2_1-FLOAT16-0001]"]
+    assert (
+        x["outcome"] == "xfailed"
+        and "kaboom" in x["message"]
+        and x["expectation"] == "fp16 kernel raises, bug 1"
+    )
+    summary = json.loads((report / "results.json").read_text())["summary"]
+    assert summary == {
+        "total": 4,
+        "passed": 1,
+        "failed": 0,
+        "skipped": 0,
+        "xfailed": 2,
+        "xpassed": 1,
+        "errors": 0,
+    }
+
+
+def test_expectation_without_reason_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    expect = tmp_path / "expect.txt"
+    expect.write_text("numeric[X-1_0-FLOAT16-0000]\n")
+    result = run_suite(pytester, "--dml-backend=reference", f"--dml-expect={expect}", *NUMERIC)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "has no reason" in result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dml-backend=no-such-backend"], "unknown backend 'no-such-backend'"),
+        (["--dml-backend=reference", "--dml-feature-level=9_9"], "unknown feature level '9_9'"),
+        (["--dml-backend=reference", "--dml-backend-option=novalue"], "is not KEY=VALUE"),
+        (["--dml-backend=reference", "--dml-operators=NOPE"], "unknown operator 'NOPE'"),
+    ],
+)
+def test_usage_errors_are_one_line(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    result = run_suite(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert message in err and "Traceback" not in err
+
+
+def test_reproducer_written_for_each_failure(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    run_suite(pytester, "--dml-backend=test_plugin_backends:WrongValues", f"--dml-report={report}", *NUMERIC)
+    recs = records(report)
+    failed = [r for r in recs.values() if r["outcome"] == "failed"]
+    assert len(failed) == 2
+    for r in failed:
+        d = report / r["reproducer"]
+        assert {p.name for p in d.iterdir()} == {"desc.yaml", "inputs.npz", "case.json"}
+        assert r["replay"].startswith(f"dmlconform replay {d} --backend test_plugin_backends:WrongValues")
+        assert r["errors"]["worst"]["ulp"] > r["errors"]["worst"]["budget_ulp"]
+    assert all(r["reproducer"] is None for r in recs.values() if r["outcome"] == "passed")

@@ -1,0 +1,63 @@
+"""``dmlconform replay``: a saved failing case re-runs alone and prints the comparison."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_run import SMALL, dmlconform
+
+
+@pytest.fixture(scope="module")
+def failed_case(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("replay")
+    proc = dmlconform(
+        "run", "--backend", "test_plugin_backends:WrongValues", *SMALL, "--kinds", "numeric", "--report", "out",
+        cwd=work,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    results = json.loads((work / "out" / "results.json").read_text())
+    case = next(c for c in results["cases"] if c["outcome"] == "failed")
+    assert case["replay"] == (
+        f"dmlconform replay {work / 'out' / case['reproducer']} --backend test_plugin_backends:WrongValues"
+        " --backend-option feature_level=2_1"  # the run's level, passed to a backend that takes it
+    )
+    return work / "out" / case["reproducer"]
+
+
+def test_replay_still_failing_prints_comparison(failed_case: Path, tmp_path: Path) -> None:
+    proc = dmlconform(
+        "replay", str(failed_case), "--backend", "test_plugin_backends:WrongValues", cwd=tmp_path
+    )
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    saved = json.loads((failed_case / "case.json").read_text())
+    worst = saved["errors"]["worst"]
+    assert f"case:    {saved['id']}" in out
+    assert f"worst:   OutputTensor at index {worst['index']}" in out
+    assert f"backend    {worst['backend']!r}" in out and f"reference  {worst['reference']!r}" in out
+    assert "ULP," in out and "absolute" in out and "budget" in out
+    assert "result:  FAILED: OutputTensor:" in out
+
+
+def test_replay_passes_once_fixed(failed_case: Path, tmp_path: Path) -> None:
+    proc = dmlconform("replay", str(failed_case), "--backend", "reference", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "result:  PASSED" in proc.stdout
+
+
+def test_replay_defaults_to_the_saved_backend(failed_case: Path, tmp_path: Path) -> None:
+    proc = dmlconform("replay", str(failed_case), cwd=tmp_path)
+    assert proc.returncode == 1 and "test_plugin_backends:WrongValues" not in proc.stderr
+
+
+def test_replay_bad_directory_is_a_usage_error(failed_case: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "case"
+    shutil.copytree(failed_case, broken)
+    (broken / "case.json").write_text("{not json")
+    for target in (tmp_path / "missing", broken):
+        proc = dmlconform("replay", str(target), "--backend", "reference", cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("dmlconform replay: error:")

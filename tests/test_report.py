@@ -1,0 +1,284 @@
+"""The report package without a browser: results.json loading, index.html and summary.md content,
+escaping of hostile text, the compact embedded data, and `dmlconform report` / `report diff`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+
+from synthetic_results import make_results, write_results  # noqa: E402
+
+from dmlconform.cli import main  # noqa: E402
+from dmlconform.report import ResultsError, diff_results, load_results, render_html, write_reports  # noqa: E402
+from dmlconform.report.render import build_case_data, json_for_script  # noqa: E402
+
+HOSTILE = "<script>alert(1)</script> \"&' </script><!-- \u2028"
+
+
+def embedded_data(html: str) -> dict:
+    match = re.search(r'<script type="application/json" id="case-data">(.*?)</script>', html, re.S)
+    assert match, "no embedded case data"
+    return json.loads(match.group(1))
+
+
+@pytest.fixture
+def report_dir(tmp_path: Path) -> Path:
+    write_results(tmp_path, make_results(300, seed=3))
+    return tmp_path
+
+
+def test_write_reports_writes_both_pages(report_dir: Path) -> None:
+    written = write_reports(report_dir)
+    assert [p.name for p in written] == ["index.html", "summary.md"]
+    html = (report_dir / "index.html").read_text()
+    results = json.loads((report_dir / "results.json").read_text())
+    # Header facts and the reproduce command.
+    assert results["command"] in html
+    assert "CPUExecutionProvider" in html and "numba=0.59.1" in html
+    # Every failing case is reachable: in the embedded data with a detail record.
+    data = embedded_data(html)
+    assert len(data["rows"]) == 300
+    failing = [c for c in results["cases"] if c["outcome"] in ("failed", "error")]
+    assert failing
+    outcome_col, detail_col = data["cols"].index("outcome"), data["cols"].index("detail")
+    failed_rows = [r for r in data["rows"] if data["outcomes"][r[outcome_col]] in ("failed", "error")]
+    assert len(failed_rows) == len(failing)
+    assert all(r[detail_col] >= 0 for r in failed_rows)
+    # The worst failure's replay command and desc are rendered server-side too.
+    assert failing[0]["replay"] in html or any(c["replay"] in html for c in failing)
+    assert "DML_OPERATOR_" in html
+    # Self-contained: no external resources.
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert "<link" not in html
+
+
+def test_matrix_and_coverage(report_dir: Path) -> None:
+    write_reports(report_dir)
+    html = (report_dir / "index.html").read_text()
+    matrix = html[
+        html.index('<table class="matrix">') : html.index("</table>", html.index('<table class="matrix">'))
+    ]
+    for op in ("MEAN_VARIANCE_NORMALIZATION1", "BATCH_NORMALIZATION_TRAINING"):
+        assert f'data-op="{op}"' in matrix
+    assert "#cases?op=BATCH_NORMALIZATION_TRAINING&amp;level=4_1&amp;dtype=FLOAT32" in matrix
+    # The synthetic run never exercises bias-broadcast of BATCH_NORMALIZATION_TRAINING.
+    row = re.search(r'<tr class="st-untested"><td><code>bias-broadcast</code>', html)
+    assert row, "an untested rule is highlighted"
+
+
+def test_summary_markdown(report_dir: Path) -> None:
+    write_reports(report_dir)
+    md = (report_dir / "summary.md").read_text()
+    summary = load_results(report_dir).summary()
+    assert f"| {summary['total']} | {summary['passed']} | {summary['failed']} |" in md
+    assert "| operator |" in md and "| BATCH_NORMALIZATION_TRAINING |" in md
+    assert "### Top failures" in md and "ULP (budget" in md
+    assert "index.html" in md
+
+
+def test_hostile_text_is_escaped(tmp_path: Path) -> None:
+    doc = make_results(40, seed=1)
+    doc["backend"]["description"] = "<b>bold</b> " + HOSTILE
+    doc["command"] = "dmlconform run --backend x # " + HOSTILE
+    case = next(c for c in doc["cases"] if c["outcome"] == "failed")
+    case["message"] = HOSTILE
+    case["desc"]["desc"]["Note"] = "<img src=x onerror=alert(2)>"
+    write_results(tmp_path, doc)
+    write_reports(tmp_path)
+    html = (tmp_path / "index.html").read_text()
+    assert "<script>alert(1)" not in html
+    assert "<img" not in html and "<b>bold" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    # The JSON blob cannot close its element and still decodes to the original text.
+    data = embedded_data(html)
+    assert HOSTILE in data["msgs"]
+    md = (tmp_path / "summary.md").read_text()
+    outside_code = re.sub(r"`[^`\n]*`", "", md)  # code spans show their text literally
+    assert "<script>" not in outside_code and "&lt;script&gt;" in md
+
+
+def test_json_for_script_escapes_markup() -> None:
+    text = str(json_for_script({"a": "</script><!--\u2028\u2029"}))
+    assert "<" not in text and "\u2028" not in text and "\u2029" not in text
+    assert json.loads(text) == {"a": "</script><!--\u2028\u2029"}
+
+
+def test_non_finite_errors_render(tmp_path: Path) -> None:
+    doc = make_results(30, seed=2)
+    case = next(c for c in doc["cases"] if c["errors"])
+    case["outcome"] = "failed"
+    case["errors"]["max_ulp"] = float("inf")
+    case["errors"]["worst"]["backend"] = float("nan")
+    write_results(tmp_path, doc)  # json.dumps writes Infinity/NaN, as Python's json module reads
+    write_reports(tmp_path)
+    data = embedded_data((tmp_path / "index.html").read_text())  # strict JSON: no Infinity literal
+    assert "inf" in json.dumps(data["rows"])
+
+
+def test_compact_rows_scale(tmp_path: Path) -> None:
+    """Bytes per case bound the 50,000-case page: well under 200 bytes each keeps it under 10 MB."""
+    results_path = write_results(tmp_path, make_results(3000, seed=5))
+    html = render_html(load_results(results_path))
+    assert len(html.encode()) / 3000 < 200
+    data = build_case_data(load_results(results_path), [])
+    assert all(isinstance(r, list) for r in data["rows"])
+    # Canonical ids are rebuilt in the page rather than stored.
+    assert sum(1 for r in data["rows"] if r[0] == 0) == 3000
+
+
+@pytest.mark.parametrize(
+    "content", [None, "{not json", '{"cases": 3}', "[]", '{"schema_version": 99, "cases": []}']
+)
+def test_unusable_results(tmp_path: Path, content: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    if content is not None:
+        (tmp_path / "results.json").write_text(content)
+    with pytest.raises(ResultsError):
+        load_results(tmp_path)
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dmlconform report: error:")
+
+
+def test_cli_report_dir(report_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(report_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "index.html" in out and "summary.md" in out
+    assert (report_dir / "index.html").stat().st_size > 10_000
+    assert main(["report", str(report_dir / "results.json")]) == 0
+
+
+def test_cli_usage_errors(report_dir: Path) -> None:
+    assert main(["report", "diff", str(report_dir)]) == 2
+    assert main(["report", str(report_dir), str(report_dir)]) == 2
+    assert main(["report", str(report_dir), "--format", "json"]) == 2
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def _flip(doc: dict, index: int, outcome: str, **errors: float) -> dict:
+    case = doc["cases"][index]
+    case["outcome"] = outcome
+    case["message"] = None if outcome == "passed" else "OutputTensor: 99 ULP > budget"
+    if errors:
+        case["errors"] = {**(case["errors"] or {}), **errors}
+    return case
+
+
+@pytest.fixture
+def baseline() -> dict:
+    doc = make_results(120, seed=7)
+    # Deterministic cases to flip: two passing numeric ones and one failing one.
+    numeric = [i for i, c in enumerate(doc["cases"]) if c["kind"] == "numeric" and c["outcome"] == "passed"]
+    doc["_passing"] = numeric[:3]
+    failing = [i for i, c in enumerate(doc["cases"]) if c["outcome"] == "failed"]
+    doc["_failing"] = failing[:1]
+    return doc
+
+
+def _write(path: Path, doc: dict) -> Path:
+    doc = {k: v for k, v in doc.items() if not k.startswith("_")}
+    return write_results(path, doc)
+
+
+def test_diff_identical_is_clean(tmp_path: Path, baseline: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    old = _write(tmp_path / "old", baseline)
+    new = _write(tmp_path / "new", baseline)
+    diff = diff_results(load_results(old), load_results(new))
+    assert not diff.regressions and not diff.fixed and not diff.error_changes
+    assert main(["report", "diff", str(old), str(new)]) == 0
+    assert "0 regression(s), 0 fixed" in capsys.readouterr().out
+
+
+def test_diff_regressions_fixes_and_error_changes(
+    tmp_path: Path, baseline: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new_doc = copy.deepcopy(baseline)
+    p0, p1, p2 = baseline["_passing"]
+    regressed = _flip(new_doc, p0, "failed")
+    fixed_index = baseline["_failing"][0]
+    fixed = _flip(new_doc, fixed_index, "passed")
+    worse = new_doc["cases"][p1]
+    worse["errors"]["max_ulp"] = max(worse["errors"]["max_ulp"], 1.0) * 3  # still passing, 3x worse
+    new_case = copy.deepcopy(new_doc["cases"][p2])
+    new_case["id"] = "numeric[BRAND_NEW-6_4-FLOAT32-9999]"
+    new_case["outcome"] = "error"
+    new_doc["cases"].append(new_case)
+    old = _write(tmp_path / "old", baseline)
+    new = _write(tmp_path / "new", new_doc)
+
+    diff = diff_results(load_results(old), load_results(new))
+    assert {c.id for c in diff.regressions} == {regressed["id"], new_case["id"]}
+    assert [c.id for c in diff.fixed] == [fixed["id"]]
+    assert worse["id"] in {e.id for e in diff.error_changes}
+    assert diff.added == 1
+
+    assert main(["report", "diff", str(old), str(new)]) == 1
+    out = capsys.readouterr().out
+    assert "Regressions:" in out and regressed["id"] in out and "passed -> failed" in out
+    assert "Fixed:" in out and fixed["id"] in out
+    assert "new -> error" in out
+
+    assert main(["report", "diff", str(old.parent), str(new.parent), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["has_regressions"] is True and len(data["regressions"]) == 2
+
+    assert main(["report", "diff", str(old), str(new), "--format", "markdown"]) == 1
+    assert "### Regressions" in capsys.readouterr().out
+
+    # Reversed: the fix is now the one regression, the regression a fix, the new case gone.
+    reverse = diff_results(load_results(new), load_results(old))
+    assert [c.id for c in reverse.regressions] == [fixed["id"]]
+    assert [c.id for c in reverse.fixed] == [regressed["id"]]
+    assert reverse.removed == [new_case["id"]]
+
+
+def test_diff_budget_crossing_and_factor(tmp_path: Path, baseline: dict) -> None:
+    new_doc = copy.deepcopy(baseline)
+    case = new_doc["cases"][baseline["_passing"][0]]
+    budget = case["errors"]["budget_ulp"]
+    old_case = baseline["cases"][baseline["_passing"][0]]
+    old_case["errors"]["max_ulp"] = budget * 0.9
+    case["errors"]["max_ulp"] = budget * 1.1  # 1.22x: under the factor, but across the budget
+    diff = diff_results(
+        load_results(_write(tmp_path / "a", baseline)), load_results(_write(tmp_path / "b", new_doc))
+    )
+    change = next(e for e in diff.error_changes if e.id == case["id"])
+    assert change.crossed_budget and change.worse
+    # Sub-ULP noise is not a change: 0.1 -> 0.3 ULP.
+    old_case["errors"]["max_ulp"], case["errors"]["max_ulp"] = 0.1, 0.3
+    diff = diff_results(
+        load_results(_write(tmp_path / "a", baseline)), load_results(_write(tmp_path / "b", new_doc))
+    )
+    assert case["id"] not in {e.id for e in diff.error_changes}
+
+
+def test_diff_unusable_input(tmp_path: Path, baseline: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(tmp_path / "good", baseline)
+    assert main(["report", "diff", str(good), str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_replay_commands_are_framed(tmp_path: Path) -> None:
+    """Replay commands are stored once as a frame around the reproducer path; a case without a
+    replay command is marked so the page does not invent one."""
+    doc = make_results(200, seed=9)
+    failing = [c for c in doc["cases"] if c["outcome"] == "failed"]
+    failing[0]["replay"] = None
+    failing[1]["replay"] = "custom replay command"
+    results = load_results(write_results(tmp_path, doc))
+    notable = [c for c in results.cases if c.outcome in ("failed", "error")]
+    data = build_case_data(results, notable)
+    prefix, suffix = data["replay"]
+    by_id = {c.id: d for c, d in zip(notable, data["details"], strict=True)}
+    assert by_id[failing[0]["id"]]["cmd"] == 0
+    assert by_id[failing[1]["id"]]["cmd"] == "custom replay command"
+    other = next(c for c in notable if c.id == failing[2]["id"])
+    assert "cmd" not in by_id[other.id] and prefix + other.reproducer + suffix == other.replay
