@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"backend: {info.name}" + (f" ({info.description})" if info.description else ""))
     if case.kind == "validation":
         print(f"expect:  {case.expected}" + (f" (breaks rule {case.rule})" if case.rule else ""))
-    _print_errors(result.errors)
+    _print_errors(result.errors, "other run" if case.kind == "metamorphic" else "reference")
     if result.info:
         print(f"info:    {json.dumps(result.info, default=str)}")
     if result.status == "passed":
@@ -139,7 +139,7 @@ def _f(value: Any, digits: int) -> str:
     return f"{value:.{digits}g}" if isinstance(value, (int, float)) else str(value)
 
 
-def _print_errors(errors: dict[str, Any] | None) -> None:
+def _print_errors(errors: dict[str, Any] | None, other: str) -> None:
     if not errors:
         return
     for member, o in (errors.get("outputs") or {}).items():
@@ -150,7 +150,7 @@ def _print_errors(errors: dict[str, Any] | None) -> None:
     if w:
         print(f"worst:   {w.get('member')} at index {w.get('index')}")
         print(f"  backend    {w.get('backend')!r}")
-        print(f"  reference  {w.get('reference')!r}")
+        print(f"  {other:<10} {w.get('reference')!r}")
         print(f"  error      {_f(w.get('ulp'), 4)} ULP, {_f(w.get('abs'), 3)} absolute")
         budget_abs = w.get("budget_abs")
         print(
