@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from dmlconform import semantics
 from dmlconform.desc import (
     ActivationDesc,
     OperatorDesc,
@@ -664,27 +665,8 @@ def legal_descs(
 
 
 def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
-    """The input axes the operator reduces over, read from the spec's ``semantics.reduce_axes``:
-    ``{member}`` (an axes attribute), ``{flag_member, when_true, when_false}`` or
-    ``{where_size_one}`` (the dims where that tensor's size is 1)."""
-    spec = spec or load_spec()
-    op = spec.operator(desc.operator)
-    sem = op.semantics
-    ra = sem.get("reduce_axes") or {}
-    inp = desc.members.get(sem.get("input", ""))
-    rank = len(inp.sizes) if isinstance(inp, TensorDesc) else 0
-    if "member" in ra:
-        axes = desc.get(ra["member"], spec) or ()
-    elif "flag_member" in ra:
-        axes = ra["when_true"] if desc.get(ra["flag_member"], spec) else ra["when_false"]
-    elif "where_size_one" in ra:
-        t = desc.members.get(ra["where_size_one"])
-        if not isinstance(t, TensorDesc):
-            return tuple(range(rank))
-        return tuple(i for i, s in enumerate(t.sizes) if s == 1)
-    else:
-        return tuple(range(rank))
-    return tuple(sorted({a % rank for a in axes if -rank <= a < rank})) if rank else ()
+    """The input axes the operator reduces over (see dmlconform.semantics)."""
+    return semantics.reduction_axes(desc, spec)
 
 
 def reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:

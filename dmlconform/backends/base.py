@@ -28,6 +28,7 @@ import numpy as np
 
 from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.semantics import reduction_axes
 from dmlconform.spec import Spec, UnknownLevel, load_spec
 
 ENTRY_POINT_GROUP = "dmlconform.backends"
@@ -310,39 +311,6 @@ def _present(desc: OperatorDesc, member: str | None) -> str | None:
     return member if isinstance(desc.members.get(member), TensorDesc) else None
 
 
-def reduce_axes(desc: OperatorDesc, semantics: Mapping[str, Any], rank: int, spec: Spec) -> tuple[int, ...]:
-    """The reduced axes from ``semantics.reduce_axes`` (one of three shapes, see the spec)."""
-    rule = semantics.get("reduce_axes")
-    if not isinstance(rule, dict):
-        raise Unsupported(f"semantics.reduce_axes {rule!r} is not understood")
-    if "member" in rule:
-        axes = desc.get(rule["member"], spec)
-        if axes is None:
-            raise ValueError(f"{rule['member']} is missing: no axes to reduce over")
-        raw = list(axes)
-    elif "flag_member" in rule:
-        flag = bool(desc.get(rule["flag_member"], spec))
-        raw = list(rule["when_true"] if flag else rule["when_false"])
-    elif "where_size_one" in rule:
-        member = rule["where_size_one"]
-        t = desc.members.get(member)
-        if not isinstance(t, TensorDesc):
-            raise ValueError(f"{member} is missing: cannot tell which axes to reduce over")
-        sizes = (1,) * (rank - len(t.sizes)) + tuple(t.sizes)
-        raw = [i for i, s in enumerate(sizes) if s == 1]
-    else:
-        raise Unsupported(f"semantics.reduce_axes {rule!r} is not understood")
-    axes = []
-    for a in raw:
-        a = int(a)
-        if not -rank <= a < rank:
-            raise ValueError(f"axis {a} is out of range for a {rank}-D input")
-        axes.append(a % rank)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"duplicate axes {raw}")
-    return tuple(sorted(axes))
-
-
 def activation_params(act: ActivationDesc, spec: Spec) -> dict[str, float]:
     """Written parameters, with the spec's defaults for the omitted ones."""
     info = spec.activations.get(act.type)
@@ -374,7 +342,6 @@ def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan
         raise ValueError(f"{input_member} is missing")
     if not isinstance(desc.members.get(sem["output"]), TensorDesc):
         raise ValueError(f"{sem['output']} is missing")
-    rank = len(input_desc.sizes)
     stats = {}
     for key, sem_key in (("mean", "mean_output"), ("variance", "variance_output")):
         member = _present(desc, sem.get(sem_key))
@@ -395,7 +362,7 @@ def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan
         bias=_present(desc, sem.get("bias")),
         fused_add=_present(desc, sem.get("fused_add")),
         stats_outputs=stats,
-        axes=reduce_axes(desc, sem, rank, spec),
+        axes=reduction_axes(desc, spec),
         normalize_variance=bool(_value_of(desc, sem.get("normalize_variance", True), spec)),
         epsilon=float(eps),
         activation=act.type if act is not None else None,

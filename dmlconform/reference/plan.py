@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.semantics import SemanticsError, reduction_axes
 from dmlconform.spec import Spec, load_spec
 
 
@@ -88,34 +89,12 @@ def _member_value(desc: OperatorDesc, ref: Any, spec: Spec, what: str) -> Any:
     return ref
 
 
-def resolve_axes(desc: OperatorDesc, semantics: dict[str, Any], spec: Spec, rank: int) -> tuple[int, ...]:
-    """The reduced axes, from whichever of the three ``reduce_axes`` forms the spec uses."""
-    rule = semantics["reduce_axes"]
-    if "member" in rule:
-        value = desc.get(rule["member"], spec)
-        if value is None:
-            raise PlanError(f"{rule['member']}: missing")
-        axes = tuple(int(a) for a in value)
-    elif "flag_member" in rule:
-        flag = desc.get(rule["flag_member"], spec)
-        if flag is None:
-            raise PlanError(f"{rule['flag_member']}: missing")
-        axes = tuple(rule["when_true"] if flag else rule["when_false"])
-    elif "where_size_one" in rule:
-        partner = _tensor(desc, rule["where_size_one"], spec)
-        if partner is None:
-            raise PlanError(f"{rule['where_size_one']}: needed to know the reduced axes, but null")
-        if len(partner.sizes) != rank:
-            raise PlanError(f"{rule['where_size_one']}: dimension count differs from the input's")
-        axes = tuple(i for i, s in enumerate(partner.sizes) if s == 1)
-    else:  # pragma: no cover - the schema admits only the three forms above
-        raise PlanError(f"unknown reduce_axes form {rule!r}")
-    for a in axes:
-        if not 0 <= a < rank:
-            raise PlanError(f"axis {a} out of range for a {rank}-D input")
-    if len(set(axes)) != len(axes):
-        raise PlanError(f"duplicate axes {list(axes)}")
-    return tuple(sorted(axes))
+def resolve_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
+    """The reduced axes (dmlconform.semantics), as a PlanError when the desc lacks them."""
+    try:
+        return reduction_axes(desc, spec)
+    except SemanticsError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def activation_params(act_type: str, given: dict[str, float], spec: Spec) -> dict[str, float]:
@@ -144,7 +123,7 @@ def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
     if _tensor(desc, sem["output"], spec) is None:
         raise PlanError(f"{sem['output']}: missing")
     shape = tuple(inp.sizes)
-    axes = resolve_axes(desc, sem, spec, len(shape))
+    axes = resolve_axes(desc, spec)
     nv = sem.get("normalize_variance", True)
     normalize = bool(_member_value(desc, nv, spec, "NormalizeVariance"))
     eps_ref = sem.get("epsilon", 0.0)
