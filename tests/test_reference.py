@@ -346,6 +346,90 @@ def test_deterministic_across_calls():
         assert a[k].tobytes() == b[k].tobytes()
 
 
+@pytest.mark.parametrize(
+    ("shape", "axes", "strided"),
+    [
+        ((2, 3, 37, 29), (2, 3), False),  # rows of 1073: full 64-lane blocks plus a tail
+        ((3, 2, 17, 45), (0, 2, 3), False),  # batch-norm layout: several rows per slice
+        ((2, 2, 130, 3), (1, 2), True),  # strided input rows: copied, then the same kernel
+        ((1, 1, 4096, 1), (2,), False),  # one long slice
+    ],
+)
+def test_long_rows_agree_with_numpy(shape, axes, strided):
+    """The lane blocks only run on rows of 64 or more elements: small hypothesis shapes never
+    reach them, so they get their own cross-check."""
+    x = normal(shape, seed=sum(shape), loc=3.0)
+    if strided:
+        x = np.repeat(x, 2, axis=-1)[..., ::2]
+        assert not x.flags.c_contiguous
+    stat = [1 if i in axes else s for i, s in enumerate(shape)]
+    desc = mvn1(list(shape), axes, scale=stat, bias=stat)
+    inputs = {"InputTensor": x, "ScaleTensor": normal(stat, 1), "BiasTensor": normal(stat, 2)}
+    got = execute(desc, inputs, float64=True)["OutputTensor"]
+    want = numpy_ref.execute(desc, inputs)["OutputTensor"]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    import numba
+
+    x = normal((4, 3, 70, 9), seed=21, loc=1e3)
+    desc = bnt(x.shape, [1, 3, 1, 1])
+    inputs = {"InputTensor": x, "ScaleTensor": normal((1, 3, 1, 1), 1), "BiasTensor": normal((1, 3, 1, 1), 2)}
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = execute(desc, inputs, float64=True)
+    finally:
+        numba.set_num_threads(before)
+    many = execute(desc, inputs, float64=True)
+    for k in one:
+        assert one[k].tobytes() == many[k].tobytes(), k
+
+
+def test_preallocated_outputs_are_written_and_returned():
+    x = normal((3, 4, 70, 5), seed=22)
+    desc = bnt(x.shape, [1, 4, 1, 1])
+    inputs = {"InputTensor": x, "ScaleTensor": normal((1, 4, 1, 1), 1), "BiasTensor": normal((1, 4, 1, 1), 2)}
+    fresh = execute(desc, inputs)
+    out = {k: np.full(v.shape, np.nan, v.dtype) for k, v in fresh.items()}
+    got = execute(desc, inputs, out=out)
+    for k in fresh:
+        assert got[k] is out[k]
+        np.testing.assert_array_equal(out[k], fresh[k])
+    # FLOAT16 output: computed in float64 and rounded once into the caller's float16 array
+    desc16 = mvn1([3, 4, 70, 5], [2, 3], dtype="FLOAT16")
+    x16 = x.astype(np.float16)
+    want = execute(desc16, {"InputTensor": x16})["OutputTensor"]
+    buf = np.zeros(want.shape, np.float16)
+    execute(desc16, {"InputTensor": x16}, out={"OutputTensor": buf})
+    np.testing.assert_array_equal(buf, want)
+
+
+def test_bad_preallocated_outputs_name_the_member():
+    desc = mvn1([2, 3, 4], [2])
+    x = normal((2, 3, 4))
+    with pytest.raises(InputError, match="OutputTensor.*float32"):
+        execute(desc, {"InputTensor": x}, out={"OutputTensor": np.empty((2, 3, 4), np.float64)})
+    with pytest.raises(InputError, match="OutputTensor"):
+        execute(desc, {"InputTensor": x}, out={"OutputTensor": np.empty((2, 3), np.float32)})
+    with pytest.raises(InputError, match="MeanTensor: not an output"):
+        execute(desc, {"InputTensor": x}, out={"MeanTensor": np.empty((2, 3, 1), np.float32)})
+    frozen = np.empty((2, 3, 4), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(InputError, match="read-only"):
+        execute(desc, {"InputTensor": x}, out={"OutputTensor": frozen})
+
+
+def test_input_is_read_in_place_not_copied():
+    """Batch-norm slices (N, H, W per channel) are addressed as rows of the caller's array."""
+    from dmlconform.reference import _as_3d
+
+    x = normal((8, 4, 16, 16))
+    v = _as_3d(x.transpose(1, 0, 2, 3), 1)
+    assert v is not None and v.shape == (4, 8, 256) and np.shares_memory(v, x)
+
+
 # ---------------------------------------------------------------------------------------------
 # numba disk cache: a second process loads the compiled kernel instead of compiling it
 

@@ -58,20 +58,54 @@ def _input_array(name: str, tensor: TensorDesc, inputs: dict[str, Any]) -> np.nd
     return arr
 
 
-def _as_3d(view: np.ndarray, n_kept: int) -> np.ndarray | None:
-    """``view`` (kept dims first) as (K, M, L) without copying, or None if strides forbid it."""
-    shape = view.shape
-    kept = math.prod(shape[:n_kept])
-    red = shape[n_kept:]
-    for split in range(len(red) + 1):
-        target = (kept, math.prod(red[:split]), math.prod(red[split:]))
-        v = view.view()
-        try:
-            v.shape = target  # raises instead of copying when the strides cannot be merged
-        except AttributeError:
+def _merged_stride(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The stride of ``shape`` merged into one dimension without copying, or None if impossible.
+
+    (Setting ``.shape`` to find out would copy the whole array before refusing.)"""
+    dims = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
+    if not dims:
+        return 0
+    for (_, outer), (n, inner) in zip(dims, dims[1:], strict=False):
+        if outer != inner * n:
+            return None
+    return dims[-1][1]
+
+
+def _as_3d(view: np.ndarray, n_kept: int, target: tuple[int, int, int] | None = None) -> np.ndarray | None:
+    """``view`` (kept dims first) as (K, M, L) rows the kernel can address without copying, or
+    None if the strides forbid it. ``target`` forces a given (K, M, L) split."""
+    shape, strides = view.shape, view.strides
+    groups = []
+    for split in range(n_kept, len(shape) + 1):
+        parts = ((0, n_kept), (n_kept, split), (split, len(shape)))
+        dims = tuple(math.prod(shape[a:b]) for a, b in parts)
+        if target is not None and dims != tuple(target):
             continue
-        return v
+        merged = [_merged_stride(shape[a:b], strides[a:b]) for a, b in parts]
+        if None not in merged:
+            groups.append((dims, merged))
+    for dims, merged in groups:
+        v = np.lib.stride_tricks.as_strided(view, shape=dims, strides=merged, writeable=view.flags.writeable)
+        if _rows(v) is not None:
+            return v
     return None
+
+
+def _rows(v3: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+    """A (K, M, L) view as (flat array, K stride, M stride) in elements, rows contiguous.
+
+    The flat array starts at the view's first element and spans every element it reaches, so
+    the kernel reads ``flat[k * sk + m * sm + j]``. None when the rows are not contiguous or a
+    stride is negative; the caller copies then."""
+    item = v3.itemsize
+    sk, sm, sl = v3.strides
+    n_k, n_m, n_l = v3.shape
+    if v3.size == 0 or (n_l > 1 and sl != item) or min(sk, sm) < 0 or sk % item or sm % item:
+        return None
+    sk, sm = (sk // item if n_k > 1 else 0), (sm // item if n_m > 1 else 0)
+    span = (n_k - 1) * sk + (n_m - 1) * sm + n_l
+    flat = np.lib.stride_tricks.as_strided(v3, shape=(span,), strides=(item,), writeable=v3.flags.writeable)
+    return flat, sk, sm
 
 
 def _factor(
@@ -104,20 +138,25 @@ def _broadcastable(name: str, arr: np.ndarray, shape: tuple[int, ...]) -> None:
 
 
 def run_plan(
-    plan: Plan, arrays: dict[str, np.ndarray], out_dtype: np.dtype
+    plan: Plan, arrays: dict[str, np.ndarray], out_dtype: np.dtype, out: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the kernel: (output in ``out_dtype``, mean[stat_shape], variance[stat_shape]) in float64
-    statistics. ``out_dtype`` float64 gives the unrounded result (used by tests and tolerance)."""
+    statistics. ``out_dtype`` float64 gives the unrounded result (used by tests and tolerance).
+
+    ``out``, when given, is a preallocated output array of the plan's shape and ``out_dtype``
+    that receives the result: reusing it saves the page faults of a fresh output, which cost as
+    much as the computation itself on large tensors."""
     x = arrays[plan.input]
     kept, axes = plan.kept_axes, plan.axes
     perm = kept + axes
     inv_perm = tuple(np.argsort(perm))
     xp = x.transpose(perm)
+    n_slices = math.prod(xp.shape[: len(kept)])
+    n = plan.reduction_length
     x3 = _as_3d(xp, len(kept))
     if x3 is None:
-        x3 = np.ascontiguousarray(xp).reshape(math.prod(xp.shape[: len(kept)]), 1, -1)
-    n_slices = x3.shape[0]
-    n = plan.reduction_length
+        x3 = np.ascontiguousarray(xp).reshape(n_slices, 1, n)
+    x_flat, x_sk, x_sm = _rows(x3)
     for name in (plan.scale, plan.bias, plan.fused_add):
         if name:
             _broadcastable(name, arrays[name], plan.shape)
@@ -125,15 +164,27 @@ def run_plan(
     bi = _factor(arrays.get(plan.bias) if plan.bias else None, plan, perm, 0.0)
     ad = _factor(arrays.get(plan.fused_add) if plan.fused_add else None, plan, perm, 0.0)
     kernel_dtype = np.float32 if out_dtype == np.float32 else np.float64
-    out2 = np.empty((n_slices, n), dtype=kernel_dtype)
+    # write the output in logical order when its rows line up with the input's (the usual case)
+    target = out if out is not None and out.dtype == kernel_dtype else np.empty(plan.shape, kernel_dtype)
+    result = target
+    o3 = _as_3d(target.transpose(perm), len(kept), x3.shape)
+    if o3 is None or not target.flags.writeable:
+        o3 = np.empty(x3.shape, dtype=kernel_dtype)
+        result = o3.reshape(xp.shape).transpose(inv_perm)
+    o_flat, o_sk, o_sm = _rows(o3)
     mean = np.empty(n_slices)
     var = np.empty(n_slices)
     code, pa, pb = activation_args(plan.activation, plan.activation_params)
     from dmlconform.reference.kernels import normalize_kernel
 
     normalize_kernel(
-        x3,
-        out2,
+        x_flat,
+        x_sk,
+        x_sm,
+        o_flat,
+        o_sk,
+        o_sm,
+        *x3.shape,
         *sc,
         *bi,
         *ad,
@@ -145,13 +196,15 @@ def run_plan(
         mean,
         var,
     )
-    out = out2.reshape(xp.shape).transpose(inv_perm)
-    if out.dtype != out_dtype:
-        out = out.astype(out_dtype)  # float64 -> float16 in one correctly rounded step
+    if out is not None and result is not out:
+        np.copyto(out, result, casting="same_kind")  # float64 -> float16: one correct rounding
+        result = out
+    elif result.dtype != out_dtype:
+        result = result.astype(out_dtype)  # float64 -> float16 in one correctly rounded step
     kept_shape = tuple(plan.shape[i] for i in kept)
     stat = mean.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
     vstat = var.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
-    return out, stat, vstat
+    return result, stat, vstat
 
 
 def _stat_output(name: str, tensor: TensorDesc, values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -165,15 +218,32 @@ def _stat_output(name: str, tensor: TensorDesc, values: np.ndarray, dtype: np.dt
     return values.astype(dtype)
 
 
+def _out_array(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if not isinstance(arr, np.ndarray) or tuple(arr.shape) != shape or arr.dtype != dtype:
+        got = f"{getattr(arr, 'dtype', type(arr).__name__)} {list(getattr(arr, 'shape', ()))}"
+        raise InputError(
+            f"{name}: the preallocated output must be a {dtype} array of {list(shape)}, got {got}"
+        )
+    if not arr.flags.writeable:
+        raise InputError(f"{name}: the preallocated output is read-only")
+    return arr
+
+
 def execute(
-    desc: OperatorDesc, inputs: dict[str, Any], spec: Spec | None = None, *, float64: bool = False
+    desc: OperatorDesc,
+    inputs: dict[str, Any],
+    spec: Spec | None = None,
+    *,
+    float64: bool = False,
+    out: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Compute every output of ``desc`` from ``inputs`` (member name -> array of its Sizes).
 
     Returns {output member: array of its Sizes in its DataType}; with ``float64=True`` the
-    unrounded float64 values instead (the cross-check and tolerance use those). Raises
-    :class:`InputError` for a missing or misshapen input and :class:`PlanError` for a desc the
-    reference cannot run.
+    unrounded float64 values instead (the cross-check and tolerance use those). ``out`` maps
+    output members to preallocated arrays (of their Sizes and dtype) to write into and return,
+    for callers that run the same desc many times. Raises :class:`InputError` for a missing or
+    misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
     spec = spec or load_spec()
     plan = make_plan(desc, spec)
@@ -187,11 +257,22 @@ def execute(
             f"{plan.output}: Sizes {list(out_tensor.sizes)} differ from the input's {list(plan.shape)}"
         )
     out_dtype = np.dtype(np.float64) if float64 else output_dtype(out_tensor, spec)
-    out, mean, var = run_plan(plan, arrays, out_dtype)
-    result = {plan.output: out}
-    for name, values in ((plan.mean_output, mean), (plan.variance_output, var)):
+    out = out or {}
+    unknown = sorted(set(out) - set(plan.output_members()))
+    if unknown:
+        raise InputError(f"{unknown[0]}: not an output of {desc.operator}")
+    main_out = None
+    if plan.output in out:
+        main_out = _out_array(plan.output, out[plan.output], plan.shape, out_dtype)
+    values, mean, var = run_plan(plan, arrays, out_dtype, main_out)
+    result = {plan.output: values}
+    for name, stat in ((plan.mean_output, mean), (plan.variance_output, var)):
         if name:
             tensor = desc.get(name, spec)
             dtype = np.dtype(np.float64) if float64 else output_dtype(tensor, spec)
-            result[name] = _stat_output(name, tensor, values, dtype)
+            result[name] = _stat_output(name, tensor, stat, dtype)
+            if name in out:
+                dst = _out_array(name, out[name], tuple(tensor.sizes), dtype)
+                np.copyto(dst, result[name])
+                result[name] = dst
     return result

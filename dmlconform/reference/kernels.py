@@ -1,22 +1,26 @@
 """The one numba normalization kernel: float64 statistics, fused output pass, parallel over slices.
 
 Shape of the problem after the numpy glue (``reference/__init__.py``) has permuted the input so
-that kept dimensions come first: ``x`` is a 3-D view ``(K, M, L)``; slice ``k`` is normalized
-over all of its ``M * L`` elements. Scale, Bias and FusedAdd arrive factorized as a compact 2-D
-array ``T[Ks, Rs]`` plus index maps ``tk[K]`` and ``tr[M*L]`` (value at (k, r) is
-``T[tk[k], tr[r]]``), so that broadcast operands are never materialized; ``*_const`` says the
-operand does not vary within a slice (per-channel scale: hoisted out of the inner loop).
+that kept dimensions come first: slice ``k`` (of ``K``) is ``M`` rows of ``L`` contiguous
+elements, row ``m`` of slice ``k`` starting at ``x[k * x_sk + m * x_sm]`` of a flat array (and
+likewise for the output). Addressing rows of a flat array instead of indexing a strided 3-D view
+is what lets LLVM vectorize the loops: a view of unknown inner stride never vectorizes. Scale,
+Bias and FusedAdd arrive factorized as a compact 2-D array ``T[Ks, Rs]`` plus index maps
+``tk[K]`` and ``tr[M*L]`` (value at (k, r) is ``T[tk[k], tr[r]]``), so that broadcast operands
+are never materialized; ``*_const`` says the operand does not vary within a slice (per-channel
+scale: hoisted out of the inner loop).
 
 Why one kernel: every operator of the family is this computation with different axes and
 operands, and each numba specialization costs compile time (cached to disk, ``cache=True``).
 
-Accuracy: three passes per slice, each with a fixed summation order (four interleaved float64
-accumulators along the innermost dimension, combined in a fixed tree), so results do not depend
-on the thread count. Pass 1 sums; pass 2 accumulates the deviations and their squares and applies
-the corrected two-pass formula (mean += sum(d)/n; var = sum(d^2)/n - (sum(d)/n)^2), which keeps
-the error of mean and variance at a few float64 ulps times sqrt(n) even at |mean|/std = 1e6;
-pass 3 writes ``act(scale * (x - mean) / sqrt(var + eps) + bias + add)`` rounded once to the
-output array's type.
+Accuracy and determinism: three passes per slice. Pass 1 sums; pass 2 accumulates the deviations
+from that mean and their squares and applies the corrected two-pass formula (mean += sum(d)/n;
+var = sum(d^2)/n - (sum(d)/n)^2), which keeps mean and variance within a few float64 ulps times
+n/LANES even at |mean|/std = 1e6; pass 3 writes ``act(scale * (x - mean) / sqrt(var + eps) +
+bias + add)`` rounded once to the output array's type. Every sum uses ``LANES`` float64
+accumulators: lane ``l`` adds elements ``l, l + LANES, ...`` of each row in row order, and the
+lanes are combined by a fixed pairwise tree. The order is written in the source, not chosen by
+the compiler (no fast-math), so results do not depend on the thread count or the SIMD width.
 """
 
 from __future__ import annotations
@@ -28,37 +32,78 @@ from numba import njit, prange, types
 
 from dmlconform.reference.activations import activate
 
+LANES = 64  # a power of two; wide enough that LLVM vectorizes the lane loop (32 gets unrolled)
+
 
 @njit(cache=True, inline="always")
-def _operand(t, tk, tr, const, k, r):  # type: ignore[no-untyped-def]
-    if const:
-        return t[tk[k], 0]
-    return t[tk[k], tr[r]]
+def _lane_total(acc):  # type: ignore[no-untyped-def]
+    """Combine the lanes by a fixed pairwise tree (destroys ``acc``)."""
+    w = acc.size
+    while w > 1:
+        w //= 2
+        for j in range(w):
+            acc[j] += acc[j + w]
+    return acc[0]
+
+
+@njit(cache=True, inline="always")
+def _accumulate_sum(row, acc):  # type: ignore[no-untyped-def]
+    nb = row.size // LANES
+    blocks = row[: nb * LANES].reshape(nb, LANES)
+    for i in range(nb):
+        block = blocks[i]
+        for j in range(LANES):
+            acc[j] += np.float64(block[j])
+    for j in range(nb * LANES, row.size):
+        acc[j - nb * LANES] += np.float64(row[j])
+
+
+@njit(cache=True, inline="always")
+def _accumulate_deviations(row, mean, acc, acc2):  # type: ignore[no-untyped-def]
+    nb = row.size // LANES
+    blocks = row[: nb * LANES].reshape(nb, LANES)
+    for i in range(nb):
+        block = blocks[i]
+        for j in range(LANES):
+            d = np.float64(block[j]) - mean
+            acc[j] += d
+            acc2[j] += d * d
+    for j in range(nb * LANES, row.size):
+        d = np.float64(row[j]) - mean
+        acc[j - nb * LANES] += d
+        acc2[j - nb * LANES] += d * d
 
 
 def _signatures() -> list:
     """The only four specializations: input float32/float64 x output float32/float64.
 
-    Explicit signatures with 'A' layout and read-only operands keep the JIT count at four no
-    matter whether a caller passes contiguous, strided or broadcast (read-only) views; otherwise
-    numba compiles a new specialization per layout/writeability combination."""
+    Explicit signatures with read-only operands keep the JIT count at four whatever the caller
+    passes; otherwise numba compiles a new specialization per layout/writeability combination."""
     ro = dict(layout="A", readonly=True)
     table = types.Array(types.float64, 2, **ro)
     index = types.Array(types.int64, 1, **ro)
     operand = (table, index, index, types.boolean)
     stats = types.Array(types.float64, 1, "C")
+    i64 = types.int64
     sigs = []
     for x_t in (types.float32, types.float64):
         for out_t in (types.float32, types.float64):
             args = (
-                types.Array(x_t, 3, **ro),
-                types.Array(out_t, 2, "C"),
+                types.Array(x_t, 1, "C", readonly=True),
+                i64,
+                i64,
+                types.Array(out_t, 1, "C"),
+                i64,
+                i64,
+                i64,
+                i64,
+                i64,
                 *operand,
                 *operand,
                 *operand,
                 types.boolean,
                 types.float64,
-                types.int64,
+                i64,
                 types.float64,
                 types.float64,
                 stats,
@@ -71,7 +116,14 @@ def _signatures() -> list:
 @njit(_signatures(), cache=True, parallel=True)
 def normalize_kernel(  # type: ignore[no-untyped-def]
     x,
+    x_sk,
+    x_sm,
     out,
+    o_sk,
+    o_sm,
+    n_slices,
+    m_len,
+    l_len,
     sc,
     sc_k,
     sc_r,
@@ -92,51 +144,22 @@ def normalize_kernel(  # type: ignore[no-untyped-def]
     mean_out,
     var_out,
 ):
-    """Normalize each slice ``x[k]`` into ``out[k]`` (shape (K, M*L)); write its statistics."""
-    n_slices, m_len, l_len = x.shape
+    """Normalize each slice of ``x`` into ``out`` (row addressing above); write its statistics."""
     n = m_len * l_len
-    l4 = l_len - l_len % 4
     for k in prange(n_slices):
-        # pass 1: sum
-        total = 0.0
+        acc = np.zeros(LANES)
         for m in range(m_len):
-            s0 = 0.0
-            s1 = 0.0
-            s2 = 0.0
-            s3 = 0.0
-            for j in range(0, l4, 4):
-                s0 += np.float64(x[k, m, j])
-                s1 += np.float64(x[k, m, j + 1])
-                s2 += np.float64(x[k, m, j + 2])
-                s3 += np.float64(x[k, m, j + 3])
-            for j in range(l4, l_len):
-                s0 += np.float64(x[k, m, j])
-            total += (s0 + s1) + (s2 + s3)
-        mean = total / n
-        # pass 2: deviations (corrected two-pass)
-        dsum = 0.0
-        dsq = 0.0
+            start = k * x_sk + m * x_sm
+            _accumulate_sum(x[start : start + l_len], acc)
+        mean = _lane_total(acc) / n
+        acc[:] = 0.0
+        acc2 = np.zeros(LANES)
         for m in range(m_len):
-            c0 = 0.0
-            c1 = 0.0
-            q0 = 0.0
-            q1 = 0.0
-            for j in range(0, l_len - l_len % 2, 2):
-                d0 = np.float64(x[k, m, j]) - mean
-                d1 = np.float64(x[k, m, j + 1]) - mean
-                c0 += d0
-                c1 += d1
-                q0 += d0 * d0
-                q1 += d1 * d1
-            if l_len % 2:
-                d0 = np.float64(x[k, m, l_len - 1]) - mean
-                c0 += d0
-                q0 += d0 * d0
-            dsum += c0 + c1
-            dsq += q0 + q1
-        corr = dsum / n
+            start = k * x_sk + m * x_sm
+            _accumulate_deviations(x[start : start + l_len], mean, acc, acc2)
+        corr = _lane_total(acc) / n
         mean = mean + corr
-        var = dsq / n - corr * corr
+        var = _lane_total(acc2) / n - corr * corr
         if var < 0.0:
             var = 0.0
         mean_out[k] = mean
@@ -144,26 +167,28 @@ def normalize_kernel(  # type: ignore[no-untyped-def]
         inv = 1.0
         if normalize:
             inv = 1.0 / math.sqrt(var + eps)
-        # pass 3: output
-        s_k = _operand(sc, sc_k, sc_r, True, k, 0)
-        b_k = _operand(bi, bi_k, bi_r, True, k, 0)
-        a_k = _operand(ad, ad_k, ad_r, True, k, 0)
-        if sc_const and bi_const and ad_const and act == 0:
-            # the common case (per-slice or no Scale/Bias, no activation): a branch-free loop
-            for m in range(m_len):
-                base = m * l_len
-                for j in range(l_len):
-                    out[k, base + j] = s_k * ((np.float64(x[k, m, j]) - mean) * inv) + b_k + a_k
-            continue
+        s_k = sc[sc_k[k], 0]
+        b_k = bi[bi_k[k], 0]
+        a_k = ad[ad_k[k], 0]
+        fast = sc_const and bi_const and ad_const and act == 0
         for m in range(m_len):
+            xs = k * x_sk + m * x_sm
+            o_start = k * o_sk + m * o_sm
+            xrow = x[xs : xs + l_len]
+            orow = out[o_start : o_start + l_len]
+            if fast:
+                # the common case (per-slice or no Scale/Bias, no activation): vectorized
+                for j in range(l_len):
+                    orow[j] = s_k * ((np.float64(xrow[j]) - mean) * inv) + b_k + a_k
+                continue
             base = m * l_len
             for j in range(l_len):
                 r = base + j
                 s = s_k if sc_const else sc[sc_k[k], sc_r[r]]
                 b = b_k if bi_const else bi[bi_k[k], bi_r[r]]
                 a = a_k if ad_const else ad[ad_k[k], ad_r[r]]
-                v = s * ((np.float64(x[k, m, j]) - mean) * inv) + b + a
-                out[k, r] = activate(act, v, pa, pb)
+                v = s * ((np.float64(xrow[j]) - mean) * inv) + b + a
+                orow[j] = activate(act, v, pa, pb)
 
 
 @njit(cache=True, parallel=True)
