@@ -168,6 +168,54 @@ def format_source(src: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class Relation:
+    """A metamorphic relation of an operator (its ``relations:`` section), checked by the suite's
+    metamorphic items.
+
+    ``kind`` is ``same_output_as`` (the desc, changed by ``set``/``drop``, run as ``operator``
+    gives the same ``compare`` outputs) or ``shift_invariant`` (adding a constant to ``member``
+    leaves the ``compare`` outputs unchanged). ``when`` forces members of the source desc first.
+    """
+
+    id: str
+    kind: str
+    compare: tuple[str, ...]
+    when: dict[str, Any] = field(default_factory=dict)
+    operator: str | None = None
+    set: dict[str, Any] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    member: str | None = None
+    text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "compare": list(self.compare),
+            "when": self.when,
+            "operator": self.operator,
+            "set": self.set,
+            "drop": list(self.drop),
+            "member": self.member,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Relation:
+        return cls(
+            id=raw["id"],
+            kind=raw["kind"],
+            compare=tuple(raw.get("compare") or ("OutputTensor",)),
+            when=dict(raw.get("when") or {}),
+            operator=raw.get("operator"),
+            set=dict(raw.get("set") or {}),
+            drop=tuple(raw.get("drop") or ()),
+            member=raw.get("member"),
+            text=raw.get("text") or "",
+        )
+
+
+@dataclass(frozen=True)
 class Operator:
     name: str
     struct: str
@@ -180,6 +228,7 @@ class Operator:
     doc_notes: tuple[dict[str, Any], ...]
     summary: str = ""
     path: str = ""
+    relations: tuple[Relation, ...] = ()
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -458,6 +507,7 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
             doc_notes=tuple(data.get("doc_notes") or ()),
             summary=data.get("summary", ""),
             path=str(spec_dir / rel),
+            relations=tuple(Relation.from_dict(r) for r in data.get("relations") or ()),
         )
         if op.name in operators:
             raise SpecError(f"operator {op.name} defined twice", str(spec_dir / rel))

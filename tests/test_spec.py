@@ -390,3 +390,21 @@ def test_missing_file_raises_spec_error(spec_copy: Path) -> None:
 def test_good_copy_loads(spec_copy: Path) -> None:
     other = load_spec(spec_copy)
     assert set(other.operators) == set(SPEC.operators)
+
+
+def test_operator_relations_are_modelled():
+    """Metamorphic relations come from the spec like everything else: the runner reads them from
+    Operator.relations, and every relation that names another operator names a real one."""
+    spec = load_spec()
+    mvn = spec.operator("MEAN_VARIANCE_NORMALIZATION")
+    by_id = {r.id: r for r in mvn.relations}
+    assert by_id["cross-channel-false-is-mvn1-axes-2-3"].set == {"Axes": [2, 3]}
+    assert by_id["cross-channel-true-is-mvn1-axes-1-2-3"].when == {"CrossChannel": True}
+    assert by_id["shift-invariant"].kind == "shift_invariant"
+    for op in spec.operators.values():
+        for rel in op.relations:
+            assert rel.kind in ("same_output_as", "shift_invariant"), rel.id
+            if rel.operator:
+                spec.operator(rel.operator)
+            for member in rel.compare:
+                assert op.member(member) is not None, (op.name, rel.id, member)

@@ -10,76 +10,15 @@ case be re-created from its id alone.
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.spec import Operator, Spec
+from dmlconform.spec import Operator, Relation, Spec
 
 KINDS = ("numeric", "validation", "metamorphic")
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A metamorphic relation read from an operator's ``relations:`` section in the spec.
-
-    ``kind`` is ``same_output_as`` (the desc, changed by ``set``/``drop``, run as ``operator``
-    gives the same ``compare`` outputs) or ``shift_invariant`` (adding a constant to ``member``
-    leaves the ``compare`` outputs unchanged). ``when`` forces members of the source desc first.
-    """
-
-    id: str
-    kind: str
-    compare: tuple[str, ...]
-    when: dict[str, Any] = field(default_factory=dict)
-    operator: str | None = None
-    set: dict[str, Any] = field(default_factory=dict)
-    drop: tuple[str, ...] = ()
-    member: str | None = None
-    text: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "compare": list(self.compare),
-            "when": self.when,
-            "operator": self.operator,
-            "set": self.set,
-            "drop": list(self.drop),
-            "member": self.member,
-            "text": self.text,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Relation:
-        return cls(
-            id=raw["id"],
-            kind=raw["kind"],
-            compare=tuple(raw.get("compare") or ("OutputTensor",)),
-            when=dict(raw.get("when") or {}),
-            operator=raw.get("operator"),
-            set=dict(raw.get("set") or {}),
-            drop=tuple(raw.get("drop") or ()),
-            member=raw.get("member"),
-            text=raw.get("text") or "",
-        )
-
-
-@functools.lru_cache(maxsize=32)
-def relations_of(op_path: str) -> tuple[Relation, ...]:
-    """The relations written in an operator's spec file (``spec.py`` does not model them yet,
-    so they are read from the YAML the operator came from)."""
-    if not op_path or not Path(op_path).is_file():
-        return ()
-    data = yaml.safe_load(Path(op_path).read_text(encoding="utf-8")) or {}
-    return tuple(Relation.from_dict(r) for r in data.get("relations") or ())
 
 
 @dataclass(frozen=True)
@@ -289,7 +228,7 @@ def _metamorphic(spec: Spec, op: Operator, sel: Selection) -> Iterator[Case]:
     """Relations run at the selected level only: they test the backend against itself, so one
     level is enough to catch an inconsistency, and it keeps the default run short."""
     level = sel.level
-    rels = relations_of(op.path)
+    rels = op.relations
     if not rels:
         return
     for dt in _data_types(spec, op, level, sel):

@@ -15,9 +15,9 @@ import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.runner.cases import Case, Relation
+from dmlconform.runner.cases import Case
 from dmlconform.runner.guard import BackendFailure
-from dmlconform.spec import Spec, load_spec
+from dmlconform.spec import Relation, Spec, load_spec
 from dmlconform.validate import active_rules, validate
 
 
