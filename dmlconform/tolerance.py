@@ -39,7 +39,7 @@ import numpy as np
 
 from dmlconform.desc import OperatorDesc
 from dmlconform.reference import numpy_ref
-from dmlconform.reference.plan import Plan, make_plan
+from dmlconform.semantics import Plan, make_plan
 from dmlconform.spec import Spec, load_spec
 
 UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}

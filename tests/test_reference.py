@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from dmlconform.desc import parse_desc
 from dmlconform.reference import InputError, execute, numpy_ref
-from dmlconform.reference.plan import make_plan
+from dmlconform.semantics import make_plan
 from dmlconform.spec import load_spec
 
 SPEC = load_spec()

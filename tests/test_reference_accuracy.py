@@ -10,7 +10,7 @@ import pytest
 
 from dmlconform.desc import parse_desc
 from dmlconform.reference import execute
-from dmlconform.reference.plan import make_plan
+from dmlconform.semantics import make_plan
 from dmlconform.spec import load_spec
 
 SPEC = load_spec()

@@ -7,11 +7,12 @@ this module. :class:`BackendBase` exists because every built-in backend needs th
 keyword options given as strings on the command line (validated, with a clear error for an
 unknown one), the details of the last case for the report (``last_info``), and version strings.
 
-:class:`NormalizationPlan` is the one place that reads an operator's ``semantics:`` block for
-the backends: which member is the input, the scale, the statistics outputs, which axes are
-reduced, whether the variance is normalized, the epsilon and the fused activation with its
-parameter defaults. The numpy, ONNX Runtime and PyTorch backends are all driven by it, so none
-of them names an operator.
+:class:`NormalizationPlan` is the backends' view of a desc: the reference's
+:class:`dmlconform.semantics.Plan` (which member is the input, the scale, the statistics outputs,
+which axes are reduced, whether the variance is normalized, the epsilon and the fused activation
+with its parameter defaults, as the C FLOATs an implementation receives) plus the tensor descs,
+dtypes and the layout questions a backend asks. The numpy, ONNX Runtime and PyTorch backends
+are all driven by it, so none of them names an operator.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform import semantics
+from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.semantics import reduction_axes
 from dmlconform.spec import Spec, UnknownLevel, load_spec
 
 ENTRY_POINT_GROUP = "dmlconform.backends"
@@ -298,75 +299,34 @@ def numpy_dtype(data_type: str, spec: Spec | None = None) -> np.dtype:
     return np.dtype(dt.numpy)
 
 
-def _value_of(desc: OperatorDesc, entry: Any, spec: Spec) -> Any:
-    """A semantics entry: a literal, or ``{member: Name}`` for the member's effective value."""
-    if isinstance(entry, dict) and "member" in entry:
-        return desc.get(entry["member"], spec)
-    return entry
-
-
-def _present(desc: OperatorDesc, member: str | None) -> str | None:
-    if member is None:
-        return None
-    return member if isinstance(desc.members.get(member), TensorDesc) else None
-
-
-def activation_params(act: ActivationDesc, spec: Spec) -> dict[str, float]:
-    """Written parameters, with the spec's defaults for the omitted ones."""
-    info = spec.activations.get(act.type)
-    if info is None:
-        raise Unsupported(f"fused activation {act.type} is not fusable")
-    written = act.param_dict
-    out: dict[str, float] = {}
-    for p in info.parameters:
-        if p.name in written:
-            out[p.name] = float(written[p.name])
-        elif p.default is not None:
-            out[p.name] = float(p.default)
-        else:
-            raise ValueError(f"{act.type} parameter {p.name} is missing and has no default")
-    return out
-
-
 def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan:
-    """Read ``desc`` through its operator's semantics. Raises Unsupported for a kernel other
-    than ``normalization`` and ValueError for a desc too broken to compute."""
+    """Read ``desc`` through its operator's semantics (:func:`dmlconform.semantics.make_plan`,
+    the reading the reference uses too). Raises Unsupported for a kernel other than
+    ``normalization`` and ValueError for a desc too broken to compute."""
     spec = spec or load_spec()
     op = spec.operator(desc.operator)
-    sem = op.semantics
-    if sem.get("kernel") != "normalization":
-        raise Unsupported(f"{op.name}: kernel {sem.get('kernel')!r} is not implemented by this backend")
-    input_member = sem["input"]
-    input_desc = desc.members.get(input_member)
-    if not isinstance(input_desc, TensorDesc):
-        raise ValueError(f"{input_member} is missing")
-    if not isinstance(desc.members.get(sem["output"]), TensorDesc):
-        raise ValueError(f"{sem['output']} is missing")
-    stats = {}
-    for key, sem_key in (("mean", "mean_output"), ("variance", "variance_output")):
-        member = _present(desc, sem.get(sem_key))
-        if member is not None:
-            stats[key] = member
-    act = desc.get(sem["activation"]["member"], spec) if isinstance(sem.get("activation"), dict) else None
-    eps = _value_of(desc, sem.get("epsilon", 0.0), spec)
-    if eps is None:
-        raise ValueError("Epsilon is missing")
+    if op.semantics.get("kernel") != "normalization":
+        raise Unsupported(
+            f"{op.name}: kernel {op.semantics.get('kernel')!r} is not implemented by this backend"
+        )
+    plan = semantics.make_plan(desc, spec)
     tensors = desc.tensors()
+    stats = {k: m for k, m in (("mean", plan.mean_output), ("variance", plan.variance_output)) if m}
     return NormalizationPlan(
         operator=op.name,
-        input=input_member,
-        output=sem["output"],
-        input_desc=input_desc,
+        input=plan.input,
+        output=plan.output,
+        input_desc=tensors[plan.input],
         tensors=tensors,
-        scale=_present(desc, sem.get("scale")),
-        bias=_present(desc, sem.get("bias")),
-        fused_add=_present(desc, sem.get("fused_add")),
+        scale=plan.scale,
+        bias=plan.bias,
+        fused_add=plan.fused_add,
         stats_outputs=stats,
-        axes=reduction_axes(desc, spec),
-        normalize_variance=bool(_value_of(desc, sem.get("normalize_variance", True), spec)),
-        epsilon=float(eps),
-        activation=act.type if act is not None else None,
-        activation_params=activation_params(act, spec) if act is not None else {},
+        axes=plan.axes,
+        normalize_variance=plan.normalize_variance,
+        epsilon=plan.epsilon,
+        activation=plan.activation,
+        activation_params=plan.activation_params,
         dtypes={name: numpy_dtype(t.data_type, spec) for name, t in tensors.items()},
     )
 

@@ -1,7 +1,7 @@
 """The reference executor: float64 computation of the normalization family, rounded once.
 
 ``execute(desc, inputs)`` resolves the desc against its operator's ``semantics:`` in the spec
-(:mod:`dmlconform.reference.plan`), arranges the operands for the single numba kernel
+(:mod:`dmlconform.semantics`), arranges the operands for the single numba kernel
 (:mod:`dmlconform.reference.kernels`) without copying where strides allow, runs it, and rounds
 every output exactly once to its DataType. Inputs of any float dtype are taken at their exact
 value (float16 widens exactly to float32; float32 and float64 are read as float64 in the kernel).
@@ -20,7 +20,8 @@ import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.reference.activations import activation_args
-from dmlconform.reference.plan import Plan, PlanError, make_plan
+from dmlconform.semantics import Plan, make_plan
+from dmlconform.semantics import SemanticsError as PlanError
 from dmlconform.spec import Spec, load_spec
 
 __all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dtype"]
