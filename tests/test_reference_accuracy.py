@@ -122,13 +122,17 @@ def regime(name, shape, dtype, seed):
         x = 5.0 + 3e-3 * z
     elif name == "constant":
         x = np.full(shape, 1.7)
+    elif name == "far_first":  # each slice starts 40 std away: the kernel's second pass runs
+        x = 3.0 + z
+        x[..., 0] = 43.0 if dtype == np.float32 else 30.0
     return x.astype(dtype)
 
 
 @pytest.mark.parametrize("dtype_name, dtype", [("FLOAT32", np.float32), ("FLOAT16", np.float16)])
-@pytest.mark.parametrize("kind", ["normal", "offset", "tiny_spread", "constant"])
-def test_within_one_ulp_of_correctly_rounded(dtype_name, dtype, kind):
-    shape, axes = (2, 3, 7), (1, 2)
+@pytest.mark.parametrize("kind", ["normal", "offset", "tiny_spread", "constant", "far_first"])
+@pytest.mark.parametrize("shape", [(2, 3, 7), (2, 1, 300)], ids=["short_rows", "lane_blocks"])
+def test_within_one_ulp_of_correctly_rounded(dtype_name, dtype, kind, shape):
+    axes = (1, 2)
     x = regime(kind, shape, dtype, seed=len(kind))
     rng = np.random.default_rng(1)
     inputs = {
@@ -197,3 +201,27 @@ def test_batch_norm_statistics_within_one_ulp():
         mp_reference(desc, {"InputTensor": x, "ScaleTensor": ones, "BiasTensor": zeros}),
         np.float32,
     ).all()
+
+
+@pytest.mark.parametrize("first", [0.0, 3.9, 4.1, 1e3, 1e6], ids=lambda f: f"first_at_{f}_std")
+def test_statistics_float64_accurate_wherever_the_first_element_lies(first):
+    """The kernel's first pass sums deviations from the slice's first element; when that element
+    is more than 4 standard deviations from the mean it sums again from the mean. Both sides of
+    that threshold, and far beyond it, must give float64-accurate statistics."""
+    rng = np.random.default_rng(11)
+    n = 1 << 16  # a far first element can make (mean - first)^2 / var as large as n - 1
+    z = rng.standard_normal(n)
+    z = (z - z.mean()) / z.std()
+    x = (1e4 + z).astype(np.float32)
+    x[0] = np.float32(1e4 + first)
+    desc = desc_for((1, n), (1,), "FLOAT32")
+    plan = make_plan(desc, SPEC)
+    from dmlconform.reference import run_plan
+
+    _, mean, var = run_plan(plan, {"InputTensor": x.reshape(1, n)}, np.dtype(np.float64))
+    with mp.workdps(50):
+        vals = [mpmath.mpf(float(v)) for v in x]
+        m = mpmath.fsum(vals) / len(vals)
+        v = mpmath.fsum((t - m) ** 2 for t in vals) / len(vals)
+    assert abs(mean.item() - float(m)) <= 1e-14 * abs(float(m))
+    assert abs(var.item() - float(v)) <= 1e-13 * float(v)

@@ -13,14 +13,21 @@ scale: hoisted out of the inner loop).
 Why one kernel: every operator of the family is this computation with different axes and
 operands, and each numba specialization costs compile time (cached to disk, ``cache=True``).
 
-Accuracy and determinism: three passes per slice. Pass 1 sums; pass 2 accumulates the deviations
-from that mean and their squares and applies the corrected two-pass formula (mean += sum(d)/n;
-var = sum(d^2)/n - (sum(d)/n)^2), which keeps mean and variance within a few float64 ulps times
-n/LANES even at |mean|/std = 1e6; pass 3 writes ``act(scale * (x - mean) / sqrt(var + eps) +
-bias + add)`` rounded once to the output array's type. Every sum uses ``LANES`` float64
-accumulators: lane ``l`` adds elements ``l, l + LANES, ...`` of each row in row order, and the
-lanes are combined by a fixed pairwise tree. The order is written in the source, not chosen by
-the compiler (no fast-math), so results do not depend on the thread count or the SIMD width.
+Accuracy: the statistics come from sums of deviations ``d = x - c`` and their squares, with the
+corrected formula mean = c + sum(d)/n, var = sum(d^2)/n - (sum(d)/n)^2. Its rounding error is a
+few float64 ulps times n/LANES times (1 + (mean - c)^2 / var): the last factor is the
+cancellation. Pass 1 takes c = the slice's first element (exact on a constant slice); if that
+turns out to be more than 4 standard deviations from the mean (factor > 17), pass 2 repeats the
+sums with c = the mean just found, which is the corrected two-pass algorithm (factor ~1) and
+keeps the statistics float64-accurate even at |mean|/std = 1e6. Typical data needs only pass 1,
+so the statistics cost one read of the slice, not two. The last pass writes ``act(scale *
+(x - mean) / sqrt(var + eps) + bias + add)`` rounded once to the output array's type.
+
+Determinism: every sum uses ``LANES`` float64 accumulators: lane ``l`` adds elements ``l, l +
+LANES, ...`` of each row in row order (four blocks of a row at a time, summed pairwise before
+they are added to the lane), and the lanes are combined by a fixed pairwise tree. The order is
+written in the source, not chosen by the compiler (no fast-math), so results do not depend on
+the thread count or the SIMD width.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from numba import njit, prange, types
 from dmlconform.reference.activations import activate
 
 LANES = 64  # a power of two; wide enough that LLVM vectorizes the lane loop (32 gets unrolled)
+SHIFT_LIMIT = 16.0  # (mean - first element)^2 above 16 variances: take pass 2 (module docstring)
 
 
 @njit(cache=True, inline="always")
@@ -47,22 +55,23 @@ def _lane_total(acc):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _accumulate_sum(row, acc):  # type: ignore[no-untyped-def]
-    nb = row.size // LANES
-    blocks = row[: nb * LANES].reshape(nb, LANES)
-    for i in range(nb):
-        block = blocks[i]
-        for j in range(LANES):
-            acc[j] += np.float64(block[j])
-    for j in range(nb * LANES, row.size):
-        acc[j - nb * LANES] += np.float64(row[j])
-
-
-@njit(cache=True, inline="always")
 def _accumulate_deviations(row, mean, acc, acc2):  # type: ignore[no-untyped-def]
     nb = row.size // LANES
     blocks = row[: nb * LANES].reshape(nb, LANES)
-    for i in range(nb):
+    n4 = nb - nb % 4
+    for i in range(0, n4, 4):
+        b0 = blocks[i]
+        b1 = blocks[i + 1]
+        b2 = blocks[i + 2]
+        b3 = blocks[i + 3]
+        for j in range(LANES):
+            d0 = np.float64(b0[j]) - mean
+            d1 = np.float64(b1[j]) - mean
+            d2 = np.float64(b2[j]) - mean
+            d3 = np.float64(b3[j]) - mean
+            acc[j] += (d0 + d1) + (d2 + d3)
+            acc2[j] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3)
+    for i in range(n4, nb):
         block = blocks[i]
         for j in range(LANES):
             d = np.float64(block[j]) - mean
@@ -147,19 +156,27 @@ def normalize_kernel(  # type: ignore[no-untyped-def]
     """Normalize each slice of ``x`` into ``out`` (row addressing above); write its statistics."""
     n = m_len * l_len
     for k in prange(n_slices):
+        # pass 1: deviations from the slice's first element (exact for a constant slice)
+        shift = np.float64(x[k * x_sk])
         acc = np.zeros(LANES)
-        for m in range(m_len):
-            start = k * x_sk + m * x_sm
-            _accumulate_sum(x[start : start + l_len], acc)
-        mean = _lane_total(acc) / n
-        acc[:] = 0.0
         acc2 = np.zeros(LANES)
         for m in range(m_len):
             start = k * x_sk + m * x_sm
-            _accumulate_deviations(x[start : start + l_len], mean, acc, acc2)
+            _accumulate_deviations(x[start : start + l_len], shift, acc, acc2)
         corr = _lane_total(acc) / n
-        mean = mean + corr
+        mean = shift + corr
         var = _lane_total(acc2) / n - corr * corr
+        if corr * corr > SHIFT_LIMIT * var:
+            # pass 2, only when the first element is far from the mean: deviations from the
+            # mean, so the subtraction above cannot have cancelled (corrected two-pass)
+            acc[:] = 0.0
+            acc2[:] = 0.0
+            for m in range(m_len):
+                start = k * x_sk + m * x_sm
+                _accumulate_deviations(x[start : start + l_len], mean, acc, acc2)
+            corr = _lane_total(acc) / n
+            mean = mean + corr
+            var = _lane_total(acc2) / n - corr * corr
         if var < 0.0:
             var = 0.0
         mean_out[k] = mean
