@@ -99,6 +99,7 @@ class Activation:
     formula: str
     parameters: tuple[ActivationParameter, ...]
     branch_points: tuple[Any, ...] = ()
+    cancellation: str | None = None  # error scale for the tolerance model (activations.yaml)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -401,6 +402,32 @@ def read_spec_files(spec_dir: Path) -> dict[str, tuple[Any, yaml.Node | None]]:
     return files
 
 
+def expression_errors(spec_dir: Path, data: Any, node: yaml.Node | None) -> list[SpecError]:
+    """Activation ``cancellation`` expressions outside the grammar of :mod:`dmlconform.expr`."""
+    from dmlconform.expr import ExprError, compile_expr
+
+    out = []
+    for i, act in enumerate(data.get("activations") or ()):
+        text = act.get("cancellation")
+        if text is None:
+            continue
+        names = ("x", *(p["name"] for p in act.get("parameters") or ()))
+        try:
+            compile_expr(str(text), tuple(sorted(names)))
+        except ExprError as exc:
+            n = node_at(node, ["activations", i, "cancellation"])
+            line, col = (n.start_mark.line + 1, n.start_mark.column + 1) if n is not None else (None, None)
+            out.append(
+                SpecError(
+                    f"activations/{i}/cancellation: {exc}",
+                    str(spec_dir / "common/activations.yaml"),
+                    line,
+                    col,
+                )
+            )
+    return out
+
+
 @functools.lru_cache(maxsize=8)
 def _load_spec_cached(spec_dir: Path) -> Spec:
     files = read_spec_files(spec_dir)
@@ -408,6 +435,9 @@ def _load_spec_cached(spec_dir: Path) -> Spec:
         errors = schema_errors(spec_dir, rel, data, node)
         if errors:
             raise errors[0]
+    errors = expression_errors(spec_dir, *files["common/activations.yaml"])
+    if errors:
+        raise errors[0]
     return build_spec(spec_dir, {rel: data for rel, (data, _) in files.items()})
 
 
@@ -465,6 +495,7 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
             x["formula"],
             tuple(ActivationParameter(p["name"], p.get("default")) for p in x.get("parameters", [])),
             tuple(x.get("branch_points", [])),
+            x.get("cancellation"),
         )
         for x in act["activations"]
     }

@@ -21,6 +21,7 @@ from dmlconform.spec import (
     SCHEMA_FOR,
     SpecError,
     build_spec,
+    expression_errors,
     node_at,
     normalize_level,
     read_spec_files,
@@ -60,6 +61,8 @@ def lint(spec_dir: Path, seeds_dir: Path | None = None) -> list[LintFinding]:
             findings.append(LintFinding(err.file or rel, err.line, err.column, err.message))
     if not schema_ok:
         return findings  # consistency checks assume the schema holds
+    for err in expression_errors(spec_dir, *files["common/activations.yaml"]):
+        findings.append(LintFinding(err.file or "common/activations.yaml", err.line, err.column, err.message))
     ctx = _Lint(spec_dir, files, findings)
     ctx.check_levels()
     ctx.check_operators()

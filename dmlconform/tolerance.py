@@ -14,14 +14,20 @@ float32 sum of n terms, Higham & Mary 2019: g_mean = sqrt(n) + 1 for the part pr
 |mean| -- a recursive sum's partial sums grow like k*|mean| -- and g_var = sqrt(log2 n) + 1 for
 the part proportional to the spread, as for pairwise or blocked sums of zero-mean terms):
 
-    e_mean  = c_mean * u * (g_mean * |mean| + g_var * std)            error of the mean
+    e_mean  = c_mean * u * ((g_mean + g_corr) * |mean| + g_var * std)  error of the mean
     e_var   = c_var * g_var * u * var + e_mean^2                       error of the variance
     rel_sd  = e_var / (2 (var + eps)) + c_pt * u
     e_z     = (e_mean + c_pt * u * |x - mean|) / sqrt(var + eps) + |z| * rel_sd
     e_y     = |scale| * e_z + c_pt * u * (|scale * z| + |bias| + |add|)
-    e_act   = max over y +- e_y of |f(y') - f(y)| + c_act * u * |f(y)|
+    e_act   = max over y +- e_y of |f(y') - f(y)| + c_act * u * |f(y)| + c_canc * u * C(y)
     budget  = ulp_scale * (e_act + output_ulps * ulp_out(reference)) + atol
 
+g_corr (:func:`correlated_growth`) is 0 unless the slice is (nearly) constant: there the
+rounding errors of a sum are not random and grow linearly, up to g_corr = n/4 for a constant
+slice (c_mean * g_corr * u |mean| = n/2 u |mean|, the deterministic bound of any summation order).
+C(y) (:func:`cancellation_scale`) is the fused activation's ``cancellation`` expression from
+spec/common/activations.yaml: an absolute error scale for formulas that cancel (GELU's 1 + erf
+at y << 0, ELU's exp(y) - 1 near 0), where the result is tiny but its float32 error is not.
 (NormalizeVariance = false: sqrt(var + eps) is 1 and rel_sd is 0.) The statistics outputs get
 e_mean and e_var, each plus the output rounding. Calibration (tests/test_tolerance.py): numpy
 float32, a careful two-pass, naive running sums, PyTorch and ONNX Runtime stay below ~0.25 of the
@@ -38,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.desc import OperatorDesc
+from dmlconform.expr import evaluate
 from dmlconform.reference import numpy_ref
 from dmlconform.semantics import Plan, make_plan
 from dmlconform.spec import Spec, load_spec
@@ -45,7 +52,13 @@ from dmlconform.spec import Spec, load_spec
 UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}
 _INT_VIEW = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
-DEFAULT_COEFFICIENTS = {"mean": 2.0, "variance": 2.0, "pointwise": 4.0, "output_ulps": 1.0}
+DEFAULT_COEFFICIENTS = {
+    "mean": 2.0,
+    "variance": 2.0,
+    "pointwise": 4.0,
+    "output_ulps": 1.0,
+    "cancellation": 4.0,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +112,7 @@ class Coefficients:
     pointwise: float
     output_ulps: float
     activation_ulps: float
+    cancellation: float = 4.0
     mean_growth: str = "sqrt"
     variance_growth: str = "sqrt_log2"
     ulp_scale: float = 1.0
@@ -123,6 +137,7 @@ def coefficients(
         "pointwise": float(per_type["pointwise"]),
         "output_ulps": float(per_type["output_ulps"]),
         "activation_ulps": act_ulps,
+        "cancellation": float(per_type["cancellation"]),
         "mean_growth": str(per_type.get("mean_growth", "sqrt")),
         "variance_growth": str(per_type.get("variance_growth", "sqrt_log2")),
     }
@@ -157,6 +172,38 @@ def growth(kind: str, n: int) -> float:
     raise ValueError(f"unknown growth {kind!r} (known: sqrt, sqrt_log2, log2)")
 
 
+def correlated_growth(n: int, abs_mean: np.ndarray, std: np.ndarray, u: float) -> np.ndarray:
+    """Extra growth of the |mean| part of a float32 sum's error where its rounding errors are
+    *not* random: on a constant (or nearly constant) slice every partial sum k*mean rounds the
+    same way, so a recursive sum errs by up to ~n/4 u |mean| (measured: numpy's outer-axis
+    reductions, ONNX Runtime's ReduceMean), far above the probabilistic sqrt(n) u |mean|.
+
+    Step k of a sum rounds at the spacing of its partial sum, <= 2u * k|mean|. Its error is
+    random only while the data's spread reaches below that spacing, i.e. for k < k0 =
+    std / (2u |mean|); each later step gets the deterministic bound u * k|mean|. Summed and
+    divided by n: u |mean| (n - k0^2/n) / 2, which with the spec's c_mean = 2 means
+    g_corr = (n - 1 - k0^2/n) / 4 (about n/4 on a constant slice: c_mean * g_corr ~ n/2, the
+    tight deterministic bound of any summation order of n equal terms; 0 for n = 1). Zero whenever n <= k0: on
+    standard-normal data, and at |mean|/std = 1e3 up to n ~ 8000, the budget is unchanged."""
+    abs_mean = np.asarray(abs_mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k0 = np.where(abs_mean > 0, std / (2.0 * u * abs_mean), np.inf)
+    k0 = np.minimum(k0, float(n))
+    return np.maximum(0.0, (n - 1) - k0 * k0 / n) / 4.0  # n - 1 additions: a 1-element mean is exact
+
+
+def cancellation_scale(plan: Plan, y: np.ndarray, spec: Spec) -> np.ndarray | float:
+    """C(y): the fused activation's ``cancellation`` expression (spec/common/activations.yaml),
+    the magnitude of the terms a floating-point evaluation of it combines. An implementation of
+    the documented formula errs by a few u times C(y) even where f(y) is tiny (GELU's 1 + erf
+    for y << 0), which no relative (ULP) allowance covers. 0 with no activation or none given."""
+    act = spec.activations.get(plan.activation) if plan.activation else None
+    if act is None or act.cancellation is None:
+        return 0.0
+    return np.abs(evaluate(act.cancellation, x=y, **plan.activation_params))
+
+
 def _slice_stats(plan: Plan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = x.mean(axis=plan.axes, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=plan.axes, keepdims=True)
@@ -181,7 +228,8 @@ def budgets(
     u = UNIT_ROUNDOFF[co.working_precision]
     n = plan.reduction_length
     g_mean, g_var = growth(co.mean_growth, n), growth(co.variance_growth, n)
-    e_mean = co.mean * u * (g_mean * np.abs(mean) + g_var * np.sqrt(var))
+    g_corr = correlated_growth(n, np.abs(mean), np.sqrt(var), u)
+    e_mean = co.mean * u * ((g_mean + g_corr) * np.abs(mean) + g_var * np.sqrt(var))
     e_var = co.variance * g_var * u * var + e_mean**2
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         if plan.normalize_variance:
@@ -201,6 +249,7 @@ def budgets(
         lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
         hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
         e_act = np.maximum(np.abs(lo - f), np.abs(hi - f)) + co.activation_ulps * u * np.abs(f)
+        e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
         if plan.normalize_variance:
             # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave
             # undefined; any value (NaN included) is accepted there.

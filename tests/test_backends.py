@@ -791,3 +791,34 @@ def test_float16_option_computes_in_float32(name: str) -> None:
     assert info["compute_dtype"] == "float32" and info["upcast"] is True
     with pytest.raises(BackendError, match="float16='half'"):
         load_backend(name, {"float16": "half"})
+
+
+def test_ort_mvn_path_not_used_when_epsilon_keeps_zero_variance_finite() -> None:
+    """ONNX Runtime's CPU MeanVarianceNormalization kernel divides by sqrt(var) with no epsilon
+    (ONNX's function adds 1e-9 to the std; the kernel does not), so a one-element reduction or a
+    constant slice gives NaN. DirectML with Epsilon > 0 is finite there (0 / sqrt(Epsilon)), so
+    the backend must not pick that path for Epsilon > 0 (seed-0 run: BATCH_NORMALIZATION_TRAINING
+    5_2-0000 and 6_1-0006, Epsilon 1e-12, reductions over a size-1 axis, were all NaN)."""
+    pytest.importorskip("onnxruntime")
+    backend = load_backend("onnxruntime")
+    rng = np.random.default_rng(0)
+    for eps, shape, axes in ((1e-12, [2, 3, 1, 4], [2]), (1e-12, [2, 3, 5, 4], [0, 2])):
+        desc = dc.parse_desc(
+            {
+                "type": "MEAN_VARIANCE_NORMALIZATION1",
+                "desc": {
+                    "InputTensor": T(shape),
+                    "OutputTensor": T(shape),
+                    "Axes": axes,
+                    "NormalizeVariance": True,
+                    "Epsilon": eps,
+                },
+            }
+        )
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[1] = 2.5  # constant slices too, where the axes allow
+        out = backend.execute(desc, {"InputTensor": x})["OutputTensor"]
+        assert backend.last_info()["path"] != "MeanVarianceNormalization"
+        assert np.isfinite(out).all()
+        ref = dc.execute(desc, {"InputTensor": x})["OutputTensor"]
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

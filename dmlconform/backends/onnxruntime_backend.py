@@ -17,9 +17,11 @@ BatchNormalization          opset >= 14, NormalizeVariance, rank >= 2, axes = {0
                             batch statistics (population variance, per the ONNX spec)
 LayerNormalization          opset >= 17, NormalizeVariance, axes = a trailing run k..rank-1,
                             Scale and Bias vary only along the normalized axes
-MeanVarianceNormalization   NormalizeVariance and Epsilon <= 1e-12: ONNX fixes its epsilon at
-                            1e-9 *outside* the square root, equivalent only for a negligible
-                            Epsilon; Scale and Bias are applied after it with Mul / Add
+MeanVarianceNormalization   NormalizeVariance and Epsilon == 0: ONNX's function adds 1e-9 to
+                            the std, but ONNX Runtime's CPU kernel adds nothing, so it computes
+                            (x - mean) / sqrt(var), DirectML's formula exactly when Epsilon is
+                            0 (and NaN on a zero-variance slice, which DirectML leaves undefined
+                            there too); Scale and Bias are applied after it with Mul / Add
 primitive                   everything else: ReduceMean, Sub, Mul, Sqrt, Add, Div
 ==========================  ===============================================================
 
@@ -35,8 +37,12 @@ the provider rejects (no float16 kernel) is rebuilt in float32 with Cast at the 
 axes, broadcast pattern, attributes) with symbolic dimensions, so one session serves every
 shape of that structure.
 
-The MeanVarianceNormalization kernel computes E[x^2] - E[x]^2, so on large-offset data it loses
-precision (even NaN from a negative variance): that is ONNX Runtime's behaviour, reported as such.
+ONNX Runtime's CPU MeanVarianceNormalization kernel is a two-pass float32 computation,
+Y = (X - E[X]) / sqrt(E[(X - E[X])^2]), *without* the 1e-9 that the ONNX function body adds to
+the std: a constant slice (or a reduction of one element) gives 0/0 = NaN where ONNX's own
+definition gives 0. With any Epsilon > 0 DirectML's result is finite there, so the path is
+chosen only for Epsilon == 0 (forcing ``path=MeanVarianceNormalization`` still reports what ONNX
+Runtime does).
 """
 
 from __future__ import annotations
@@ -71,9 +77,10 @@ PATHS = (
     "MeanVarianceNormalization",
     "primitive",
 )
-#: Largest desc Epsilon for which ONNX MeanVarianceNormalization (sqrt(var) + 1e-9) stands in
-#: for sqrt(var + Epsilon) without a visible difference on data with std >= ~1e-3.
-MVN_EPSILON_LIMIT = 1e-12
+#: Largest desc Epsilon for which ONNX Runtime's MeanVarianceNormalization kernel, which divides by
+#: sqrt(var) with no epsilon at all, computes DirectML's sqrt(var + Epsilon): only 0. (Any
+#: Epsilon > 0 makes DirectML finite on a zero-variance slice, where the kernel gives NaN.)
+MVN_EPSILON_LIMIT = 0.0
 MIN_OPSET = 13
 
 _ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
