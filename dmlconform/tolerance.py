@@ -57,7 +57,7 @@ DEFAULT_COEFFICIENTS = {
     "variance": 2.0,
     "pointwise": 4.0,
     "output_ulps": 1.0,
-    "cancellation": 4.0,
+    "cancellation": 8.0,
 }
 
 
@@ -112,7 +112,7 @@ class Coefficients:
     pointwise: float
     output_ulps: float
     activation_ulps: float
-    cancellation: float = 4.0
+    cancellation: float = 8.0
     mean_growth: str = "sqrt"
     variance_growth: str = "sqrt_log2"
     ulp_scale: float = 1.0
