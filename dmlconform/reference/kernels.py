@@ -83,6 +83,19 @@ def _accumulate_deviations(row, mean, acc, acc2):  # type: ignore[no-untyped-def
         acc2[j - nb * LANES] += d * d
 
 
+@njit(cache=True, inline="always")
+def _centered_stats(x, k, x_sk, x_sm, m_len, l_len, center, acc, acc2):  # type: ignore[no-untyped-def]
+    """(mean, variance, mean - center) of slice ``k`` from its deviations around ``center``."""
+    acc[:] = 0.0
+    acc2[:] = 0.0
+    for m in range(m_len):
+        start = k * x_sk + m * x_sm
+        _accumulate_deviations(x[start : start + l_len], center, acc, acc2)
+    n = m_len * l_len
+    corr = _lane_total(acc) / n
+    return center + corr, _lane_total(acc2) / n - corr * corr, corr
+
+
 def _signatures() -> list:
     """The only four specializations: input float32/float64 x output float32/float64.
 
@@ -154,29 +167,16 @@ def normalize_kernel(  # type: ignore[no-untyped-def]
     var_out,
 ):
     """Normalize each slice of ``x`` into ``out`` (row addressing above); write its statistics."""
-    n = m_len * l_len
     for k in prange(n_slices):
-        # pass 1: deviations from the slice's first element (exact for a constant slice)
-        shift = np.float64(x[k * x_sk])
         acc = np.zeros(LANES)
         acc2 = np.zeros(LANES)
-        for m in range(m_len):
-            start = k * x_sk + m * x_sm
-            _accumulate_deviations(x[start : start + l_len], shift, acc, acc2)
-        corr = _lane_total(acc) / n
-        mean = shift + corr
-        var = _lane_total(acc2) / n - corr * corr
+        # pass 1: deviations from the slice's first element (exact for a constant slice)
+        shift = np.float64(x[k * x_sk])
+        mean, var, corr = _centered_stats(x, k, x_sk, x_sm, m_len, l_len, shift, acc, acc2)
         if corr * corr > SHIFT_LIMIT * var:
             # pass 2, only when the first element is far from the mean: deviations from the
-            # mean, so the subtraction above cannot have cancelled (corrected two-pass)
-            acc[:] = 0.0
-            acc2[:] = 0.0
-            for m in range(m_len):
-                start = k * x_sk + m * x_sm
-                _accumulate_deviations(x[start : start + l_len], mean, acc, acc2)
-            corr = _lane_total(acc) / n
-            mean = mean + corr
-            var = _lane_total(acc2) / n - corr * corr
+            # mean, so the subtraction in the formula cannot cancel (corrected two-pass)
+            mean, var, _ = _centered_stats(x, k, x_sk, x_sm, m_len, l_len, mean, acc, acc2)
         if var < 0.0:
             var = 0.0
         mean_out[k] = mean
