@@ -12,14 +12,17 @@ The model (u = unit roundoff of the working precision: float32, 2^-24, for FLOAT
 tensors alike, since FLOAT16 is normally computed in float32; probabilistic error growth of a
 float32 sum of n terms, Higham & Mary 2019: g_mean = sqrt(n) + 1 for the part proportional to
 |mean| -- a recursive sum's partial sums grow like k*|mean| -- and g_var = sqrt(log2 n) + 1 for
-the part proportional to the spread, as for pairwise or blocked sums of zero-mean terms):
+the part proportional to the spread, as for pairwise or blocked sums of zero-mean terms;
+with broadcast inputs each element is summed r times (:func:`repetition`) and the |mean| part
+grows like sqrt(n r), capped at the deterministic (n - 1)/4):
 
     e_mean  = c_mean * u * ((g_mean + g_corr) * |mean| + g_var * std)  error of the mean
     e_var   = c_var * g_var * u * var + e_mean^2                       error of the variance
     rel_sd  = e_var / (2 (var + eps)) + c_pt * u
     e_z     = (e_mean + c_pt * u * |x - mean|) / sqrt(var + eps) + |z| * rel_sd
     e_y     = |scale| * e_z + c_pt * u * (|scale * z| + |bias| + |add|)
-    e_act   = max over y +- e_y of |f(y') - f(y)| + c_act * u * |f(y)| + c_canc * u * C(y)
+    e_act   = max over y' in {y +- e_y, b+- of branch points b within} of |f(y') - f(y)|
+              + c_act * u * |f(y)| + c_canc * u * C(y)
     budget  = ulp_scale * (e_act + output_ulps * ulp_out(reference)) + atol
 
 g_corr (:func:`correlated_growth`) is 0 unless the slice is (nearly) constant: there the
@@ -193,6 +196,54 @@ def correlated_growth(n: int, abs_mean: np.ndarray, std: np.ndarray, u: float) -
     return np.maximum(0.0, (n - 1) - k0 * k0 / n) / 4.0  # n - 1 additions: a 1-element mean is exact
 
 
+def repetition(desc: OperatorDesc, plan: Plan, spec: Spec) -> float:
+    """r: how many times each input element is summed into its slice's mean, on average (n over
+    the number of distinct memory offsets the slice reads). Zero strides (broadcast inputs) make
+    r > 1: a run of r identical summands rounds the same way at every step, so a float32 sum's
+    rounding errors are correlated in groups of r and its |mean| part grows like sqrt(n * r)
+    rather than sqrt(n) (n / r independent groups, each r times one step's error). 1 when every
+    element of a slice is distinct in memory."""
+    n = plan.reduction_length
+    if n <= 1:
+        return 1.0
+    t = desc.get(plan.input, spec)
+    strides = t.effective_strides
+    offsets = np.zeros(1, dtype=np.int64)
+    for a in plan.axes:
+        offsets = (offsets[:, None] + np.arange(t.sizes[a], dtype=np.int64) * int(strides[a])).ravel()
+    return n / float(np.unique(offsets).size)
+
+
+def _branch_jumps(
+    plan: Plan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, spec: Spec
+) -> np.ndarray | float:
+    """max |f(b+-) - f(y)| over the activation's branch points b (spec ``branch_points``) that
+    lie within [y - e_y, y + e_y]: at a discontinuity (SHRINK with Bias != Threshold,
+    THRESHOLDED_RELU) the supremum over the interval is a one-sided limit at b, not an endpoint."""
+    act = spec.activations.get(plan.activation) if plan.activation else None
+    if act is None or not act.branch_points:
+        return 0.0
+    params = {p.name: p.default for p in act.parameters} | dict(plan.activation_params)
+    out: np.ndarray | float = 0.0
+    for bp in act.branch_points:
+        if isinstance(bp, dict):
+            v = params.get(bp["parameter"])
+            if v is None:
+                continue
+            b = -float(v) if bp.get("negate") else float(v)
+        else:
+            b = float(bp)
+        inside = np.abs(y - b) <= e_y
+        sides = numpy_ref.activation(
+            plan.activation,
+            np.array([np.nextafter(b, -np.inf), b, np.nextafter(b, np.inf)]),
+            plan.activation_params,
+        )
+        jump = np.max(np.abs(sides[:, None] - np.ravel(f)[None, :]), axis=0).reshape(np.shape(f))
+        out = np.maximum(out, np.where(inside, jump, 0.0))
+    return out
+
+
 def cancellation_scale(plan: Plan, y: np.ndarray, spec: Spec) -> np.ndarray | float:
     """C(y): the fused activation's ``cancellation`` expression (spec/common/activations.yaml),
     the magnitude of the terms a floating-point evaluation of it combines. An implementation of
@@ -228,6 +279,11 @@ def budgets(
     u = UNIT_ROUNDOFF[co.working_precision]
     n = plan.reduction_length
     g_mean, g_var = growth(co.mean_growth, n), growth(co.variance_growth, n)
+    r = repetition(desc, plan, spec)
+    if r > 1.0 and co.mean_growth == "sqrt":
+        # correlated groups of r identical summands: sqrt(n r), capped at the deterministic
+        # (n - 1)/4 (c_mean * (n - 1)/4 u |mean| = the n/2 u |mean| bound of any summation order)
+        g_mean = max(g_mean, min(math.sqrt(n * r), (n - 1) / 4.0) + 1.0)
     g_corr = correlated_growth(n, np.abs(mean), np.sqrt(var), u)
     e_mean = co.mean * u * ((g_mean + g_corr) * np.abs(mean) + g_var * np.sqrt(var))
     e_var = co.variance * g_var * u * var + e_mean**2
@@ -248,7 +304,12 @@ def budgets(
         f = numpy_ref.activation(plan.activation, y, plan.activation_params)
         lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
         hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
-        e_act = np.maximum(np.abs(lo - f), np.abs(hi - f)) + co.activation_ulps * u * np.abs(f)
+        e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
+        e_act = np.maximum(
+            e_act,
+            _branch_jumps(plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec),
+        )
+        e_act = e_act + co.activation_ulps * u * np.abs(f)
         e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
         if plan.normalize_variance:
             # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave

@@ -822,3 +822,57 @@ def test_ort_mvn_path_not_used_when_epsilon_keeps_zero_variance_finite() -> None
         assert np.isfinite(out).all()
         ref = dc.execute(desc, {"InputTensor": x})["OutputTensor"]
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_torch_avoids_batch_kernels_where_they_refuse_what_directml_accepts(torch_backend: Any) -> None:
+    """F.batch_norm(training=True) / F.instance_norm raise on Epsilon 0 and on one-element
+    reductions, both legal in DirectML (seed-7 run: 18 cases failed with ValueError)."""
+    rng = np.random.default_rng(5)
+    for eps, shape, axes in (
+        (0.0, [2, 3, 4, 5], [2, 3]),
+        (1e-5, [2, 3, 1, 1], [2, 3]),
+        (0.0, [4, 3, 2, 2], [0, 2, 3]),
+    ):
+        desc = dc.parse_desc(
+            {
+                "type": "MEAN_VARIANCE_NORMALIZATION1",
+                "desc": {
+                    "InputTensor": T(shape),
+                    "OutputTensor": T(shape),
+                    "Axes": axes,
+                    "NormalizeVariance": True,
+                    "Epsilon": eps,
+                },
+            }
+        )
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = torch_backend.execute(desc, {"InputTensor": x})["OutputTensor"]
+        assert torch_backend.last_info()["path"] not in ("instance_norm", "batch_norm")
+        ref = dc.execute(desc, {"InputTensor": x})["OutputTensor"]
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_ort_session_cache_tells_fused_add_broadcasts_apart(ort_backend: Any) -> None:
+    """The compiled graph pins FusedAdd's size-1 dims, so two descs differing only there must not
+    share a session (seed-7 run: BATCH_NORMALIZATION_TRAINING-4_1-0022 got the wrong session)."""
+    shape, stat = [2, 3, 4, 5], [1, 3, 1, 1]
+
+    def desc(add: list[int]) -> Any:
+        body = {
+            "InputTensor": T(shape),
+            "ScaleTensor": T(stat),
+            "BiasTensor": T(stat),
+            "FusedAddTensor": T(add),
+            "OutputTensor": T(shape),
+            "OutputMeanTensor": T(stat),
+            "OutputVarianceTensor": T(stat),
+            "Epsilon": 1e-5,
+        }
+        return dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": body})
+
+    for add in ([2, 3, 4, 5], [1, 3, 4, 1], [2, 1, 1, 5]):
+        d = desc(add)
+        inputs = make_inputs(d, seed=len(add) + sum(add))
+        got = ort_backend.execute(d, inputs)
+        ref = dc.execute(d, inputs)
+        np.testing.assert_allclose(got["OutputTensor"], ref["OutputTensor"], rtol=1e-4, atol=1e-4)

@@ -282,7 +282,7 @@ class NormalizationPlan:
             self.axes,
             pattern(self.scale),
             pattern(self.bias),
-            self.fused_add is not None,
+            pattern(self.fused_add),  # the graph pins FusedAdd's size-1 dims (_aligned_shape)
             tuple(sorted(self.stats_outputs.items())),
             self.normalize_variance,
             self.epsilon,

@@ -90,10 +90,20 @@ _ACTIVATIONS: dict[str, Callable[[torch.Tensor, Mapping[str, float]], torch.Tens
 }
 
 
+def _batch_kernel_ok(plan: NormalizationPlan) -> bool:
+    """F.batch_norm(training=True) and F.instance_norm (which calls it) reject what DirectML
+    accepts: Epsilon 0 ("batch_norm eps must be positive during training") and a reduction over
+    one element ("Expected more than 1 value per channel / spatial element when training")."""
+    n = 1
+    for a in plan.axes:
+        n *= plan.shape[a]
+    return plan.epsilon > 0 and n > 1
+
+
 def choose_path(plan: NormalizationPlan) -> str:
-    if plan.fits_instance_norm():
+    if plan.fits_instance_norm() and _batch_kernel_ok(plan):
         return "instance_norm"
-    if plan.fits_batch_norm():
+    if plan.fits_batch_norm() and _batch_kernel_ok(plan):
         return "batch_norm"
     if plan.fits_layer_norm():
         return "layer_norm"
@@ -102,8 +112,8 @@ def choose_path(plan: NormalizationPlan) -> str:
 
 def path_fits(plan: NormalizationPlan, path: str) -> bool:
     return {
-        "instance_norm": plan.fits_instance_norm,
-        "batch_norm": plan.fits_batch_norm,
+        "instance_norm": lambda: plan.fits_instance_norm() and _batch_kernel_ok(plan),
+        "batch_norm": lambda: plan.fits_batch_norm() and _batch_kernel_ok(plan),
         "layer_norm": plan.fits_layer_norm,
         "var_mean": lambda: True,
     }[path]()

@@ -455,7 +455,11 @@ def shift_inputs(
     finite = xf[np.isfinite(xf)]
     spread = float(finite.std()) if finite.size else 1.0
     c = 2.0 ** math.ceil(math.log2(max(4.0 * spread, 1.0)))
-    top = float(np.abs(finite).max()) + c if finite.size else c
+    peak = float(np.abs(finite).max()) if finite.size else 0.0
+    room = float(np.finfo(x.dtype).max) - peak
+    if c > room / 2 and room > 0:  # keep the shifted data finite (FLOAT16: max 65504)
+        c = 2.0 ** math.floor(math.log2(room / 2))
+    top = peak + c
     grid = 2.0 ** (math.floor(math.log2(top)) - np.finfo(x.dtype).nmant + 1)
     q = (np.round(xf / grid) * grid).astype(x.dtype)
     shifted = (q.astype(np.float64) + c).astype(x.dtype)
