@@ -114,6 +114,8 @@ def test_report_in_browser(browser: Browser, tmp_path: Path) -> None:
         'table.matrix a[data-op="MEAN_VARIANCE_NORMALIZATION1"][data-level="5_2"][data-dtype="FLOAT16"]'
     )
     browser.wait_for("location.hash.indexOf('#cases?') === 0")
+    # the table re-renders in the hashchange handler, which runs after the hash is set
+    browser.wait_for("document.getElementById('f-op').value === 'MEAN_VARIANCE_NORMALIZATION1'")
     rows = browser.evaluate(VISIBLE_ROWS)
     assert rows and {tuple(r[2:5]) for r in rows} == {("MEAN_VARIANCE_NORMALIZATION1", "5_2", "FLOAT16")}
     assert browser.evaluate("document.getElementById('f-op').value") == "MEAN_VARIANCE_NORMALIZATION1"
