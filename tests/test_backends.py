@@ -803,18 +803,7 @@ def test_ort_mvn_path_not_used_when_epsilon_keeps_zero_variance_finite() -> None
     backend = load_backend("onnxruntime")
     rng = np.random.default_rng(0)
     for eps, shape, axes in ((1e-12, [2, 3, 1, 4], [2]), (1e-12, [2, 3, 5, 4], [0, 2])):
-        desc = dc.parse_desc(
-            {
-                "type": "MEAN_VARIANCE_NORMALIZATION1",
-                "desc": {
-                    "InputTensor": T(shape),
-                    "OutputTensor": T(shape),
-                    "Axes": axes,
-                    "NormalizeVariance": True,
-                    "Epsilon": eps,
-                },
-            }
-        )
+        desc = dc.parse_desc({"type": MVN1, "desc": _mvn1(shape, axes, Epsilon=eps)})
         x = rng.standard_normal(shape).astype(np.float32)
         x[1] = 2.5  # constant slices too, where the axes allow
         out = backend.execute(desc, {"InputTensor": x})["OutputTensor"]
@@ -833,18 +822,7 @@ def test_torch_avoids_batch_kernels_where_they_refuse_what_directml_accepts(torc
         (1e-5, [2, 3, 1, 1], [2, 3]),
         (0.0, [4, 3, 2, 2], [0, 2, 3]),
     ):
-        desc = dc.parse_desc(
-            {
-                "type": "MEAN_VARIANCE_NORMALIZATION1",
-                "desc": {
-                    "InputTensor": T(shape),
-                    "OutputTensor": T(shape),
-                    "Axes": axes,
-                    "NormalizeVariance": True,
-                    "Epsilon": eps,
-                },
-            }
-        )
+        desc = dc.parse_desc({"type": MVN1, "desc": _mvn1(shape, axes, Epsilon=eps)})
         x = rng.standard_normal(shape).astype(np.float32)
         out = torch_backend.execute(desc, {"InputTensor": x})["OutputTensor"]
         assert torch_backend.last_info()["path"] not in ("instance_norm", "batch_norm")

@@ -279,16 +279,9 @@ _ACTIVATIONS: dict[str, Callable[[_Graph, str, Mapping[str, float]], str]] = {
 
 
 def choose_path(plan: NormalizationPlan, opset: int) -> str:
-    """The dedicated ONNX operator that fits the desc, else ``primitive`` (table above)."""
-    if plan.fits_instance_norm():
-        return "InstanceNormalization"
-    if opset >= 14 and plan.fits_batch_norm():
-        return "BatchNormalization"
-    if opset >= 17 and plan.fits_layer_norm():
-        return "LayerNormalization"
-    if fits_mvn(plan):
-        return "MeanVarianceNormalization"
-    return "primitive"
+    """The dedicated ONNX operator that fits the desc, else ``primitive`` (table above): the
+    first path of :data:`PATHS`, which lists them in order of preference."""
+    return next(p for p in PATHS if path_fits(plan, p, opset))
 
 
 def fits_mvn(plan: NormalizationPlan) -> bool:

@@ -26,6 +26,7 @@ case is recomputed in float32 and ``last_info()`` records the upcast and why.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -94,20 +95,12 @@ def _batch_kernel_ok(plan: NormalizationPlan) -> bool:
     """F.batch_norm(training=True) and F.instance_norm (which calls it) reject what DirectML
     accepts: Epsilon 0 ("batch_norm eps must be positive during training") and a reduction over
     one element ("Expected more than 1 value per channel / spatial element when training")."""
-    n = 1
-    for a in plan.axes:
-        n *= plan.shape[a]
-    return plan.epsilon > 0 and n > 1
+    return plan.epsilon > 0 and math.prod(plan.shape[a] for a in plan.axes) > 1
 
 
 def choose_path(plan: NormalizationPlan) -> str:
-    if plan.fits_instance_norm() and _batch_kernel_ok(plan):
-        return "instance_norm"
-    if plan.fits_batch_norm() and _batch_kernel_ok(plan):
-        return "batch_norm"
-    if plan.fits_layer_norm():
-        return "layer_norm"
-    return "var_mean"
+    """The first path of :data:`PATHS` (in order of preference) that fits the desc."""
+    return next(p for p in PATHS if path_fits(plan, p))
 
 
 def path_fits(plan: NormalizationPlan, path: str) -> bool:
