@@ -43,7 +43,7 @@ import numpy as np
 
 from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
 from dmlconform.generate import reduction_axes, reduction_size
-from dmlconform.spec import Spec, load_spec
+from dmlconform.spec import Activation, Spec, load_spec
 
 REGIMES: tuple[str, ...] = (
     "standard_normal",
@@ -113,7 +113,12 @@ def branch_points(desc: OperatorDesc, spec: Spec | None = None) -> list[float]:
     act = spec.activations.get(a.type) if a else None
     if a is None or act is None:
         return []
-    values = {p.name: p.default for p in act.parameters} | a.param_dict
+    return resolve_branch_points(act, {p.name: p.default for p in act.parameters} | a.param_dict)
+
+
+def resolve_branch_points(act: Activation, values: dict[str, Any]) -> list[float]:
+    """``act``'s spec ``branch_points`` as numbers, parameter references taken from ``values``
+    (a parameter with no value is skipped)."""
     out = []
     for bp in act.branch_points:
         if isinstance(bp, dict):

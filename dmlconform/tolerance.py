@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform.data import resolve_branch_points
 from dmlconform.desc import OperatorDesc
 from dmlconform.expr import evaluate
 from dmlconform.reference import numpy_ref
@@ -224,16 +225,9 @@ def _branch_jumps(
     act = spec.activations.get(plan.activation) if plan.activation else None
     if act is None or not act.branch_points:
         return 0.0
-    params = {p.name: p.default for p in act.parameters} | dict(plan.activation_params)
     out: np.ndarray | float = 0.0
-    for bp in act.branch_points:
-        if isinstance(bp, dict):
-            v = params.get(bp["parameter"])
-            if v is None:
-                continue
-            b = -float(v) if bp.get("negate") else float(v)
-        else:
-            b = float(bp)
+    # plan.activation_params holds every parameter (defaults filled) as the C FLOAT it is passed as
+    for b in resolve_branch_points(act, plan.activation_params):
         inside = np.abs(y - b) <= e_y
         sides = numpy_ref.activation(
             plan.activation,
