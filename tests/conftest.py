@@ -8,15 +8,16 @@ import importlib
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def native_modules_loaded() -> None:
-    """Load numba's lazily imported modules and torch / onnxruntime before any in-process run.
+    """Load numba's lazily imported modules and the native backends before any in-process run.
 
     pytester's in-process runs restore ``sys.modules`` when the test ends, deleting every module
-    first imported during the test. numba imports some typing modules at the first kernel load,
-    and a second import of those (or of torch's C extension) breaks the process ("duplicate
-    registration", "bad call flags"). A session fixture is set up before the function-scoped
-    ``pytester`` takes its snapshot, so what is loaded here stays loaded."""
+    first imported during the test. A second import of such a module breaks the process: numba's
+    typing modules ("duplicate registration"), torch's C extension ("bad call flags"), onnx's
+    protobuf extension (abort). A session fixture is set up before the function-scoped
+    ``pytester`` takes its snapshot, so what is loaded here stays loaded. It is autouse because
+    which test first imports a library depends on how xdist spreads the tests over workers."""
     import numpy as np
 
     from dmlconform.desc import parse_desc
@@ -30,6 +31,12 @@ def native_modules_loaded() -> None:
         }
     )
     execute(desc, {"InputTensor": np.ones((1, 1, 2, 2), np.float32)})
-    for name in ("torch", "onnxruntime"):
+    for name in (
+        "torch",
+        "onnx",
+        "onnxruntime",
+        "dmlconform.backends.torch_backend",
+        "dmlconform.backends.onnxruntime_backend",
+    ):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)

@@ -20,7 +20,6 @@ from test_plugin import run_suite
 from dmlconform.backends import broken
 
 pytest_plugins = ["pytester"]
-pytestmark = pytest.mark.usefixtures("native_modules_loaded")
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MUTANTS = sorted(

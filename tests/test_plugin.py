@@ -19,7 +19,6 @@ from test_plugin_backends import HERE
 from dmlconform.pytest_plugin import plugin_args
 
 pytest_plugins = ["pytester"]
-pytestmark = pytest.mark.usefixtures("native_modules_loaded")
 
 SMALL = [
     "--dml-operators=MEAN_VARIANCE_NORMALIZATION1",
