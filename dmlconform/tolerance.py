@@ -13,11 +13,11 @@ tensors alike, since FLOAT16 is normally computed in float32; probabilistic erro
 float32 sum of n terms, Higham & Mary 2019: g_mean = sqrt(n) + 1 for the part proportional to
 |mean| -- a recursive sum's partial sums grow like k*|mean| -- and g_var = sqrt(log2 n) + 1 for
 the part proportional to the spread, as for pairwise or blocked sums of zero-mean terms;
-with broadcast inputs each element is summed r times (:func:`repetition`) and the |mean| part
-grows like sqrt(n r), capped at the deterministic (n - 1)/4):
+where a slice repeats its values (broadcast inputs, few-valued data) each is summed r times
+(:func:`repetition`) and both grow like sqrt(n r), capped at the deterministic (n - 1)/4):
 
     e_mean  = c_mean * u * ((g_mean + g_corr) * |mean| + g_var * std)  error of the mean
-    e_var   = c_var * g_var * u * var + e_mean^2                       error of the variance
+    e_var   = c_var * (g_var + g_corr') * u * var + e_mean^2           error of the variance
     rel_sd  = e_var / (2 (var + eps)) + c_pt * u
     e_z     = (e_mean + c_pt * u * |x - mean|) / sqrt(var + eps) + |z| * rel_sd
     e_y     = |scale| * e_z + c_pt * u * (|scale * z| + |bias| + |add|)
@@ -27,7 +27,8 @@ grows like sqrt(n r), capped at the deterministic (n - 1)/4):
 
 g_corr (:func:`correlated_growth`) is 0 unless the slice is (nearly) constant: there the
 rounding errors of a sum are not random and grow linearly, up to g_corr = n/4 for a constant
-slice (c_mean * g_corr * u |mean| = n/2 u |mean|, the deterministic bound of any summation order).
+slice (c_mean * g_corr * u |mean| = n/2 u |mean|, the deterministic bound of any summation order);
+g_corr' is the same for the squares (x - mean)^2 whose mean the variance is (two-valued slices).
 C(y) (:func:`cancellation_scale`) is the fused activation's ``cancellation`` expression from
 spec/common/activations.yaml: an absolute error scale for formulas that cancel (GELU's 1 + erf
 at y << 0, ELU's exp(y) - 1 near 0), where the result is tiny but its float32 error is not.
@@ -47,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.data import resolve_branch_points
+from dmlconform.data import resolve_branch_points, to_slices
 from dmlconform.desc import OperatorDesc
 from dmlconform.expr import evaluate
 from dmlconform.reference import numpy_ref
@@ -198,22 +199,25 @@ def correlated_growth(n: int, abs_mean: np.ndarray, std: np.ndarray, u: float) -
     return np.maximum(0.0, (n - 1) - k0 * k0 / n) / 4.0  # n - 1 additions: a 1-element mean is exact
 
 
-def repetition(desc: OperatorDesc, plan: Plan, spec: Spec) -> float:
-    """r: how many times each input element is summed into its slice's mean, on average (n over
-    the number of distinct memory offsets the slice reads). Zero strides (broadcast inputs) make
-    r > 1: a run of r identical summands rounds the same way at every step, so a float32 sum's
-    rounding errors are correlated in groups of r and its |mean| part grows like sqrt(n * r)
-    rather than sqrt(n) (n / r independent groups, each r times one step's error). 1 when every
-    element of a slice is distinct in memory."""
-    n = plan.reduction_length
-    if n <= 1:
-        return 1.0
-    t = desc.get(plan.input, spec)
-    strides = t.effective_strides
-    offsets = np.zeros(1, dtype=np.int64)
-    for a in plan.axes:
-        offsets = (offsets[:, None] + np.arange(t.sizes[a], dtype=np.int64) * int(strides[a])).ravel()
-    return n / float(np.unique(offsets).size)
+def repetition(plan: Plan, x: np.ndarray) -> np.ndarray:
+    """r per slice: n over the number of distinct values in it, i.e. how often each value is a
+    summand, on average. A float32 sum's rounding errors are random only while its summands
+    are: identical summands round alike (broadcast inputs, whose zero strides repeat each
+    element; quantized or two-valued data), so its errors add up in correlated groups and its
+    |mean| part grows like sqrt(n r) rather than sqrt(n) (measured: recursive float32 sums of
+    2- to 50-level data, 1.5-10x over the sqrt(n) allowance; ONNX Runtime on a broadcast
+    input). Returned in the keepdims shape of the slice statistics; 1 where all values differ."""
+    slices = np.sort(to_slices(x, plan.axes), axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(slices, axis=1), axis=1)
+    stat_shape = [1 if i in plan.axes else d for i, d in enumerate(x.shape)]
+    return (slices.shape[1] / distinct).reshape(stat_shape)
+
+
+def repeated_growth(n: int, r: np.ndarray) -> np.ndarray:
+    """The growth of a float32 sum of n terms in correlated groups of r (:func:`repetition`):
+    sqrt(n r) + 1, capped at the deterministic (n - 1)/4 + 1 (c_mean * (n - 1)/4 u |mean| is
+    the n/2 u |mean| bound of any summation order); 0 where r = 1, adding nothing."""
+    return np.where(r > 1.0, np.minimum(np.sqrt(n * r), (n - 1) / 4.0) + 1.0, 0.0)
 
 
 def _branch_jumps(
@@ -250,10 +254,15 @@ def cancellation_scale(plan: Plan, y: np.ndarray, spec: Spec) -> np.ndarray | fl
     return np.abs(evaluate(act.cancellation, x=y, **plan.activation_params))
 
 
-def _slice_stats(plan: Plan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _slice_stats(plan: Plan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each slice's mean and variance, and the spread (std) of its squared deviations: the
+    variance is itself the mean of those squares, and its sum's rounding is correlated when
+    they are (nearly) equal, as on two-valued data."""
     mean = x.mean(axis=plan.axes, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=plan.axes, keepdims=True)
-    return mean, var
+    squares = (x - mean) ** 2
+    var = squares.mean(axis=plan.axes, keepdims=True)
+    squares_std = np.sqrt(((squares - var) ** 2).mean(axis=plan.axes, keepdims=True))
+    return mean, var, squares_std
 
 
 def budgets(
@@ -268,20 +277,22 @@ def budgets(
     plan = make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
     x = np.asarray(inputs[plan.input], dtype=np.float64)
-    mean, var = _slice_stats(plan, x)
+    mean, var, squares_std = _slice_stats(plan, x)
     out_tensor = desc.get(plan.output, spec)
     co = coefficients(tol, out_tensor.data_type, plan.activation, overrides)
     u = UNIT_ROUNDOFF[co.working_precision]
     n = plan.reduction_length
-    g_mean, g_var = growth(co.mean_growth, n), growth(co.variance_growth, n)
-    r = repetition(desc, plan, spec)
-    if r > 1.0 and co.mean_growth == "sqrt":
-        # correlated groups of r identical summands: sqrt(n r), capped at the deterministic
-        # (n - 1)/4 (c_mean * (n - 1)/4 u |mean| = the n/2 u |mean| bound of any summation order)
-        g_mean = max(g_mean, min(math.sqrt(n * r), (n - 1) / 4.0) + 1.0)
+    # repeated summands make any sum's rounding correlated: the mean's and the squares' alike
+    # (the squares of a slice have no more distinct values than the slice)
+    g_rep = repeated_growth(n, repetition(plan, x))
+    g_mean = np.maximum(growth(co.mean_growth, n), g_rep)
+    g_var = np.maximum(growth(co.variance_growth, n), g_rep)
     g_corr = correlated_growth(n, np.abs(mean), np.sqrt(var), u)
     e_mean = co.mean * u * ((g_mean + g_corr) * np.abs(mean) + g_var * np.sqrt(var))
-    e_var = co.variance * g_var * u * var + e_mean**2
+    # the variance is the mean of the squares (x - mean)^2: positive terms whose sum's rounding is
+    # correlated, like the mean's, where they are nearly equal (two-valued slices)
+    g_corr_var = correlated_growth(n, var, squares_std, u)
+    e_var = co.variance * (g_var + g_corr_var) * u * var + e_mean**2
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         if plan.normalize_variance:
             sd = np.sqrt(var + plan.epsilon)
@@ -324,9 +335,12 @@ def budgets(
     result = {plan.output: total(e_act, plan.output, co)}
     coeffs = {plan.output: co}
     # The variance output itself is a float32 sum of n squares, which a sound implementation may
-    # add up as recursively as its mean (sqrt(n) growth; seen: ONNX Runtime's ReduceMean, 12-15
-    # ULP at n ~ 100). z keeps g_var: its budget is what catches 12-ULP-off results.
-    e_var_out = co.variance * growth(co.mean_growth, n) * u * var + e_mean**2
+    # add up as recursively as its mean (seen: ONNX Runtime's ReduceMean, 12-15 ULP at n ~ 100):
+    # the squares are positive terms of mean var, so that sum gets the mean's growth, repeated
+    # summands (r) and correlated rounding included. z keeps g_var: its budget is what catches
+    # 12-ULP-off results.
+    g_var_out = g_mean + g_corr_var
+    e_var_out = co.variance * g_var_out * u * var + e_mean**2
     for name, err in ((plan.mean_output, e_mean), (plan.variance_output, e_var_out)):
         if name and name in reference:
             c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)

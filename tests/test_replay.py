@@ -61,3 +61,17 @@ def test_replay_bad_directory_is_a_usage_error(failed_case: Path, tmp_path: Path
         proc = dmlconform("replay", str(target), "--backend", "reference", cwd=tmp_path)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.startswith("dmlconform replay: error:")
+
+
+FIELD_CASES = sorted((Path(__file__).parent / "fixtures" / "cases").iterdir())
+
+
+@pytest.mark.parametrize("case_dir", FIELD_CASES, ids=[p.name for p in FIELD_CASES])
+def test_field_failures_of_sound_backends_now_pass(case_dir: Path, tmp_path: Path) -> None:
+    """Reproducers of cases a real backend failed while its result was sound, each traced to a
+    gap in the tolerance model (named by the directory); they replay against that backend."""
+    backend = json.loads((case_dir / "case.json").read_text())["backend"]["name"]
+    pytest.importorskip({"onnxruntime": "onnxruntime", "torch": "torch"}.get(backend, "dmlconform"))
+    proc = dmlconform("replay", str(case_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "result:  PASSED" in proc.stdout
