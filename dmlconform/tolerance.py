@@ -464,10 +464,13 @@ def compare(
     inputs: dict[str, Any],
     spec: Spec | None = None,
     overrides: dict[str, Any] | None = None,
+    also_inputs: tuple[dict[str, Any], ...] = (),
 ) -> Comparison:
     """Compare a backend's outputs against the reference's (rounded) outputs, element by element,
     each against its own budget. ``overrides``: e.g. {"ulp_scale": 2.0}, {"max_ulp": 6},
-    {"mean": 4.0}, {"atol": 1e-6}."""
+    {"mean": 4.0}, {"atol": 1e-6}. ``also_inputs``: other input sets the compared outputs were
+    computed from (a metamorphic relation's second run); each element gets the largest of the
+    budgets, since either run's data may be the worse conditioned."""
     spec = spec or load_spec()
     plan = make_plan(desc, spec)
     nonfinite = any(
@@ -476,6 +479,9 @@ def compare(
         if m in inputs
     )
     b = budgets(desc, outputs_reference, inputs, spec, overrides)
+    for other in also_inputs:
+        wider = budgets(desc, outputs_reference, other, spec, overrides).by_member
+        b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
     outputs = {
         name: _compare_member(
             name, outputs_backend.get(name), outputs_reference[name], b.by_member[name], b.coefficients[name]

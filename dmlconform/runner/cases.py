@@ -224,6 +224,16 @@ def _validation(spec: Spec, op: Operator, levels: list[str], sel: Selection) -> 
             )
 
 
+def literal(value: Any) -> Any:
+    """A spec YAML value as a desc member holds it (arrays are tuples)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def apply_when(desc: OperatorDesc, rel: Relation) -> OperatorDesc:
+    """The desc a relation starts from: ``desc`` with the relation's ``when`` members forced."""
+    return desc.replace(**{k: literal(v) for k, v in rel.when.items()}) if rel.when else desc
+
+
 def _metamorphic(spec: Spec, op: Operator, sel: Selection) -> Iterator[Case]:
     """Relations run at the selected level only: they test the backend against itself, so one
     level is enough to catch an inconsistency, and it keeps the default run short."""
@@ -235,7 +245,7 @@ def _metamorphic(spec: Spec, op: Operator, sel: Selection) -> Iterator[Case]:
         descs = legal_for(spec, op, level, dt, sel.cases, sel.seed + 1)
         for rel in rels:
             for i, desc in enumerate(descs):
-                regs = regimes(desc)
+                regs = regimes(apply_when(desc, rel))  # the data is drawn for the forced desc
                 yield Case(
                     "metamorphic",
                     op.name,
