@@ -4,6 +4,8 @@ failing the real bugs listed in directml-facts.md on standard-normal data."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -176,13 +178,32 @@ def test_float16_computed_in_float32_passes(kappa):
     assert c.outputs["OutputTensor"].max_ulp <= 2 or kappa > 0
 
 
-@pytest.mark.parametrize("kappa", [0.0, 1e3])
-def test_batch_norm_numpy32_passes_with_statistics(kappa):
+def welford32(inputs, axes):
+    """Float32 Welford (one pass, running mean), as PyTorch's CUDA batch norm computes its
+    statistics: its variance errs by ~kappa u relatively, where a two-pass's errs by ~u."""
+    x = inputs["InputTensor"].astype(np.float32)
+    kept = [i for i in range(x.ndim) if i not in axes]
+    flat = np.transpose(x, kept + list(axes)).reshape(math.prod(x.shape[i] for i in kept), -1)
+    m = np.zeros(flat.shape[0], np.float32)
+    m2 = np.zeros(flat.shape[0], np.float32)
+    for k in range(flat.shape[1]):
+        delta = flat[:, k] - m
+        m = m + delta / np.float32(k + 1)
+        m2 = m2 + delta * (flat[:, k] - m)
+    stat = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    m, v = m.reshape(stat), (m2 / np.float32(flat.shape[1])).reshape(stat)
+    y = (x - m) / np.sqrt(v + EPS32)
+    return y * inputs["ScaleTensor"].astype(np.float32) + inputs["BiasTensor"].astype(np.float32), m, v
+
+
+@pytest.mark.parametrize("kappa", [0.0, 10.0, 1e3])
+@pytest.mark.parametrize("impl", [numpy32, recursive32, welford32])
+def test_batch_norm_passes_with_statistics(impl, kappa):
     shape = (8, 4, 8, 8)
     desc = bnt(shape)
     inputs = data(shape, (1, 4, 1, 1), kappa=kappa, seed=7)
-    y, m, v = numpy32(inputs, (0, 2, 3))
-    c = check(desc, inputs, as_out(desc, y, m, v))
+    y, m, v = impl(inputs, (0, 2, 3))
+    c = check(desc, inputs, as_out(desc, y, m.reshape(1, 4, 1, 1), v.reshape(1, 4, 1, 1)))
     assert c.passed, c.message
     assert set(c.outputs) == {"OutputTensor", "OutputMeanTensor", "OutputVarianceTensor"}
 
@@ -581,3 +602,40 @@ def test_budget_covers_a_jump_inside_the_error_interval():
     assert jumps[0] == pytest.approx(0.005, rel=1e-3)
     assert jumps[1] == 0.0 and jumps[2] == 0.0  # interval does not reach a branch point
     assert jumps[3] == pytest.approx(0.005, rel=1e-3)  # the mirrored jump at -Threshold
+
+
+@pytest.mark.parametrize("answer", [np.nan, 0.0, -0.25])
+def test_zero_over_zero_accepts_any_value(answer):
+    """Epsilon 0 on a constant slice is 0/0, which the docs leave undefined: the reference
+    gives NaN there and any backend value passes. A one-element reduction (Scale as large as
+    the input) makes every slice constant."""
+    shape = [2, 3, 1, 4]
+    desc = parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING",
+            "desc": {
+                "InputTensor": t(shape),
+                "ScaleTensor": t(shape),
+                "BiasTensor": t(shape),
+                "OutputTensor": t(shape),
+                "OutputMeanTensor": t(shape),
+                "OutputVarianceTensor": t(shape),
+                "Epsilon": 0.0,
+            },
+        }
+    )
+    inputs = data(tuple(shape), tuple(shape), seed=3)
+    ref = execute(desc, inputs)
+    assert np.isnan(ref["OutputTensor"]).all()
+    got = dict(ref, OutputTensor=np.full(shape, answer, np.float32))
+    c = compare(desc, got, ref, inputs)
+    assert c.passed, c.message
+    wrong_mean = dict(got, OutputMeanTensor=ref["OutputMeanTensor"] + np.float32(0.5))
+    assert not compare(desc, wrong_mean, ref, inputs).passed
+    # the report names the failing output, not an accepted undefined element
+    from dmlconform.runner.checks import compare as runner_compare
+    from dmlconform.spec import load_spec
+
+    passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs)
+    assert not passed and errors["worst"]["member"] == "OutputMeanTensor"
+

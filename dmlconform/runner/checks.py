@@ -141,13 +141,11 @@ def _errors_from(
     tolerance: Any, res: Any, actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]
 ) -> dict[str, Any]:
     """The results.json ``errors`` record from a ``tolerance.Comparison``: per-output maxima and
-    the worst element over all outputs (largest error relative to its own budget)."""
-    per = {}
-    worst = None
-    for name, o in res.outputs.items():
-        per[name] = {"max_ulp": o.max_ulp, "max_abs": o.max_abs}
-        if o.worst_index is not None and (worst is None or o.ratio > worst.ratio):
-            worst = o
+    the worst element over all outputs (largest error relative to its own budget, among the
+    failing outputs when there are any)."""
+    per = {name: {"max_ulp": o.max_ulp, "max_abs": o.max_abs} for name, o in res.outputs.items()}
+    located = [o for o in res.outputs.values() if o.worst_index is not None]
+    worst = max(located, key=lambda o: (not o.passed, o.ratio), default=None)
     w = None
     if worst is not None:
         ref = np.asarray(expected[worst.member])
