@@ -548,6 +548,26 @@ EXPOSING: dict[str, tuple[Case, dict[str, float]]] = {
         ),
         {},
     ),
+    "FusedAddAfterActivation": (
+        Case(
+            "add-relu",
+            BNT,
+            bn(S4, [1, 3, 1, 1], FusedAddTensor=T(S4), FusedActivation={"Type": "ACTIVATION_RELU"}),
+            (0, 2, 3),
+        ),
+        {},
+    ),
+    "UnbiasedVarianceReported": (Case("bnt-n2", BNT, bn([2, 3], [1, 3]), (0,)), {}),
+    "ActivationParametersIgnored": (
+        Case(
+            "leaky",
+            MVN1,
+            _mvn1([2, 16], [1], FusedActivation={"Type": "ACTIVATION_LEAKY_RELU", "Alpha": 0.5}),
+            (1,),
+        ),
+        {},
+    ),
+    "EpsilonIgnored": (Case("small-spread", MVN1, _mvn1([4, 16], [1]), (1,)), {"spread": 3e-3}),
 }
 
 
@@ -560,16 +580,18 @@ def test_every_broken_backend_has_an_exposing_case() -> None:
 def test_broken_backend_differs_from_correct(name: str) -> None:
     case, regime = EXPOSING[name]
     inputs = make_inputs(case.desc, seed=7, **regime)
-    want = oracle(case, inputs)["OutputTensor"]
-    good = NumpyBackend().execute(case.desc, inputs)["OutputTensor"].astype(np.float64)
-    np.testing.assert_allclose(good, want, rtol=1e-3, atol=1e-3)
+    want = oracle(case, inputs)
+    good = NumpyBackend().execute(case.desc, inputs)
+    assert_matches(good, want, case.desc, rtol=1e-3, atol=1e-3)
     broken = load_backend(f"dmlconform.backends.broken:{name}", {})
     assert broken.name == f"broken:{name}"
-    bad = broken.execute(case.desc, inputs)["OutputTensor"]
-    assert bad.shape == good.shape and bad.dtype == np.float32  # wrong values, right contract
-    with np.errstate(invalid="ignore"):
-        err = np.nanmax(np.where(np.isfinite(bad), np.abs(bad - want), np.inf))
-    assert err > 1e-2, f"{name} is indistinguishable from the correct result (max error {err})"
+    bad = broken.execute(case.desc, inputs)
+    errors = []
+    for member, value in want.items():
+        assert bad[member].shape == good[member].shape and bad[member].dtype == np.float32  # right contract
+        with np.errstate(invalid="ignore"):
+            errors.append(np.nanmax(np.where(np.isfinite(bad[member]), np.abs(bad[member] - value), np.inf)))
+    assert max(errors) > 1e-2, f"{name} is indistinguishable from the correct result (max errors {errors})"
 
 
 # --------------------------------------------------------------------------------------------

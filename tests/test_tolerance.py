@@ -638,4 +638,3 @@ def test_zero_over_zero_accepts_any_value(answer):
 
     passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs)
     assert not passed and errors["worst"]["member"] == "OutputMeanTensor"
-

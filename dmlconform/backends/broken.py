@@ -11,13 +11,16 @@ generator regime or tolerance that is missing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 
 from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.spec import load_spec
 
 
 class UnbiasedVariance(NumpyBackend):
@@ -137,6 +140,63 @@ class BatchAxisIncluded(NumpyBackend):
         return tuple(sorted({0, *plan.axes}))
 
 
+class FusedAddAfterActivation(NumpyBackend):
+    """FusedAddTensor added after the activation instead of before it.
+
+    Exposed by a FusedAddTensor with any activation that is not linear over the data."""
+
+    name: ClassVar[str] = "broken:FusedAddAfterActivation"
+
+    def add_and_activate(
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+    ) -> np.ndarray:
+        y = self.activate(y, plan)
+        return y if plan.fused_add is None else y + self.load(inputs, plan, plan.fused_add)
+
+
+class UnbiasedVarianceReported(NumpyBackend):
+    """Normalizes with the population variance but reports the sample (n - 1) variance, the
+    estimate PyTorch keeps as its running variance.
+
+    Exposed by any VarianceTensor output over a short reduction."""
+
+    name: ClassVar[str] = "broken:UnbiasedVarianceReported"
+
+    def reported_statistics(
+        self, mean: np.ndarray, var: np.ndarray, x: np.ndarray, axes: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        n = math.prod(x.shape[a] for a in axes)
+        return mean, var * self.compute_dtype(n / max(n - 1, 1))
+
+
+class ActivationParametersIgnored(NumpyBackend):
+    """The fused activation's parameters replaced by their documented defaults.
+
+    Exposed by any activation given a non-default parameter (LEAKY_RELU Alpha 0.1, ...)."""
+
+    name: ClassVar[str] = "broken:ActivationParametersIgnored"
+
+    def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
+        if plan.activation is None:
+            return y
+        act = load_spec().activations[plan.activation]
+        defaults = {p.name: p.default for p in act.parameters if p.default is not None}
+        return super().activate(y, replace(plan, activation_params={**plan.activation_params, **defaults}))
+
+
+class EpsilonIgnored(NumpyBackend):
+    """(x - mean) / sqrt(var): Epsilon dropped.
+
+    Exposed by data whose variance is near Epsilon, and by constant slices (0/0)."""
+
+    name: ClassVar[str] = "broken:EpsilonIgnored"
+
+    def normalize(
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+    ) -> np.ndarray:
+        return super().normalize(x, mean, var, replace(plan, epsilon=0.0))
+
+
 #: Every broken backend, by class name (the mutation test iterates over this).
 BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
     cls.__name__: cls
@@ -149,6 +209,10 @@ BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
         NaiveVariance,
         OneSidedBiasIgnored,
         BatchAxisIncluded,
+        FusedAddAfterActivation,
+        UnbiasedVarianceReported,
+        ActivationParametersIgnored,
+        EpsilonIgnored,
     )
 }
 

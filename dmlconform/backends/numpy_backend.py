@@ -103,9 +103,8 @@ class NumpyBackend(BackendBase):
             mean, var = self.statistics(x, axes)
             y = self.normalize(x, mean, var, plan)
             y = self.scale_bias(y, inputs, plan)
-            if plan.fused_add is not None:
-                y = y + self.load(inputs, plan, plan.fused_add)
-            y = self.activate(y, plan)
+            y = self.add_and_activate(y, inputs, plan)
+            mean, var = self.reported_statistics(mean, var, x, axes)
         values: dict[str, np.ndarray] = {plan.output: y}
         if "mean" in plan.stats_outputs:
             values[plan.stats_outputs["mean"]] = mean
@@ -162,6 +161,20 @@ class NumpyBackend(BackendBase):
         if plan.bias is not None:
             y = y + self.load(inputs, plan, plan.bias)
         return y
+
+    def add_and_activate(
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+    ) -> np.ndarray:
+        """FusedAdd, then the activation (the docs: the addition comes before it)."""
+        if plan.fused_add is not None:
+            y = y + self.load(inputs, plan, plan.fused_add)
+        return self.activate(y, plan)
+
+    def reported_statistics(
+        self, mean: np.ndarray, var: np.ndarray, x: np.ndarray, axes: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The statistics written to the mean / variance outputs: the ones normalized with."""
+        return mean, var
 
     def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
         if plan.activation is None:
