@@ -30,7 +30,8 @@ NUMERIC = [*SMALL, "--dml-kinds=numeric"]
 
 def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     pytester.syspathinsert(HERE)
-    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", *args)
+    # (no:benchmark: pytest-benchmark warns in every in-process run under xdist)
+    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-p", "no:benchmark", *args)
 
 
 def outcomes(report_dir: Path) -> dict[str, str]:
