@@ -62,6 +62,21 @@ def test_reference_passes_the_default_run(pytester: pytest.Pytester, tmp_path: P
     assert s["passed"] == s["total"] > 0
 
 
+@pytest.mark.parametrize("backend", ["SequentialLoop", "Welford"])
+def test_sound_summation_orders_pass_the_default_run(
+    pytester: pytest.Pytester, tmp_path: Path, backend: str
+) -> None:
+    """Float32 implementations that sum less carefully than numpy but soundly (tests/sound_backends.py):
+    a budget that failed them would fail real ports."""
+    report = tmp_path / "r"
+    result = run_suite(pytester, f"--dml-backend=sound_backends:{backend}", f"--dml-report={report}")
+    s = results(report)["summary"]
+    assert result.ret == pytest.ExitCode.OK, [
+        c["message"] for c in results(report)["cases"] if c["outcome"] == "failed"
+    ]
+    assert s["passed"] == s["total"] > 0
+
+
 def _explained(report: Path) -> None:
     data = results(report)
     assert data["summary"]["errors"] == 0
