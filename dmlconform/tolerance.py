@@ -13,9 +13,9 @@ tensors alike, since FLOAT16 is normally computed in float32; probabilistic erro
 float32 sum of n terms, Higham & Mary 2019: g_mean = sqrt(n) + 1 for the part proportional to
 |mean| -- a recursive sum's partial sums grow like k*|mean| -- and g_var = sqrt(log2 n) + 1
 (``spread_growth``) for the part proportional to the spread, as for pairwise or blocked sums of
-zero-mean terms;
-where a slice repeats its values (broadcast inputs, few-valued data) each is summed r times
-(:func:`repetition`) and both grow like sqrt(n r), capped at the deterministic (n - 1)/4):
+zero-mean terms; where a slice repeats its values (broadcast inputs, few-valued data) each is
+summed r times (:func:`repetition`) and both grow like sqrt(n r), capped at the deterministic
+(n - 1)/4):
 
     e_mean  = c_mean * u * ((g_mean + g_corr) * |mean| + g_var * std)  error of the mean
     e_var   = c_var * u * ((g_mean + g_corr') * var + g_var * |mean| * std) + e_mean^2
