@@ -8,19 +8,17 @@ them as ``sound_backends:SequentialLoop`` with this directory on the path.
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import numpy as np
 
 from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.data import to_slices
 
 
 def _slices(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, list[int]]:
     """(slices, elements) float32 rows, and the shape of the statistics (reduced dims 1)."""
-    kept = [i for i in range(x.ndim) if i not in axes]
-    rows = np.transpose(x, kept + list(axes)).reshape(math.prod(x.shape[i] for i in kept), -1)
-    return rows.astype(np.float32), [1 if i in axes else s for i, s in enumerate(x.shape)]
+    return to_slices(x, axes).astype(np.float32), [1 if i in axes else s for i, s in enumerate(x.shape)]
 
 
 def sequential_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
