@@ -32,7 +32,7 @@ class UnbiasedVariance(NumpyBackend):
 
     def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         mean, var = super().statistics(x, axes)
-        n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+        n = math.prod(x.shape[a] for a in axes)
         return mean, var * self.compute_dtype(n) / self.compute_dtype(n - 1)
 
 
@@ -62,7 +62,7 @@ class Float16Statistics(NumpyBackend):
 
     def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         h = x.astype(np.float16)
-        n = np.float16(int(np.prod([x.shape[a] for a in axes])) if axes else 1)
+        n = np.float16(math.prod(x.shape[a] for a in axes))
         mean = np.sum(h, axis=axes, keepdims=True, dtype=np.float16) / n
         d = h - mean
         var = np.sum(d * d, axis=axes, keepdims=True, dtype=np.float16) / n
