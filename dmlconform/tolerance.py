@@ -183,10 +183,32 @@ def coefficients(
 
 @dataclass
 class Budgets:
-    """Per-element absolute budgets for every output member (float64 arrays of their Sizes)."""
+    """Per-element absolute budgets for every output member (float64 arrays of their Sizes),
+    and for the main output the terms its aggregate check needs (:class:`AggregateModel`)."""
 
     by_member: dict[str, np.ndarray]
     coefficients: dict[str, Coefficients]
+    aggregate: AggregateModel | None = None
+
+
+@dataclass
+class AggregateModel:
+    """What a sound implementation's error in the main output looks like, slice by slice.
+
+    Every element of a slice shares that slice's mean and variance, so a sound implementation's
+    errors are correlated by construction: e_i ~ w_i (a + b z_i) + r_i, with a the mean's error
+    in units of sqrt(var + eps) (a shift), b the relative error of sqrt(var + eps) (a scale), w_i
+    the output's sensitivity to z at element i (Scale times the activation's slope) and r_i
+    pointwise rounding. ``shift`` and ``scale`` bound |a| and |b| per slice (keepdims shape):
+    the same statistics errors the per-element budget is built from. ``residual`` bounds |r_i|
+    per element: the element's budget less its statistics part."""
+
+    plan: Plan
+    z: np.ndarray
+    w: np.ndarray
+    shift: np.ndarray
+    scale: np.ndarray
+    residual: np.ndarray
 
 
 def growth(kind: str, n: int) -> float:
@@ -375,9 +397,11 @@ def pre_activation_error(
     scale: Any,
     bias: Any,
     add: Any,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(z, y, e_y): the standardized deviation, the pre-activation value Scale z + Bias + Add and
-    the error a sound implementation may make in it, given the statistics' errors ``st``."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(z, y, e_y, sd, rel_sd): the standardized deviation, the pre-activation value Scale z +
+    Bias + Add, the error a sound implementation may make in it given the statistics' errors
+    ``st``, the slice's sqrt(var + eps) (1 without NormalizeVariance) and that divisor's
+    relative error."""
     mean, var = ss.mean, ss.var
     if plan.normalize_variance:
         sd = np.sqrt(var + plan.epsilon)
@@ -389,7 +413,7 @@ def pre_activation_error(
     e_z = (st.e_mean + co.pointwise * u * np.abs(x - mean)) / sd + np.abs(z) * rel_sd
     y = scale * z + bias + add
     e_y = np.abs(scale) * e_z + co.pointwise * u * (np.abs(scale * z) + np.abs(bias) + np.abs(add))
-    return z, y, e_y
+    return z, y, e_y, sd, rel_sd
 
 
 def budgets(
@@ -414,10 +438,10 @@ def budgets(
     bias = np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0
     add = np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        z, y, e_y = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
+        z, y, e_y, sd, rel_sd = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
         if co.ceiling is not None:
             floor = statistics_errors(plan, ss, co, u, growth_free=True)
-            _, _, e_floor = pre_activation_error(plan, x, ss, floor, co, u, scale, bias, add)
+            e_floor = pre_activation_error(plan, x, ss, floor, co, u, scale, bias, add)[2]
             unit = 1.0 if plan.normalize_variance else np.sqrt(var)
             e_y = np.minimum(e_y, co.ceiling * output_scale(z, unit, scale, bias, add) + e_floor)
         f = numpy_ref.activation(plan.activation, y, plan.activation_params)
@@ -448,6 +472,22 @@ def budgets(
 
     result = {plan.output: total(e_act, plan.output, co)}
     coeffs = {plan.output: co}
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        shape = np.shape(result[plan.output])
+        # sensitivity of the output to z: Scale times the activation's secant over the interval
+        slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
+        w = np.broadcast_to(np.asarray(scale) * slope, shape)
+        zb = np.broadcast_to(z, shape)
+        shift_bound = e_mean / sd
+        statistic_part = np.abs(w) * (shift_bound + np.abs(zb) * rel_sd)
+        # pointwise rounding not explained by a shift and a scale: the element's budget less its
+        # statistics part, plus the rounding of an implementation that folds the affine map
+        # (y = (Scale / sd) x + (Bias - mean Scale / sd)), whose terms are |x| / sd and |mean| / sd
+        folded = co.pointwise * u * np.abs(w) * np.broadcast_to((np.abs(x) + np.abs(mean)) / sd, shape)
+        residual = np.maximum(result[plan.output] - statistic_part, result[plan.output] - e_act) + folded
+    aggregate = AggregateModel(
+        plan, zb, w, shift_bound, np.broadcast_to(rel_sd, np.shape(shift_bound)), residual
+    )
     for name, err, own_scale, floor_err in (
         (plan.mean_output, e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
         (plan.variance_output, e_var, var, "e_var"),
@@ -456,10 +496,90 @@ def budgets(
             c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)
             if c.ceiling is not None:
                 fl = getattr(statistics_errors(plan, ss, c, u, growth_free=True), floor_err)
+                if floor_err == "e_var":
+                    # deviations are taken around the computed mean: its error squared is in any
+                    # variance, the only error there is on a constant slice (second order)
+                    fl = fl + e_mean**2
                 err = np.minimum(err, c.ceiling * own_scale + fl)
             result[name] = total(np.reshape(err, np.shape(reference[name])), name, c)
             coeffs[name] = c
-    return Budgets(result, coeffs)
+    return Budgets(result, coeffs, aggregate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregate check
+
+
+def _weighted_fit(w: np.ndarray, z: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per row, the least-squares a, b of d ~ w (a + b z), and the (X^T X)^-1 diagonal that
+    scales noise into them. Rows where z does not vary (constant slices) fit a alone."""
+    wz = w * z
+    aa = np.sum(w * w, axis=1)
+    bb = np.sum(w * wz, axis=1)
+    cc = np.sum(wz * wz, axis=1)
+    dd = np.sum(w * d, axis=1)
+    ee = np.sum(wz * d, axis=1)
+    det = aa * cc - bb * bb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        full = det > 1e-12 * np.maximum(aa * cc, 1e-300)
+        a = np.where(full, (cc * dd - bb * ee) / det, np.where(aa > 0, dd / aa, 0.0))
+        b = np.where(full, (aa * ee - bb * dd) / det, 0.0)
+        var_a = np.where(full, cc / det, np.where(aa > 0, 1.0 / aa, 0.0))
+        var_b = np.where(full, aa / det, 0.0)
+    return a, b, var_a, var_b
+
+
+def aggregate_check(
+    model: AggregateModel, got: np.ndarray, ref: np.ndarray, budget: np.ndarray, co: Coefficients
+) -> dict[str, float]:
+    """The whole output's errors against what a sound implementation's can be, in the manner of
+    TOSA's compliance verifier for dot products (reference_model/src/verify), adapted to
+    normalization: per slice, the error is fitted as w (a + b z) + r (:class:`AggregateModel`);
+    |a| must stay within the mean's error, |b| within sqrt(var + eps)'s, each plus four standard
+    deviations of what pointwise noise of the residual bound's size would put into the fit, and
+    the residual's RMS within the RMS of its per-element bounds. A systematic error (every
+    element off by the same fraction, or by a constant) fails here even where each element is
+    within its own budget. Returns each figure over its bound (the largest over slices)."""
+    axes = model.plan.axes
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = got.astype(np.float64) - ref.astype(np.float64)
+    usable = np.isfinite(d) & np.isfinite(budget) & np.isfinite(model.w) & np.isfinite(model.z)
+    d = np.where(usable, d, 0.0)
+    w = np.where(usable, model.w, 0.0)
+    z = np.where(usable, model.z, 0.0)
+    r_bound = np.where(usable, model.residual, 0.0)
+    rows = [to_slices(np.ascontiguousarray(np.broadcast_to(v, got.shape)), axes) for v in (w, z, d, r_bound)]
+    w, z, d, r_bound = rows
+    a, b, var_a, var_b = _weighted_fit(w, z, d)
+    count = np.maximum(np.sum(w != 0, axis=1), 1)
+    residual = d - w * (a[:, None] + b[:, None] * z)
+    rms_r = np.sqrt(np.sum(residual * residual, axis=1) / count)
+    rms_bound = np.sqrt(np.sum(r_bound * r_bound, axis=1) / count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift_bound = co.aggregate_shift * (
+            _per_row(model.shift, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_a)
+        )
+        scale_bound = co.aggregate_scale * (
+            _per_row(model.scale, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_b)
+        )
+        figures = {
+            "shift": _worst(np.abs(a), shift_bound),
+            "scale": _worst(np.abs(b), scale_bound),
+            "residual": _worst(rms_r, co.aggregate_residual * rms_bound),
+        }
+    return figures
+
+
+def _per_row(stat: np.ndarray, plan: Plan, shape: tuple[int, ...]) -> np.ndarray:
+    """A keepdims statistic as one value per slice, in :func:`to_slices` row order."""
+    kept = [1 if i in plan.axes else s for i, s in enumerate(shape)]
+    return to_slices(np.ascontiguousarray(np.broadcast_to(stat, kept)), plan.axes)[:, 0]
+
+
+def _worst(value: np.ndarray, bound: np.ndarray) -> float:
+    ratio = np.where(value == 0, 0.0, value / bound)
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    return float(ratio.max()) if ratio.size else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,6 +602,7 @@ class OutputComparison:
     ratio: float = 0.0
     failing_elements: int = 0
     message: str = ""
+    aggregate: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -603,6 +724,27 @@ def compare(
         for name in plan.output_members()
         if name in outputs_reference
     }
+    main = outputs.get(plan.output)
+    got = outputs_backend.get(plan.output)
+    co = b.coefficients.get(plan.output)
+    usable = main is not None and main.worst_index is not None and co is not None and co.max_ulp is None
+    if usable and b.aggregate is not None and not also_inputs:
+        main.aggregate = aggregate_check(
+            b.aggregate,
+            np.asarray(got),
+            np.asarray(outputs_reference[plan.output]),
+            b.by_member[plan.output],
+            co,
+        )
+        over = {k: v for k, v in main.aggregate.items() if v > 1.0}
+        figures = ", ".join(f"{k} {v:.3g}" for k, v in main.aggregate.items())
+        if over:
+            main.passed = False
+            main.message = (
+                f"{plan.output}: FAIL (aggregate: {figures} of the bound)" + main.message.partition(";")[2]
+            )
+        else:
+            main.message += f"; aggregate {figures} of the bound"
     passed = all(o.passed for o in outputs.values())
     lines = [o.message for o in outputs.values()]
     if nonfinite:

@@ -143,7 +143,10 @@ def _errors_from(
     """The results.json ``errors`` record from a ``tolerance.Comparison``: per-output maxima and
     the worst element over all outputs (largest error relative to its own budget, among the
     failing outputs when there are any)."""
-    per = {name: {"max_ulp": o.max_ulp, "max_abs": o.max_abs} for name, o in res.outputs.items()}
+    per = {
+        name: {"max_ulp": o.max_ulp, "max_abs": o.max_abs, "ratio": o.ratio, "aggregate": o.aggregate}
+        for name, o in res.outputs.items()
+    }
     located = [o for o in res.outputs.values() if o.worst_index is not None]
     worst = max(located, key=lambda o: (not o.passed, o.ratio), default=None)
     w = None
@@ -165,6 +168,7 @@ def _errors_from(
     out = {
         "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
         "max_abs": max((o["max_abs"] for o in per.values()), default=0.0),
+        "ratio": max((o.ratio for o in res.outputs.values()), default=0.0),
         "budget_ulp": w["budget_ulp"] if w else None,
         "outputs": per,
         "worst": w,
@@ -226,6 +230,16 @@ def failure_message(errors: dict[str, Any], what: str = "reference") -> str:
     w = errors.get("worst") or {}
     if not w:
         return f"outputs differ from the {what} beyond the budget"
+    ratio = errors.get("ratio")
+    for member, o in (errors.get("outputs") or {}).items():
+        agg = o.get("aggregate") or {}
+        over = {k: v for k, v in agg.items() if isinstance(v, (int, float)) and v > 1.0}
+        if over and isinstance(ratio, (int, float)) and ratio <= 1.0:
+            figures = ", ".join(f"{k} {_num(v, 3)}x" for k, v in over.items())
+            return (
+                f"{member}: systematic error against the {what}: aggregate {figures} its bound, "
+                f"though every element is within its own budget (worst {_num(ratio, 3)} of it)"
+            )
     budget_abs = w.get("budget_abs")
     return (
         f"{w.get('member')}: {_num(w.get('ulp'), 4)} ULP at {w.get('index')} > budget {_num(w.get('budget_ulp'), 4)} ULP "
