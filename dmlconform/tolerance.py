@@ -387,6 +387,16 @@ def output_scale(z: np.ndarray, unit: Any, scale: Any, bias: Any, add: Any) -> n
     return np.abs(scale) * np.maximum(unit, np.abs(z)) + np.abs(bias) + np.abs(add)
 
 
+def divisor_error(
+    plan: Plan, ss: SliceStatistics, st: StatisticsErrors, co: Coefficients, u: float
+) -> np.ndarray:
+    """The relative error of sqrt(var + eps): half the variance's, plus a few roundings (0 when
+    the variance is not normalized: the divisor is 1)."""
+    if not plan.normalize_variance:
+        return np.zeros_like(ss.var)
+    return st.e_var / (2.0 * (ss.var + plan.epsilon)) + co.pointwise * u
+
+
 def pre_activation_error(
     plan: Plan,
     x: np.ndarray,
@@ -403,12 +413,8 @@ def pre_activation_error(
     ``st``, the slice's sqrt(var + eps) (1 without NormalizeVariance) and that divisor's
     relative error."""
     mean, var = ss.mean, ss.var
-    if plan.normalize_variance:
-        sd = np.sqrt(var + plan.epsilon)
-        rel_sd = st.e_var / (2.0 * (var + plan.epsilon)) + co.pointwise * u
-    else:
-        sd = np.ones_like(var)
-        rel_sd = np.zeros_like(var)
+    sd = np.sqrt(var + plan.epsilon) if plan.normalize_variance else np.ones_like(var)
+    rel_sd = divisor_error(plan, ss, st, co, u)
     z = (x - mean) / sd
     e_z = (st.e_mean + co.pointwise * u * np.abs(x - mean)) / sd + np.abs(z) * rel_sd
     y = scale * z + bias + add
@@ -440,20 +446,32 @@ def budgets(
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         z, y, e_y, sd, rel_sd = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
         if co.ceiling is not None:
+            # the floor's e_y differs from e_y only in its statistics terms, which are per slice
             floor = statistics_errors(plan, ss, co, u, growth_free=True)
-            e_floor = pre_activation_error(plan, x, ss, floor, co, u, scale, bias, add)[2]
+            d_shift = (e_mean - floor.e_mean) / sd
+            d_rel = rel_sd - divisor_error(plan, ss, floor, co, u)
+            e_floor = e_y - np.abs(scale) * (d_shift + np.abs(z) * d_rel)
             unit = 1.0 if plan.normalize_variance else np.sqrt(var)
             e_y = np.minimum(e_y, co.ceiling * output_scale(z, unit, scale, bias, add) + e_floor)
-        f = numpy_ref.activation(plan.activation, y, plan.activation_params)
-        lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
-        hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
-        e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
-        e_act = np.maximum(
-            e_act,
-            _branch_jumps(plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec),
-        )
-        e_act = e_act + co.activation_ulps * u * np.abs(f)
-        e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
+            del e_floor
+        if plan.activation in (None, "ACTIVATION_IDENTITY"):
+            f, e_act, slope = y, e_y, 1.0
+        else:
+            f = numpy_ref.activation(plan.activation, y, plan.activation_params)
+            lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
+            hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
+            e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
+            # sensitivity of the output to y: the activation's secant over the error interval
+            slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
+            del lo, hi
+            e_act = np.maximum(
+                e_act,
+                _branch_jumps(
+                    plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
+                ),
+            )
+            e_act = e_act + co.activation_ulps * u * np.abs(f)
+            e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
         if plan.normalize_variance:
             # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave
             # undefined; any value (NaN included) is accepted there.
@@ -474,8 +492,6 @@ def budgets(
     coeffs = {plan.output: co}
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         shape = np.shape(result[plan.output])
-        # sensitivity of the output to z: Scale times the activation's secant over the interval
-        slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
         w = np.broadcast_to(np.asarray(scale) * slope, shape)
         zb = np.broadcast_to(z, shape)
         shift_bound = e_mean / sd
