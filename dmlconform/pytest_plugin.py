@@ -108,6 +108,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="item kinds to run: numeric validation metamorphic (default: all)",
     )
+    g.addoption(
+        "--dml-tolerance",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override the spec's tolerance (repeatable): model=lenient, ulp_scale=2, ... (shown in the report)",
+    )
     g.addoption("--dml-command", default=None, help=argparse_suppress())
 
 
@@ -151,6 +158,7 @@ class Settings:
     command: str
     info: Any = None
     expectations: list[Any] = field(default_factory=list)
+    tolerance: dict[str, str] = field(default_factory=dict)
 
 
 def parse_backend_options(pairs: list[str]) -> dict[str, str]:
@@ -245,6 +253,11 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
             expectations = load_expectations(opt.dml_expect)
         except ExpectError as exc:
             raise pytest.UsageError(str(exc)) from None
+    try:
+        tolerance = {**(getattr(info, "tolerance", None) or {}), **parse_backend_options(opt.dml_tolerance)}
+        check_tolerance(spec, tolerance)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc).replace("backend option", "tolerance override")) from None
     command = opt.dml_command or shlex.join(["pytest", *map(str, config.invocation_params.args)])
     settings = Settings(
         backend=opt.dml_backend,
@@ -262,8 +275,18 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         command=command,
         info=info,
         expectations=expectations,
+        tolerance=tolerance,
     )
     return settings, handle
+
+
+def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
+    """ValueError (one line) for an override no operator's tolerance section accepts."""
+    from dmlconform.tolerance import coefficients
+
+    for op in spec.operators.values():
+        for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):
+            coefficients(op.tolerance, dt, None, overrides)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -317,7 +340,7 @@ class ConformanceItem(pytest.Item):
 
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         try:
-            result = run_case(self.case, session.guard(), session.spec)
+            result = run_case(self.case, session.guard(), session.spec, tolerance=session.settings.tolerance)
         except (Rejected, Unsupported) as exc:  # pragma: no cover - run_case maps these
             raise ConformanceFailure(str(exc)) from None
         except Exception as exc:
@@ -331,7 +354,9 @@ class ConformanceItem(pytest.Item):
         s = session.settings
         if result.status == "failed" and s.report_dir is not None:
             try:
-                write_reproducer(s.report_dir, self.case, result, self.record, s.backend, s.options)
+                write_reproducer(
+                    s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance
+                )
             except OSError as exc:
                 self.record["message"] = f"{result.message} (reproducer not written: {exc})"
         if result.status == "failed":
@@ -429,6 +454,10 @@ class ConformanceSession:
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
             f"{s.cases} cases per group, seed {s.seed}" + (", isolated" if s.isolate else ""),
         ]
+        if s.tolerance:
+            lines.append(
+                "dmlconform: tolerance overridden: " + ", ".join(f"{k}={v}" for k, v in s.tolerance.items())
+            )
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
         lines.append(
@@ -499,6 +528,7 @@ class ConformanceSession:
             finished=_utc(),
             duration_s=time.monotonic() - self.t0,
             versions=versions(s.info.versions),
+            tolerance=dict(s.tolerance),
         )
         results = build_results(meta, self.spec, list(self.records.values()))
         assert s.report_dir is not None

@@ -95,6 +95,7 @@ def write_reproducer(
     record: dict[str, Any],
     backend: str,
     options: dict[str, str],
+    tolerance: dict[str, str] | None = None,
 ) -> str:
     """Save a failing case as a self-contained directory; returns its path relative to the report."""
     rel = Path("failures") / sanitize(case.id)
@@ -109,6 +110,7 @@ def write_reproducer(
     case_json["outcome"] = result.status
     case_json["case"] = case.to_dict()
     case_json["backend"] = {"name": backend, "options": dict(options)}
+    case_json["tolerance"] = dict(tolerance or {})
     (out / "case.json").write_text(json.dumps(jsonable(case_json), indent=1), encoding="utf-8")
     return rel.as_posix()
 
@@ -179,6 +181,7 @@ class RunMeta:
     finished: str
     duration_s: float
     versions: dict[str, str] = field(default_factory=dict)
+    tolerance: dict[str, str] = field(default_factory=dict)
 
 
 def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -204,6 +207,7 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "finished": meta.finished,
         "duration_s": round(meta.duration_s, 3),
         "versions": dict(meta.versions),
+        "tolerance": {"overrides": dict(meta.tolerance), "model": meta.tolerance.get("model", "strict")},
         "summary": summarize(records),
         "cases": records,
         "coverage": coverage(spec, meta.operators, records),

@@ -130,7 +130,8 @@ class Coefficients:
     mean_growth: str = "sqrt"
     spread_growth: str = "sqrt_log2"
     model: str = "strict"
-    growth_cap: str = "log2"
+    growth_cap: str = "blocked"
+    block: float = 256.0
     ceiling: float | None = None
     aggregate_shift: float = 1.0
     aggregate_scale: float = 1.0
@@ -336,32 +337,64 @@ def slice_statistics(plan: Plan, x: np.ndarray) -> SliceStatistics:
     return SliceStatistics(mean, var, squares_std, repetition(plan, x))
 
 
-def capped(g: np.ndarray | float, co: Coefficients, n: int) -> np.ndarray | float:
-    """A growth factor under the model's cap: ``growth_cap`` ``log2`` (the strict model) limits
-    every growth term to what pairwise summation gives, log2(n) + 1, whatever the data; ``none``
-    (the lenient model) leaves the sequential-loop terms as they are."""
-    if co.growth_cap in ("none", ""):
-        return g
-    return np.minimum(g, growth(co.growth_cap, n))
+@dataclass
+class Growth:
+    """How much the rounding errors of a slice's sums grow, per term (see the module docstring)."""
+
+    mean: np.ndarray  # the |mean| part of the mean's sum (random, repeated and correlated rounding)
+    spread: np.ndarray  # the spread part of both sums
+    squares: np.ndarray  # the sum of the squared deviations
+
+
+def sum_growth(m: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
+    """The growth terms of a sum of ``m`` of the slice's terms, each summed in any order."""
+    r = np.minimum(ss.repetition, m)  # a run of m terms repeats each value at most m times
+    g_rep = repeated_growth(m, r)
+    g_mean = np.maximum(growth(co.mean_growth, m), g_rep)
+    g_corr = correlated_growth(m, np.abs(ss.mean), np.sqrt(ss.var), u)
+    g_corr_var = correlated_growth(m, ss.var, ss.squares_std, u)
+    return Growth(g_mean + g_corr, np.maximum(growth(co.spread_growth, m), g_rep), g_mean + g_corr_var)
+
+
+def capped_growth(n: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
+    """The growth terms under the model's cap.
+
+    ``growth_cap: blocked`` (the strict model) is the accuracy of blocked summation: any order
+    within blocks of ``block`` terms (a sequential loop included), pairwise across blocks, so
+    every term is at most its value for one block plus log2(n / block). Terms that only a
+    sequential loop needs (sqrt(n), repeated values, correlated rounding) are thus bounded by
+    the block's, and the error grows like log2(n) beyond it. ``log2``: pairwise summation alone;
+    ``none`` (the lenient model): the terms as they are, growing with n."""
+    full = sum_growth(n, ss, co, u)
+    if co.growth_cap in ("none", "") or n <= 1:
+        return full
+    if co.growth_cap == "blocked":
+        b = int(min(n, max(co.block, 1.0)))
+        blk = sum_growth(b, ss, co, u)
+        extra = math.log2(n / b)
+        return Growth(
+            np.minimum(full.mean, blk.mean + extra),
+            np.minimum(full.spread, blk.spread + extra),
+            np.minimum(full.squares, blk.squares + extra),
+        )
+    cap = growth(co.growth_cap, n)
+    return Growth(np.minimum(full.mean, cap), np.minimum(full.spread, cap), np.minimum(full.squares, cap))
 
 
 def statistics_errors(
-    plan: Plan, ss: SliceStatistics, co: Coefficients, u: float, growth_free: bool = False
+    plan: Plan, ss: SliceStatistics, co: Coefficients, u: float, floor: bool = False
 ) -> StatisticsErrors:
     """e_mean and e_var of the module docstring, each growth term capped by the model.
 
-    ``growth_free``: the same with every growth factor at its value for n = 1, i.e. the one
-    rounding of each statistic that no implementation avoids, whatever the reduction length:
-    the floor under the ceiling (:func:`output_scale`)."""
+    ``floor``: the same for a reduction of at most one block (``block`` terms), the errors
+    that do not grow with n: the floor under the ceiling (:func:`output_scale`), which bounds
+    only what accumulates beyond a block."""
     mean, var = ss.mean, ss.var
-    n = 1 if growth_free else plan.reduction_length
+    n = plan.reduction_length
+    g = capped_growth(min(n, max(int(co.block), 1)) if floor else n, ss, co, u)
     # repeated summands make any sum's rounding correlated: the mean's and the squares' alike
     # (the squares of a slice have no more distinct values than the slice)
-    g_rep = repeated_growth(n, ss.repetition)
-    g_mean = np.maximum(growth(co.mean_growth, n), g_rep)
-    g_var = capped(np.maximum(growth(co.spread_growth, n), g_rep), co, n)
-    g_corr = correlated_growth(n, np.abs(mean), np.sqrt(var), u)
-    e_mean = co.mean * u * (capped(g_mean + g_corr, co, n) * np.abs(mean) + g_var * np.sqrt(var))
+    e_mean = co.mean * u * (g.mean * np.abs(mean) + g.spread * np.sqrt(var))
     # The variance is the mean of the squares (x - mean)^2: positive terms, so their sum grows like
     # the mean's |mean| part (a sound implementation may add them up recursively: a sequential
     # float32 loop errs ~35 u at n ~ 4000, past a pairwise allowance), correlated where they are
@@ -370,9 +403,7 @@ def statistics_errors(
     # u |mean|, a relative error of ~kappa u, kappa = |mean| / std (Chan, Golub & LeVeque 1983;
     # measured in float32: <= 2.1 kappa u for n = 2..2048): g_var * u * kappa * var =
     # g_var * u * |mean| * std.
-    g_corr_var = correlated_growth(n, var, ss.squares_std, u)
-    g_sq = capped(g_mean + g_corr_var, co, n)
-    e_var = co.variance * u * (g_sq * var + g_var * np.abs(mean) * np.sqrt(var)) + e_mean**2
+    e_var = co.variance * u * (g.squares * var + g.spread * np.abs(mean) * np.sqrt(var)) + e_mean**2
     return StatisticsErrors(e_mean, e_var)
 
 
@@ -381,9 +412,9 @@ def output_scale(z: np.ndarray, unit: Any, scale: Any, bias: Any, add: Any) -> n
     + |Bias| + |FusedAdd|, ``unit`` the natural size of z: 1 for a standardized deviation (the
     slice's std), the slice's std when the variance is not normalized. The ceiling is relative to
     this, so a result off by a fixed fraction of itself fails wherever |z| is near its largest,
-    at any n. (Where the slice's spread is zero and the variance is not normalized, the scale
-    is |Bias| + |FusedAdd| alone: there the budget is the ceiling's floor, the statistics' own
-    rounding, which does not grow with n.)"""
+    at any n. The ceiling bounds only what accumulates beyond one block of the reduction: the
+    budget of a reduction of one block is its floor (where the output's scale is zero, as on a
+    constant slice whose variance is not normalized, the floor is all there is)."""
     return np.abs(scale) * np.maximum(unit, np.abs(z)) + np.abs(bias) + np.abs(add)
 
 
@@ -447,7 +478,7 @@ def budgets(
         z, y, e_y, sd, rel_sd = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
         if co.ceiling is not None:
             # the floor's e_y differs from e_y only in its statistics terms, which are per slice
-            floor = statistics_errors(plan, ss, co, u, growth_free=True)
+            floor = statistics_errors(plan, ss, co, u, floor=True)
             d_shift = (e_mean - floor.e_mean) / sd
             d_rel = rel_sd - divisor_error(plan, ss, floor, co, u)
             e_floor = e_y - np.abs(scale) * (d_shift + np.abs(z) * d_rel)
@@ -511,7 +542,7 @@ def budgets(
         if name and name in reference:
             c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)
             if c.ceiling is not None:
-                fl = getattr(statistics_errors(plan, ss, c, u, growth_free=True), floor_err)
+                fl = getattr(statistics_errors(plan, ss, c, u, floor=True), floor_err)
                 if floor_err == "e_var":
                     # deviations are taken around the computed mean: its error squared is in any
                     # variance, the only error there is on a constant slice (second order)
@@ -572,16 +603,20 @@ def aggregate_check(
     rms_r = np.sqrt(np.sum(residual * residual, axis=1) / count)
     rms_bound = np.sqrt(np.sum(r_bound * r_bound, axis=1) / count)
     with np.errstate(invalid="ignore", divide="ignore"):
-        shift_bound = co.aggregate_shift * (
-            _per_row(model.shift, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_a)
+        shift_bound = (
+            co.ulp_scale
+            * co.aggregate_shift
+            * (_per_row(model.shift, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_a))
         )
-        scale_bound = co.aggregate_scale * (
-            _per_row(model.scale, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_b)
+        scale_bound = (
+            co.ulp_scale
+            * co.aggregate_scale
+            * (_per_row(model.scale, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_b))
         )
         figures = {
             "shift": _worst(np.abs(a), shift_bound),
             "scale": _worst(np.abs(b), scale_bound),
-            "residual": _worst(rms_r, co.aggregate_residual * rms_bound),
+            "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
         }
     return figures
 

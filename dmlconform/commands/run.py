@@ -49,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--expect", metavar="FILE", help="expected failures file ('<id or glob>  # reason' per line)"
     )
     p.add_argument("--report", metavar="DIR", help="report directory (default reports/<backend>-<UTC time>/)")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the spec's tolerance (repeatable), e.g. model=lenient; shown in the report",
+    )
     p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
     p.add_argument(
         "--timeout", type=float, metavar="S", help="per-call backend timeout in seconds (default 60)"
@@ -81,6 +88,8 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
     argv[0:0] = plugin_args()
     for kv in args.backend_option:
         argv += ["--dml-backend-option", kv]
+    for kv in args.tolerance:
+        argv += ["--dml-tolerance", kv]
     if args.feature_level:
         argv += ["--dml-feature-level", args.feature_level]
     if args.operators:
@@ -139,6 +148,8 @@ def _reconstruct(args: argparse.Namespace) -> str:
     parts = ["dmlconform", "run", "--backend", args.backend]
     for kv in args.backend_option:
         parts += ["--backend-option", kv]
+    for kv in args.tolerance:
+        parts += ["--tolerance", kv]
     for flag, value in (
         ("--feature-level", args.feature_level),
         ("--cases", args.cases),

@@ -101,17 +101,22 @@ def compare(
     inputs: dict[str, np.ndarray],
     scale: float = 1.0,
     also_inputs: tuple[dict[str, np.ndarray], ...] = (),
+    overrides: dict[str, Any] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """(passed, errors record in the results.json shape). Uses ``dmlconform.tolerance`` when it
     is importable; ``scale`` widens the budget (a metamorphic relation compares two computations
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
-    inputs, whose budget counts where it is the larger."""
+    inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
+    the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
+    --tolerance``)."""
     try:
         from dmlconform import tolerance
     except ImportError:
         tolerance = None  # type: ignore[assignment]
     if tolerance is not None and hasattr(tolerance, "compare"):
-        overrides = {"ulp_scale": scale} if scale != 1.0 else None
+        overrides = dict(overrides or {})
+        if scale != 1.0:
+            overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
         res = tolerance.compare(desc, actual, expected, inputs, spec, overrides, also_inputs)
         return bool(res.passed), _errors_from(tolerance, res, actual, expected)
     return _compare_fallback(actual, expected, scale)
@@ -299,17 +304,19 @@ def run_case(
     guard: Any,
     spec: Spec | None = None,
     inputs: dict[str, np.ndarray] | None = None,
+    tolerance: dict[str, Any] | None = None,
 ) -> CaseResult:
-    """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers)."""
+    """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers);
+    ``tolerance`` overrides the spec's tolerance coefficients (e.g. {"model": "lenient"})."""
     spec = spec or load_spec()
     result = CaseResult("passed", regime=case.regime)
     try:
         if case.kind == "validation":
             _validation(case, guard, spec, result)
         elif case.kind == "metamorphic":
-            _metamorphic(case, guard, spec, result, inputs)
+            _metamorphic(case, guard, spec, result, inputs, tolerance)
         else:
-            _numeric(case, guard, spec, result, inputs)
+            _numeric(case, guard, spec, result, inputs, tolerance)
     except _Fail as exc:
         result.status, result.message = "failed", str(exc)
     except _Skip as exc:
@@ -339,12 +346,16 @@ def _reference(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, n
     return execute(desc, inputs)
 
 
-def _numeric(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
+def _numeric(
+    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
+) -> None:
     result.rules = exercised_rules(spec, case.desc, case.level)
     result.inputs = inputs if inputs is not None else make_inputs(case)
     got = _execute(guard, spec, case.desc, result.inputs, result)
     ref = _reference(case.desc, result.inputs)
-    passed, errors = compare(spec, case.desc, got, {k: ref[k] for k in got}, result.inputs)
+    passed, errors = compare(
+        spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance
+    )
     result.errors = errors
     if not passed:
         raise _Fail(failure_message(errors))
@@ -393,7 +404,9 @@ def derive(spec: Spec, desc: OperatorDesc, rel: Relation) -> OperatorDesc:
     return OperatorDesc(target.name, members)
 
 
-def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
+def _metamorphic(
+    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
+) -> None:
     rel = case.relation
     if rel is None:
         raise _Skip("metamorphic case without a relation")
@@ -429,7 +442,7 @@ def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")
     keys = [k for k in rel.compare if k in a and k in b]
     passed, errors = compare(
-        spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also
+        spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also, tolerance
     )
     result.errors = errors
     if not passed:
