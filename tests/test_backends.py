@@ -568,6 +568,21 @@ EXPOSING: dict[str, tuple[Case, dict[str, float]]] = {
         {},
     ),
     "EpsilonIgnored": (Case("small-spread", MVN1, _mvn1([4, 16], [1]), (1,)), {"spread": 3e-3}),
+    # the three that only fail big: long reductions, offset data
+    "SequentialSumStatistics": (Case("long-offset", MVN1, _mvn1([1, 2**21], [1]), (1,)), {"offset": 100.0}),
+    "Float16AccumulationAtLongReductions": (
+        Case("long-offset", MVN1, _mvn1([1, 65536], [1]), (1,)),
+        {"offset": 10.0},
+    ),
+    "OutputScaled": (
+        Case(
+            "linear-x8",
+            MVN1,
+            _mvn1([2, 4096], [1], FusedActivation={"Type": "ACTIVATION_LINEAR", "Alpha": 8.0, "Beta": 0.0}),
+            (1,),
+        ),
+        {},
+    ),
 }
 
 

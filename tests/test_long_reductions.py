@@ -144,3 +144,26 @@ def test_sound_implementations_pass_the_aggregate_check(regime):
         c = verdict(desc, NumpyBackend(), regime)
         agg = c.outputs["OutputTensor"].aggregate
         assert c.passed and agg is not None and max(agg.values()) <= 1.0, c.message
+
+
+@pytest.mark.parametrize("regime", ["standard_normal", "large_offset", "constant_slices", "long_reduction"])
+def test_onnxruntime_takes_blocked_sums_at_long_reductions_and_passes(regime):
+    pytest.importorskip("onnxruntime")
+    from dmlconform.backends import load_backend
+
+    backend = load_backend("onnxruntime", {})
+    for desc in (mvn1(BIG), bnt(256, 4096)):
+        c = verdict(desc, backend, regime)
+        assert backend.last_info()["path"] == "blocked"
+        assert c.passed, c.message
+
+
+def test_torch_passes_at_long_reductions():
+    pytest.importorskip("torch")
+    from dmlconform.backends import load_backend
+
+    backend = load_backend("torch", {})
+    for desc in (mvn1(BIG), bnt(256, 4096)):
+        for regime in ("standard_normal", "large_offset", "constant_slices"):
+            c = verdict(desc, backend, regime)
+            assert c.passed, c.message

@@ -206,6 +206,11 @@ class NormalizationPlan:
         return self.input_desc.sizes
 
     @property
+    def reduction_length(self) -> int:
+        """How many elements each statistic is computed over."""
+        return math.prod(self.shape[a] for a in self.axes)
+
+    @property
     def outputs(self) -> tuple[str, ...]:
         return (self.output, *self.stats_outputs.values())
 
