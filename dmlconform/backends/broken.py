@@ -208,13 +208,18 @@ class SequentialSumStatistics(NumpyBackend):
     name: ClassVar[str] = "broken:SequentialSumStatistics"
 
     def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        rows = to_slices(x, axes).astype(np.float32)
-        stat = [1 if i in axes else s for i, s in enumerate(x.shape)]
-        n = np.float32(rows.shape[1])
-        mean = np.cumsum(rows, axis=1, dtype=np.float32)[:, -1:] / n  # np.cumsum is sequential
-        d = rows - mean
-        var = np.cumsum(d * d, axis=1, dtype=np.float32)[:, -1:] / n
-        return mean.reshape(stat), var.reshape(stat)
+        return sequential_statistics(x, axes)
+
+
+def sequential_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Two passes, each a float32 running sum in element order (np.cumsum is sequential)."""
+    rows = to_slices(x, axes).astype(np.float32)
+    stat = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    n = np.float32(rows.shape[1])
+    mean = np.cumsum(rows, axis=1, dtype=np.float32)[:, -1:] / n
+    d = rows - mean
+    var = np.cumsum(d * d, axis=1, dtype=np.float32)[:, -1:] / n
+    return mean.reshape(stat), var.reshape(stat)
 
 
 class Float16AccumulationAtLongReductions(NumpyBackend):
