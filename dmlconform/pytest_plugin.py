@@ -517,6 +517,7 @@ class ConformanceSession:
             report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
         return report
 
+    @pytest.hookimpl(tryfirst=True)  # recorded before the terminal shows it: a Ctrl-C loses nothing shown
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if _is_worker(self.config):
             return
