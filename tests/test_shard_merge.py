@@ -280,3 +280,13 @@ def test_merge_usage_errors(shards: list[Path], tmp_path: Path, capsys: pytest.C
     (busy / "notes.txt").write_text("mine")
     code, err = _merge(capsys, *shards, "--out", busy)
     assert code == 2 and "not empty" in err and (busy / "notes.txt").exists()
+
+
+def test_a_shard_under_xdist_runs_the_same_cases_and_is_complete(tmp_path: Path) -> None:
+    serial = dmlconform("run", *SELECTION, "--shard", "2/3", "--report", "s", cwd=tmp_path)
+    parallel = dmlconform("run", *SELECTION, "--shard", "2/3", "--report", "p", "--", "-n", "2", cwd=tmp_path)
+    assert serial.returncode == parallel.returncode == 1, parallel.stdout[-2000:] + parallel.stderr[-2000:]
+    a = json.loads((tmp_path / "s" / "results.json").read_text())
+    b = json.loads((tmp_path / "p" / "results.json").read_text())
+    assert [c["id"] for c in a["cases"]] == [c["id"] for c in b["cases"]]
+    assert b["complete"] is True and b["collected"] == a["collected"] == len(b["cases"])
