@@ -544,18 +544,23 @@ class ConformanceSession:
         self.write(session)
 
     def judge_completion(self, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
-        """Whether every collected case has a result, and if not, why (docs/results-json.md)."""
+        """Whether every collected case has a result, and if not, why (docs/results-json.md).
+
+        Complete means every collected case has a result, however the session ended (a -x whose
+        failure was the last case stopped nothing); otherwise the cause is named."""
         ran, collected, code = len(self.records), self.collected, int(exitstatus)
         stop = session.shouldfail or session.shouldstop
         status, reason = "complete", None
-        if code == pytest.ExitCode.INTERRUPTED:
+        if collected is not None and ran >= collected:
+            pass
+        elif code == pytest.ExitCode.INTERRUPTED:
             status, reason = "interrupted", "interrupted (Ctrl-C / SIGINT)"
         elif stop:
             status = "stopped"
             reason = f"stopped early: {stop}" if isinstance(stop, str) else "stopped early"
         elif code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             status, reason = "incomplete", f"pytest ended with exit status {code}"
-        elif collected is None or ran < collected:
+        else:
             status, reason = "incomplete", "some collected cases have no result"
         if status != "complete" and collected is None:
             reason = f"{reason} (before collection finished)"

@@ -290,3 +290,9 @@ def test_a_shard_under_xdist_runs_the_same_cases_and_is_complete(tmp_path: Path)
     b = json.loads((tmp_path / "p" / "results.json").read_text())
     assert [c["id"] for c in a["cases"]] == [c["id"] for c in b["cases"]]
     assert b["complete"] is True and b["collected"] == a["collected"] == len(b["cases"])
+
+
+def test_bad_shard_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    proc = dmlconform("run", "--backend", "reference", "--shard", "5/4", cwd=tmp_path)
+    assert proc.returncode == 2 and "--shard expects K/N" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
