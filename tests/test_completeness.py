@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from test_run import HERE, REPO, SMALL, dmlconform
@@ -81,6 +82,8 @@ def test_sigint_leaves_a_report_that_says_it_is_incomplete(tmp_path: Path) -> No
     body = html[html.index("<body>") :]
     assert body.index('id="incomplete"') < body.index("<h1>") and "<title>INCOMPLETE " in html
     assert "INCOMPLETE RUN" in text
+    props = ET.parse(tmp_path / "r" / "junit.xml").getroot().iter("property")
+    assert {p.get("name"): p.get("value") for p in props}["dmlconform_complete"] == "false"
     # report diff refuses it (one line, exit 2) unless told to accept it.
     assert main(["report", "diff", str(tmp_path / "r"), str(tmp_path / "r")]) == 2
     assert main(["report", "diff", str(tmp_path / "r"), str(tmp_path / "r"), "--allow-incomplete"]) == 0
@@ -120,6 +123,7 @@ def test_complete_run_says_so(tmp_path: Path) -> None:
     assert data["collected"] == data["ran"] == data["summary"]["total"] > 0 and data["exit_status"] == 0
     assert "INCOMPLETE" not in (tmp_path / "r" / "summary.md").read_text()
     assert 'id="incomplete"' not in (tmp_path / "r" / "index.html").read_text()
+    assert "dmlconform_" not in (tmp_path / "r" / "junit.xml").read_text()
 
 
 def test_killed_run_does_not_leave_the_previous_report_looking_current(tmp_path: Path) -> None:
