@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if code == pytest.ExitCode.INTERRUPTED:
+        if (report_dir / "results.json").is_file():
+            print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
         return 130
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
