@@ -60,6 +60,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, metavar="S", help="per-call backend timeout in seconds (default 60)"
     )
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run shard K of N (a deterministic 1/N of the cases); join with 'dmlconform report merge'",
+    )
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     add_spec_dir(p)
     p.set_defaults(run=run)
@@ -108,6 +113,8 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         argv += ["--dml-isolate"]
     if args.timeout is not None:
         argv += ["--dml-timeout", str(args.timeout)]
+    if getattr(args, "shard", None):
+        argv += ["--dml-shard", args.shard]
     return argv + list(args.pytest_args or [])
 
 
@@ -123,6 +130,14 @@ def run(args: argparse.Namespace) -> int:
     if args.cases is not None and args.cases < 1:
         print("dmlconform run: error: --cases must be at least 1", file=sys.stderr)
         return 2
+    if getattr(args, "shard", None):
+        from dmlconform.runner.cases import Shard
+
+        try:
+            Shard.parse(args.shard)
+        except ValueError as exc:
+            print(f"dmlconform run: error: {exc}", file=sys.stderr)
+            return 2
     report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
     command = _reconstruct(args)
     code = pytest.main(pytest_argv(args, report_dir, command))
@@ -136,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if code == pytest.ExitCode.INTERRUPTED:
+        if (report_dir / "results.json").is_file():
+            print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
         return 130
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
@@ -156,6 +173,7 @@ def _reconstruct(args: argparse.Namespace) -> str:
         ("--seed", args.seed),
         ("--expect", args.expect),
         ("--timeout", args.timeout),
+        ("--shard", getattr(args, "shard", None)),
     ):
         if value is not None:
             parts += [flag, str(value)]
