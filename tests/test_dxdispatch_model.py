@@ -120,7 +120,11 @@ def test_scaled_elu_gets_directmlx_defaults():
         "Gamma": 1.05070102214813232421875,
     }
     body = desc_json(mvn1(FusedActivation={"Type": "ACTIVATION_HARD_SIGMOID", "Beta": 0.25}), SPEC)
-    assert body["FusedActivation"] == {"Type": "ACTIVATION_HARD_SIGMOID", "Alpha": 0.20000000298023224, "Beta": 0.25}
+    assert body["FusedActivation"] == {
+        "Type": "ACTIVATION_HARD_SIGMOID",
+        "Alpha": 0.20000000298023224,
+        "Beta": 0.25,
+    }
 
 
 def test_non_finite_floats_are_written_as_the_strings_dxdispatch_reads():
@@ -136,7 +140,10 @@ def test_non_finite_floats_are_written_as_the_strings_dxdispatch_reads():
         ({"AxisCount": 3}, "AxisCount = 3 but Axes has 2"),
         ({"FusedActivation": {"Type": "ACTIVATION_LINEAR", "Alpha": 1.0}}, "Beta is missing"),
         ({"OutputTensor": None}, "OutputTensor is required"),
-        ({"InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4], "DimensionCount": 3}}, "DimensionCount 3"),
+        (
+            {"InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4], "DimensionCount": 3}},
+            "DimensionCount 3",
+        ),
         ({"InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4], "Strides": [1, 1]}}, "Strides has 2"),
         ({"InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4], "TotalTensorSizeInBytes": 0}}, "0"),
     ],
@@ -242,7 +249,9 @@ def test_layouts_round_trip_exactly_through_files(tmp_path, kind, dtype):
     if kind == "zero-stride":
         assert buf.size < x.size  # the smaller buffer: one copy of the broadcast dimension
     used = np.zeros(buf.size, bool)
-    used[[sum(i * s for i, s in zip(idx, t.effective_strides, strict=True)) for idx in np.ndindex(sizes)]] = True
+    used[[sum(i * s for i, s in zip(idx, t.effective_strides, strict=True)) for idx in np.ndindex(sizes)]] = (
+        True
+    )
     assert np.isnan(buf[~used].astype(np.float64)).all()  # the padding sentinel
     buffers.save_buffer(tmp_path / "b.npy", buf)
     raw = np.load(tmp_path / "b.npy")
@@ -272,7 +281,11 @@ def test_strided_outputs_round_trip_through_an_emulated_dispatch(tmp_path):
     from dmlconform.backends import load_backend
 
     rng = np.random.default_rng(0)
-    inputs = {k: rng.standard_normal(t.sizes).astype(np.float16) for k, t in desc.tensors().items() if "Output" not in k}
+    inputs = {
+        k: rng.standard_normal(t.sizes).astype(np.float16)
+        for k, t in desc.tensors().items()
+        if "Output" not in k
+    }
     model, files, entries = build_model([Call("execute", desc, inputs)], SPEC)
     (tmp_path / "model.json").write_text(json.dumps(model, allow_nan=False))
     for name, buf in files.items():
