@@ -302,3 +302,14 @@ def test_the_powershell_script_names_what_check_reads(bundle: Path):
     ):
         assert needle in ps1
     assert "\r\n" in (bundle / "run_dxdispatch.ps1").read_bytes().decode()
+
+
+def test_onnxruntime_without_the_directml_provider_says_what_to_install():
+    ort = pytest.importorskip("onnxruntime")
+    if "DmlExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the DirectML provider")
+    from dmlconform.backends import BackendError, load_backend
+
+    with pytest.raises(BackendError, match="onnxruntime-directml") as info:
+        load_backend("onnxruntime", {"provider": "DmlExecutionProvider"})
+    assert "\n" not in str(info.value)
