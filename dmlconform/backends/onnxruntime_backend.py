@@ -100,7 +100,9 @@ def _parse_provider(text: str) -> str:
     if text not in available:
         hint = ""
         if text == "DmlExecutionProvider":  # ONNX Runtime's own provider name, not a DML operator
-            hint = "; it ships in the onnxruntime-directml package (Windows): pip install onnxruntime-directml"
+            hint = (
+                "; it ships in the onnxruntime-directml package (Windows): pip install onnxruntime-directml"
+            )
         raise ValueError(f"not available in this onnxruntime build (available: {', '.join(available)}){hint}")
     return text
 
