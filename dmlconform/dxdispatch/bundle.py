@@ -137,6 +137,9 @@ def build_model(calls: list[Call], spec: Spec) -> tuple[dict[str, Any], dict[str
                 {"type": "writeFile", "resource": marker, "targetPath": f"{marker}.npy", "dimensions": [1]}
             )
             entry["created"] = f"{marker}.npy"
+            init = _owned_init_bindings(desc, spec, pre, resources)
+            if init:
+                dispatchable["bindings"] = init
             entries.append(entry)
             continue
         ins, outs = bind_points(desc, spec)
@@ -177,6 +180,37 @@ def build_model(calls: list[Call], spec: Spec) -> tuple[dict[str, Any], dict[str
         entries.append(entry)
     model = {"resources": resources, "dispatchables": dispatchables, "commands": commands}
     return model, files, entries
+
+
+#: Largest zero buffer a creation-only model binds for an OWNED_BY_DML input (legal descs are far
+#: smaller; an illegal desc with a huge tensor is refused at creation, before initialization).
+OWNED_INIT_LIMIT = 16 * 2**20
+
+
+def _owned_init_bindings(
+    desc: OperatorDesc, spec: Spec, pre: str, resources: dict[str, Any]
+) -> dict[str, str]:
+    """Zero-filled initialization bindings for the OWNED_BY_DML inputs of a creation-only model:
+    DxDispatch initializes every dispatchable it creates, and DirectML's initializer reads the
+    data of OWNED_BY_DML tensors, so leaving them unbound could fail a legal desc."""
+    init = {}
+    for member in bind_points(desc, spec)[0]:
+        t: TensorDesc = desc.members[member]
+        if t.effective_flags != "OWNED_BY_DML":
+            continue
+        try:
+            n = buffers.buffer_elements(t)
+            size = n * buffers.npy_dtype(t).itemsize
+        except (ValueError, OverflowError):
+            continue
+        if 0 < size <= OWNED_INIT_LIMIT:
+            res = f"{pre}{member}"
+            resources[res] = {
+                "initialValuesDataType": t.data_type,
+                "initialValues": {"valueCount": n, "value": 0},
+            }
+            init[member] = res
+    return init
 
 
 def output_files(entry: dict[str, Any]) -> list[str]:

@@ -158,7 +158,10 @@ def _run(model_path: Path, out_dir: Path, em: Emulator, log: list[str]) -> None:
 def _upload(model: Model, base: Path) -> dict[str, np.ndarray]:
     data = {}
     for name, r in model.resources.items():
-        dtype = layout.numpy_dtype(r.data_type)
+        try:
+            dtype = layout.numpy_dtype(r.data_type)
+        except ValueError as exc:
+            raise _Stop(E_FAIL, f"ERROR: resource '{name}': {exc}") from None
         if r.file is not None:
             try:
                 arr = np.load(base / r.file, allow_pickle=False)
