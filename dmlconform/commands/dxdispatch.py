@@ -163,7 +163,7 @@ def build_selection(args: argparse.Namespace, spec):  # -> Selection
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from dmlconform.dxdispatch.bundle import MANIFEST, export_bundle, stderr_progress
+    from dmlconform.dxdispatch.bundle import ADAPTERS, DEPENDENCIES, MANIFEST, export_bundle, stderr_progress
 
     spec = _spec(args)
     try:
@@ -177,6 +177,13 @@ def run_export(args: argparse.Namespace) -> int:
         return _err("export", f"{root} is not empty (use --force to write into it)")
     if (root / MANIFEST).is_file() and not args.force:
         return _err("export", f"{root} already holds a bundle (use --force to overwrite it)")
+    if args.force and (root / MANIFEST).is_file():
+        import shutil
+
+        shutil.rmtree(root / "cases", ignore_errors=True)  # a bundle of ours: no stale cases or outputs
+        shutil.rmtree(root / "report", ignore_errors=True)
+        for name in (DEPENDENCIES, ADAPTERS):
+            (root / name).unlink(missing_ok=True)
     t0 = time.monotonic()
     stderr_progress("generating cases (first use compiles the reference kernels, this can take a while)")
     manifest = export_bundle(root, spec, sel, _command(args, "export"), stderr_progress)

@@ -391,7 +391,14 @@ def check_bundle(
     entries = manifest["cases"]
     records = []
     for n, entry in enumerate(entries, 1):
-        records.append(judge_case(root, entry, spec, run_info))
+        try:
+            records.append(judge_case(root, entry, spec, run_info))
+        except Exception as exc:  # a hand-edited manifest must not cost the other cases
+            if not isinstance(entry, dict):
+                entry = {"id": f"manifest-entry-{n}"}
+            records.append(
+                _bare_record(entry, "error", f"internal error in dmlconform: {type(exc).__name__}: {exc}")
+            )
         if progress and (n % 100 == 0 or n == len(entries)):
             progress(f"checked {n}/{len(entries)} cases")
     sel = manifest.get("selection") or {}
