@@ -313,3 +313,31 @@ def test_onnxruntime_without_the_directml_provider_says_what_to_install():
     with pytest.raises(BackendError, match="onnxruntime-directml") as info:
         load_backend("onnxruntime", {"provider": "DmlExecutionProvider"})
     assert "\n" not in str(info.value)
+
+
+def _dependencies(root: Path, text: str, encoding: str = "utf-8") -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "dxdispatch-dependencies.txt").write_bytes(text.encode(encoding))
+
+
+def test_the_directml_version_is_read_from_dxdispatch_dash_s(tmp_path: Path):
+    from dmlconform.dxdispatch.check import read_run_info
+
+    windows = (
+        "DirectML:\n- Configured Version : NuGet (Microsoft.AI.DirectML.1.15.0)\n"
+        "- Loaded Path        : C:\\dxd\\DirectML.dll\n- Loaded Version     : 1.13.1\n\n"
+        "D3D12:\n- Configured Version : NuGet (Microsoft.Direct3D.D3D12.1.614.0)\n- Loaded Version     : 1.614.0\n\n"
+    )
+    _dependencies(tmp_path / "w", "\ufeff" + windows, "utf-16-le")  # PowerShell's Out-File default
+    info = read_run_info(tmp_path / "w", SPEC)
+    assert (info.version, info.level) == ("1.13.1", "6_2")  # the loaded DLL, not the configured one
+    _dependencies(
+        tmp_path / "l", "DirectML:\n- Configured Version : NuGet (Microsoft.AI.DirectML.1.15.0)\n\n"
+    )
+    assert read_run_info(tmp_path / "l", SPEC).level == "6_4"  # WSL: no loaded version
+    _dependencies(
+        tmp_path / "s", "DirectML:\n- Configured Version : Windows SDK\n- Loaded Version : 10.0.22621.1\n"
+    )
+    info = read_run_info(tmp_path / "s", SPEC)
+    assert info.level is None and "--directml-version" in info.note
+    assert read_run_info(tmp_path / "s", SPEC, version="1.9.0").level == "5_1"
