@@ -93,6 +93,25 @@ def test_export_covers_every_operator_level_and_data_type(bundle: Path):
     assert targets and all("/" not in t and "\\" not in t for t in targets)
 
 
+def test_every_exported_model_reads_back_as_its_case_desc(bundle: Path):
+    from dmlconform.dxdispatch.model import canonical, export_desc
+    from dmlconform.dxdispatch.modelfile import load_model_file
+    from dmlconform.runner.cases import Case
+
+    seen = 0
+    for e in manifest(bundle)["cases"]:
+        if e["status"] != "exported":
+            continue
+        model = load_model_file(bundle / e["dir"] / "model.json", SPEC)  # the strict reader
+        if e["kind"] in ("numeric", "validation"):
+            case = Case.from_dict(e["case"], SPEC)
+            held = model.dispatchables["op0"].desc
+            assert canonical(held, SPEC) == canonical(export_desc(case.desc, SPEC), SPEC), e["id"]  # NaN-safe
+            assert set(held.members) >= {k for k, v in case.desc.members.items() if v is not None}
+            seen += 1
+    assert seen > 50
+
+
 @pytest.mark.parametrize("backend", ["reference", "numpy"])
 def test_round_trip_passes_on_correct_backends(bundle: Path, tmp_path: Path, backend: str):
     root = tmp_path / "b"
