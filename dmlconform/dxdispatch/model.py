@@ -212,23 +212,6 @@ def _export_value(m: Member, value: Any) -> Any:
     raise NotExpressible(f"{m.name}: member type {m.type!r} has no DxDispatch form known to dmlconform")
 
 
-def tensor_json(t: TensorDesc) -> dict[str, Any]:
-    """A DML_BUFFER_TENSOR_DESC as DxDispatch reads it; omitted fields default as DirectML's
-    helpers do (DxDispatch computes the same TotalTensorSizeInBytes as DMLCalcBufferTensorSize)."""
-    out: dict[str, Any] = {"DataType": t.data_type, "Sizes": list(t.sizes)}
-    if t.strides is not None:
-        out["Strides"] = list(t.strides)
-    if t.flags is not None:
-        out["Flags"] = t.flags
-    if t.dimension_count is not None:
-        out["DimensionCount"] = t.dimension_count
-    if t.total_tensor_size_in_bytes is not None:
-        out["TotalTensorSizeInBytes"] = t.total_tensor_size_in_bytes
-    if t.guaranteed_base_offset_alignment is not None:
-        out["GuaranteedBaseOffsetAlignment"] = t.guaranteed_base_offset_alignment
-    return out
-
-
 def desc_json(desc: OperatorDesc, spec: Spec) -> dict[str, Any]:
     """The ``desc`` object of a DxDispatch dispatchable for ``desc`` (exported first), members in
     struct order. Raises :class:`NotExpressible`."""
@@ -240,7 +223,9 @@ def desc_json(desc: OperatorDesc, spec: Spec) -> dict[str, Any]:
             continue
         value = exported.members[m.name]
         if m.type == "tensor":
-            out[m.name] = tensor_json(value)
+            # TensorDesc.to_dict writes the DML_BUFFER_TENSOR_DESC fields as given, omitted ones
+            # left out: DxDispatch then computes TotalTensorSizeInBytes as DMLCalcBufferTensorSize
+            out[m.name] = value.to_dict()
         elif m.type == "activation":
             act: dict[str, Any] = {"Type": value.type}
             act.update({k: float_json(v) for k, v in value.params})
