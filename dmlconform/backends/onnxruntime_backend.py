@@ -109,7 +109,12 @@ def _parse_opset(text: str) -> int:
 def _parse_provider(text: str) -> str:
     available = ort.get_available_providers()
     if text not in available:
-        raise ValueError(f"not available in this onnxruntime build (available: {', '.join(available)})")
+        hint = ""
+        if text == "DmlExecutionProvider":  # ONNX Runtime's own provider name, not a DML operator
+            hint = (
+                "; it ships in the onnxruntime-directml package (Windows): pip install onnxruntime-directml"
+            )
+        raise ValueError(f"not available in this onnxruntime build (available: {', '.join(available)}){hint}")
     return text
 
 
