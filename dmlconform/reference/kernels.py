@@ -27,17 +27,24 @@ Determinism: every sum uses ``LANES`` float64 accumulators: lane ``l`` adds elem
 LANES, ...`` of each row in row order (four blocks of a row at a time, summed pairwise before
 they are added to the lane), and the lanes are combined by a fixed pairwise tree. The order is
 written in the source, not chosen by the compiler (no fast-math), so results do not depend on
-the thread count or the SIMD width.
+the thread count or the SIMD width. ``error_model="numpy"``: a division by zero (``1/sqrt(0)``
+with Epsilon 0 on a constant slice, a zero activation parameter) gives IEEE inf/nan as in C,
+not a Python exception from inside the parallel loop.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from typing import Any
 
 import numpy as np
 from numba import njit, prange, types
 
-from dmlconform.reference.activations import activate
+from dmlconform.reference import activations
+
+# the activation formulas are plain Python (shared with the numpy mirror); compiled here
+activate = njit(cache=True, error_model="numpy")(activations.activate)
 
 LANES = 64  # a power of two; wide enough that LLVM vectorizes the lane loop (32 gets unrolled)
 SHIFT_LIMIT = 16.0  # (mean - first element)^2 above 16 variances: take pass 2 (module docstring)
@@ -96,47 +103,65 @@ def _centered_stats(x, k, x_sk, x_sm, m_len, l_len, center, acc, acc2):  # type:
     return center + corr, _lane_total(acc2) / n - corr * corr, corr
 
 
-def _signatures() -> list:
-    """The only four specializations: input float32/float64 x output float32/float64.
+def _signature(x_dtype: np.dtype, out_dtype: np.dtype) -> Any:
+    """The one signature for input/output dtypes (float32 or float64 each).
 
-    Explicit signatures with read-only operands keep the JIT count at four whatever the caller
-    passes; otherwise numba compiles a new specialization per layout/writeability combination."""
+    An explicit signature with read-only, any-layout operands keeps the JIT count at one per
+    dtype pair whatever the caller passes; otherwise numba compiles a new specialization per
+    layout/writeability combination."""
     ro = dict(layout="A", readonly=True)
     table = types.Array(types.float64, 2, **ro)
     index = types.Array(types.int64, 1, **ro)
     operand = (table, index, index, types.boolean)
     stats = types.Array(types.float64, 1, "C")
     i64 = types.int64
-    sigs = []
-    for x_t in (types.float32, types.float64):
-        for out_t in (types.float32, types.float64):
-            args = (
-                types.Array(x_t, 1, "C", readonly=True),
-                i64,
-                i64,
-                types.Array(out_t, 1, "C"),
-                i64,
-                i64,
-                i64,
-                i64,
-                i64,
-                *operand,
-                *operand,
-                *operand,
-                types.boolean,
-                types.float64,
-                i64,
-                types.float64,
-                types.float64,
-                stats,
-                stats,
-            )
-            sigs.append(types.void(*args))
-    return sigs
+    x_t, out_t = types.float32 if x_dtype == np.float32 else types.float64, types.float64
+    if out_dtype == np.float32:
+        out_t = types.float32
+    args = (
+        types.Array(x_t, 1, "C", readonly=True),
+        i64,
+        i64,
+        types.Array(out_t, 1, "C"),
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        *operand,
+        *operand,
+        *operand,
+        types.boolean,
+        types.float64,
+        i64,
+        types.float64,
+        types.float64,
+        stats,
+        stats,
+    )
+    return types.void(*args)
 
 
-@njit(_signatures(), cache=True, parallel=True)
-def normalize_kernel(  # type: ignore[no-untyped-def]
+_COMPILED: dict[tuple[str, str], Any] = {}
+_LOCK = threading.Lock()
+
+
+def normalize_kernel(x_dtype: np.dtype, out_dtype: np.dtype) -> Any:
+    """The kernel for one input/output dtype pair, compiled (or loaded from numba's disk cache)
+    on first use. Lazy on purpose: compiling all four pairs with ``parallel=True`` took 21 s at
+    import (about 5 s each on 2 cores), and a run of small cases needs none of them, because
+    :mod:`dmlconform.reference.mirror` computes those (bit-identical, see there)."""
+    key = (np.dtype(x_dtype).name, np.dtype(out_dtype).name)
+    with _LOCK:
+        kernel = _COMPILED.get(key)
+        if kernel is None:
+            sig = _signature(np.dtype(x_dtype), np.dtype(out_dtype))
+            kernel = njit(sig, cache=True, parallel=True, error_model="numpy")(_normalize)
+            _COMPILED[key] = kernel
+    return kernel
+
+
+def _normalize(  # type: ignore[no-untyped-def]
     x,
     x_sk,
     x_sm,
