@@ -19,7 +19,9 @@ How the order is reproduced (see the kernel's module docstring for the order its
   reassociation), and ``+ 0.0`` afterwards turns a -0.0 first addend into the kernel's +0.0
   (an accumulator that starts at +0.0 can never be -0.0, so the padding is a no-op too);
 * the lanes are combined by the same pairwise tree, and pass 2, the clamp, ``1/sqrt(var + eps)``
-  and ``scale * ((x - mean) * inv) + bias + add`` are the same IEEE operations (numpy's float64
+  and the output formula (folded per slice, ``(x - mean) * (scale * inv) + (bias + add)``, when
+  the operands are constant within a slice, else ``scale * ((x - mean) * inv) + bias + add``)
+  are the same IEEE operations (numpy's float64
   add, multiply, divide and sqrt are correctly rounded; the kernel is compiled without
   fast-math, so LLVM neither reassociates nor contracts them into FMAs);
 * the activation is :func:`dmlconform.reference.activations.activate` itself, called per element
@@ -204,7 +206,10 @@ def normalize_numpy(
         b = _operand(bi, bi_k, bi_r, bi_const, n)
         a = _operand(ad, ad_k, ad_r, ad_const, n)
         xf = x3.reshape(n_slices, n).astype(np.float64)
-        v = s * ((xf - mean[:, None]) * inv[:, None]) + b + a
+        if sc_const and bi_const and ad_const:  # the kernel's per-slice folding
+            v = (xf - mean[:, None]) * (s * inv[:, None]) + (b + a)
+        else:
+            v = s * ((xf - mean[:, None]) * inv[:, None]) + b + a
         if act != 0:
             v = np.array(_activate_all(act, v.ravel().tolist(), pa, pb), dtype=np.float64).reshape(v.shape)
         _view(out, o_sk, o_sm, shape)[...] = v.reshape(shape)
