@@ -89,7 +89,7 @@ def main() -> int:
             runs["warm"].append(child(Path(tmp), args.large))
     keys = ["import", "mvn1", "bnt", "total", "process"] + (["large"] if args.large else [])
     print(f"cold start, empty NUMBA_CACHE_DIR per run, median of {args.repeat} ({os.cpu_count()} cores)")
-    print(f"  {'':6s}" + "".join(f"{k:>10s}" for k in keys) + "   numba imported  cache files")
+    print(f"  {'':6s}" + "".join(f"{k:>10s}" for k in keys) + "   numba (small)  cache files")
     for label, rs in runs.items():
         med = {k: statistics.median(r[k] for r in rs) for k in keys}
         imported = "yes" if any(r["numba_imported"] for r in rs) else "no"
