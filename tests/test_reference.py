@@ -389,22 +389,24 @@ def test_long_rows_agree_with_numpy(shape, axes, strided, which):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_results_do_not_depend_on_the_thread_count():
-    import numba
+def test_results_do_not_depend_on_the_thread_count(monkeypatch):
+    from dmlconform.reference import kernels
 
     x = normal((4, 3, 70, 9), seed=21, loc=1e3)
     desc = bnt(x.shape, [1, 3, 1, 1])
     inputs = {"InputTensor": x, "ScaleTensor": normal((1, 3, 1, 1), 1), "BiasTensor": normal((1, 3, 1, 1), 2)}
-    before = numba.get_num_threads()
-    with path("numba"):
-        try:
-            numba.set_num_threads(1)
-            one = execute(desc, inputs, float64=True)
-        finally:
-            numba.set_num_threads(before)
-        many = execute(desc, inputs, float64=True)
-    for k in one:
-        assert one[k].tobytes() == many[k].tobytes(), k
+    xm = normal((7, 5, 130, 1), seed=22, loc=-3.0)  # MVN1: 35 slices, chunked unevenly
+    mdesc = mvn1(list(xm.shape), [2, 3])
+    monkeypatch.setattr(kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    results = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(kernels, "THREADS", threads)
+        with path("numba"):
+            results.append((execute(desc, inputs, float64=True), execute(mdesc, {"InputTensor": xm})))
+    for got in results[1:]:
+        for a, b in zip(results[0], got, strict=True):
+            for k in a:
+                assert a[k].tobytes() == b[k].tobytes(), k
 
 
 def test_preallocated_outputs_are_written_and_returned():
@@ -475,7 +477,7 @@ def test_second_process_loads_kernel_from_cache():
         f"'OutputTensor': {{'DataType': 'FLOAT32', 'Sizes': {big}}},"
         "'Axes': [2, 3], 'NormalizeVariance': True}})\n"
         f"execute(d, {{'InputTensor': np.ones({big}, np.float32)}})\n"
-        "s = normalize_kernel(np.float32, np.float32).stats\n"
+        "s = normalize_kernel(np.float32, np.float32).compiled.stats\n"
         "print(json.dumps([sum(s.cache_hits.values()), sum(s.cache_misses.values())]))\n"
     )
     env = dict(os.environ)

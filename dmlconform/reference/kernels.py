@@ -1,4 +1,4 @@
-"""The one numba normalization kernel: float64 statistics, fused output pass, parallel over slices.
+"""The one numba normalization kernel: float64 statistics, fused output pass, slices in parallel.
 
 Shape of the problem after the numpy glue (``reference/__init__.py``) has permuted the input so
 that kept dimensions come first: slice ``k`` (of ``K``) is ``M`` rows of ``L`` contiguous
@@ -42,7 +42,10 @@ not a Python exception from inside the parallel loop.
 from __future__ import annotations
 
 import math
+import os
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -151,21 +154,70 @@ def _signature(x_dtype: np.dtype, out_dtype: np.dtype) -> Any:
 
 _COMPILED: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child makes its own
+
+# Slices run in parallel on a thread pool (the compiled kernel releases the GIL), not with
+# numba's parallel=True: the parfor machinery doubled the compile time (about 5 s instead of
+# 2 s per dtype pair on 2 cores) for the same loop. Several chunks per thread let a thread
+# that got more CPU take more slices on a shared machine. Each slice is computed alone, so the
+# split never changes a bit of the result.
+THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+CHUNKS_PER_THREAD = 4
+PARALLEL_MIN_ELEMENTS = 1 << 18  # below this, one call on the calling thread is quicker
 
 
-def normalize_kernel(x_dtype: np.dtype, out_dtype: np.dtype) -> Any:
+def normalize_kernel(x_dtype: np.dtype, out_dtype: np.dtype) -> Callable[..., None]:
     """The kernel for one input/output dtype pair, compiled (or loaded from numba's disk cache)
-    on first use. Lazy on purpose: compiling all four pairs with ``parallel=True`` took 21 s at
-    import (about 5 s each on 2 cores), and a run of small cases needs none of them, because
-    :mod:`dmlconform.reference.mirror` computes those (bit-identical, see there)."""
+    on first use, wrapped to run its slices on the thread pool. Lazy on purpose: compiling all
+    four pairs eagerly with ``parallel=True`` took 21 s at import on 2 cores, and a run of small
+    cases needs none of them, because :mod:`dmlconform.reference.mirror` computes those
+    (bit-identical, see there)."""
     key = (np.dtype(x_dtype).name, np.dtype(out_dtype).name)
     with _LOCK:
         kernel = _COMPILED.get(key)
         if kernel is None:
             sig = _signature(np.dtype(x_dtype), np.dtype(out_dtype))
-            kernel = njit(sig, cache=True, parallel=True, error_model="numpy")(_normalize)
+            kernel = _Chunked(njit(sig, cache=True, nogil=True, error_model="numpy")(_normalize))
             _COMPILED[key] = kernel
     return kernel
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():  # a fork copies the pool but not its threads
+            pool = ThreadPoolExecutor(max_workers=max(THREADS, 1), thread_name_prefix="dmlconform-reference")
+            _POOL = (os.getpid(), pool)
+        return _POOL[1]
+
+
+class _Chunked:
+    """The compiled kernel with the same call signature, run over chunks of slices in parallel.
+
+    A chunk ``[k0, k1)`` is the same kernel on views: the flat input and output start at slice
+    ``k0``, and the per-slice arrays (operand index maps, statistics) are cut to the chunk."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled  # the numba dispatcher (its .stats show cache hits)
+
+    def __call__(self, x, x_sk, x_sm, out, o_sk, o_sm, n_slices, m_len, l_len, sc, sc_k, sc_r, sc_const,
+                 bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const, normalize, eps, act, pa, pb,
+                 mean_out, var_out) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+        def run(k0: int, k1: int) -> None:
+            self.compiled(
+                x[k0 * x_sk :], x_sk, x_sm, out[k0 * o_sk :], o_sk, o_sm, k1 - k0, m_len, l_len,
+                sc, sc_k[k0:k1], sc_r, sc_const, bi, bi_k[k0:k1], bi_r, bi_const,
+                ad, ad_k[k0:k1], ad_r, ad_const, normalize, eps, act, pa, pb,
+                mean_out[k0:k1], var_out[k0:k1],
+            )  # fmt: skip
+
+        chunks = min(n_slices, THREADS * CHUNKS_PER_THREAD)
+        if THREADS <= 1 or chunks <= 1 or n_slices * m_len * l_len < PARALLEL_MIN_ELEMENTS:
+            run(0, n_slices)
+            return
+        bounds = [n_slices * i // chunks for i in range(chunks + 1)]
+        for done in [_pool().submit(run, a, b) for a, b in zip(bounds, bounds[1:], strict=False)]:
+            done.result()
 
 
 def _normalize(  # type: ignore[no-untyped-def]
@@ -199,7 +251,7 @@ def _normalize(  # type: ignore[no-untyped-def]
     var_out,
 ):
     """Normalize each slice of ``x`` into ``out`` (row addressing above); write its statistics."""
-    for k in prange(n_slices):
+    for k in range(n_slices):
         acc = np.zeros(LANES)
         acc2 = np.zeros(LANES)
         # pass 1: deviations from the slice's first element (exact for a constant slice)
