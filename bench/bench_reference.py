@@ -9,7 +9,8 @@ Each operator runs twice and is compared with the matching floor: allocating a f
 call against a copy into a fresh array (both pay the page faults of a new 128 MiB output, about
 as much as the copy itself), and writing into outputs preallocated once (``execute(...,
 out=...)``) against a copy into a reused array. The four ratios (goal, issue 14: <= 1.3) are
-printed last; torch instance_norm / batch_norm (fresh outputs) for comparison. The first call of
+printed last; torch instance_norm / batch_norm (fresh outputs) are timed afterwards for comparison
+(not in the same rounds: their spinning OpenMP threads would slow the rest). The first call of
 each is a warm-up (numba loads or compiles its kernel then).
 """
 
@@ -93,6 +94,9 @@ def main() -> None:
         "BATCH_NORM_TRAINING, fresh output": lambda: execute(bnt, bn_in),
         "BATCH_NORM_TRAINING, out= reused": lambda: execute(bnt, bn_in, out=bn_out),
     }
+    res = median_times(fns, args.repeat)
+    # torch afterwards, not in the same rounds: its OpenMP threads keep spinning after each call
+    # and would slow whatever runs next on the 2 cores
     note = "torch skipped"
     if not args.no_torch:
         try:
@@ -110,12 +114,14 @@ def main() -> None:
                 with torch.no_grad():
                     return f.batch_norm(tx, None, None, tw, tb, training=True, eps=1e-5)
 
-            fns["torch instance_norm"] = instance_norm
-            fns["torch batch_norm (training)"] = batch_norm
-            note = f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+            res.update(
+                median_times(
+                    {"torch instance_norm": instance_norm, "torch batch_norm (training)": batch_norm}, 5
+                )
+            )
+            note = f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of 5 after the rest"
         except ImportError:
             note = "torch not installed"
-    res = median_times(fns, args.repeat)
     mib = x.nbytes / 2**20
     fresh, reused = res["copy into a fresh array"], res["copy into a reused array"]
     print(
