@@ -284,3 +284,39 @@ print(json.dumps(sorted("-".join(k) for k in kernels._COMPILED)))
 """
     assert _run_python(code, tmp_path) == ["float32-float32"]
     assert len(list(tmp_path.rglob("kernels._normalize-*.nbc"))) == 1
+
+
+def test_large_fresh_output_is_huge_page_aligned_and_equals_out():
+    """A large fresh output starts on a 2 MiB boundary (the kernel's chunks then fill whole huge
+    pages) and holds exactly what the same run writes into a caller's array."""
+    shape = (4, 16, 128, 128)  # 4 MiB of FLOAT32: the kernel path, an aligned fresh output
+    assert math.prod(shape) > reference.MIRROR_MAX_ELEMENTS
+    stat = (1, 16, 1, 1)
+    desc = parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING",
+            "desc": {
+                "InputTensor": t(shape, "FLOAT32"),
+                "ScaleTensor": t(stat, "FLOAT32"),
+                "BiasTensor": t(stat, "FLOAT32"),
+                "OutputTensor": t(shape, "FLOAT32"),
+                "OutputMeanTensor": t(stat, "FLOAT32"),
+                "OutputVarianceTensor": t(stat, "FLOAT32"),
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+    rng = np.random.default_rng(5)
+    inputs = {
+        "InputTensor": rng.standard_normal(shape).astype(np.float32),
+        "ScaleTensor": rng.standard_normal(stat).astype(np.float32),
+        "BiasTensor": rng.standard_normal(stat).astype(np.float32),
+    }
+    fresh = execute(desc, inputs)
+    assert fresh["OutputTensor"].ctypes.data % (2 << 20) == 0
+    out = {k: np.full_like(v, np.nan) for k, v in fresh.items()}
+    execute(desc, inputs, out=out)
+    for k in fresh:
+        assert fresh[k].tobytes() == out[k].tobytes(), k
+    with path("mirror"):
+        assert_bit_identical(fresh, execute(desc, inputs))
