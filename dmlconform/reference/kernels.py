@@ -11,7 +11,9 @@ are never materialized; ``*_const`` says the operand does not vary within a slic
 scale: hoisted out of the inner loop).
 
 Why one kernel: every operator of the family is this computation with different axes and
-operands, and each numba specialization costs compile time (cached to disk, ``cache=True``).
+operands, and each numba specialization costs compile time (cached to disk, ``cache=True``),
+so there is one per input/output dtype pair, compiled when a tensor first needs it (small
+tensors never do: ``mirror.py`` computes them in numpy, bit for bit the same).
 
 Accuracy: the statistics come from sums of deviations ``d = x - c`` and their squares, with the
 corrected formula mean = c + sum(d)/n, var = sum(d^2)/n - (sum(d)/n)^2. Its rounding error is a
@@ -160,8 +162,12 @@ _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked chi
 # numba's parallel=True: the parfor machinery doubled the compile time (about 5 s instead of
 # 2 s per dtype pair on 2 cores) for the same loop. Several chunks per thread let a thread
 # that got more CPU take more slices on a shared machine. Each slice is computed alone, so the
-# split never changes a bit of the result.
-THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+# split never changes a bit of the result. NUMBA_NUM_THREADS, numba's own knob, still sets
+# the thread count.
+THREADS = int(
+    os.environ.get("NUMBA_NUM_THREADS")
+    or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+)
 CHUNKS_PER_THREAD = 4
 PARALLEL_MIN_ELEMENTS = 1 << 18  # below this, one call on the calling thread is quicker
 
