@@ -33,7 +33,7 @@ __all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dt
 # (reference/mirror.py), larger ones through the compiled numba kernel. The choice depends on
 # the size alone, so a given case always takes the same path, and the two paths are
 # bit-identical anyway (tests/test_reference_paths.py). Below this size the mirror is fast
-# enough (about a millisecond) that the kernel's compile time (about 5 s per dtype pair) would
+# enough (about a millisecond) that the kernel's compile time (2 to 3 s per dtype pair) would
 # never pay off in a conformance run; above it the kernel is much faster.
 MIRROR_MAX_ELEMENTS = 1 << 16
 
@@ -144,30 +144,6 @@ def _factor(
     return table, np.ascontiguousarray(tk), np.ascontiguousarray(tr), const
 
 
-_HUGE_PAGE = 2 << 20
-
-
-def _fresh(shape: tuple[int, ...], dtype: Any, like: np.ndarray | None = None) -> np.ndarray:
-    """An uninitialized array; a large one starts near a 2 MiB boundary, at ``like``'s offset
-    within a 4 KiB page.
-
-    Why: the kernel's threads each write whole chunks of slices; with the array on the kernel's
-    (transparent) 2 MiB huge pages, a chunk of batch-norm channels fills whole pages, so two
-    threads rarely fault, and wait on, the same huge page (measured: a fresh BATCH_NORMALIZATION_
-    TRAINING output went from 1.5x to about 1.2x of a fresh copy). And the same offset within a
-    page as the input keeps a load of ``x[j + 8]`` from matching the low 12 address bits of
-    the store to ``out[j]`` just before it (4K aliasing, a false store-to-load dependence in
-    the output loop that made a 2 MiB-aligned MVN1 output about 1.3x slower than numpy's)."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < 2 * _HUGE_PAGE:
-        return np.empty(shape, dtype)
-    buf = np.empty(nbytes + _HUGE_PAGE, np.uint8)
-    page_offset = 0 if like is None else like.ctypes.data % 4096 // dtype.itemsize * dtype.itemsize
-    start = (page_offset - buf.ctypes.data) % _HUGE_PAGE
-    return buf[start : start + nbytes].view(dtype).reshape(shape)
-
-
 def _broadcastable(name: str, arr: np.ndarray, shape: tuple[int, ...]) -> None:
     if arr.ndim != len(shape) or any(a not in (1, s) for a, s in zip(arr.shape, shape, strict=False)):
         raise InputError(f"{name}: shape {list(arr.shape)} does not broadcast to the input's {list(shape)}")
@@ -201,9 +177,7 @@ def run_plan(
     ad = _factor(arrays.get(plan.fused_add) if plan.fused_add else None, plan, perm, 0.0)
     kernel_dtype = np.float32 if out_dtype == np.float32 else np.float64
     # write the output in logical order when its rows line up with the input's (the usual case)
-    target = (
-        out if out is not None and out.dtype == kernel_dtype else _fresh(plan.shape, kernel_dtype, x_flat)
-    )
+    target = out if out is not None and out.dtype == kernel_dtype else np.empty(plan.shape, kernel_dtype)
     result = target
     o3 = _as_3d(target.transpose(perm), len(kept), x3.shape)
     if o3 is None or not target.flags.writeable:

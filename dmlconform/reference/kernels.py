@@ -150,7 +150,6 @@ def _signature(x_dtype: np.dtype, out_dtype: np.dtype) -> Any:
         types.float64,
         stats,
         stats,
-        types.boolean,
     )
     return types.void(*args)
 
@@ -170,7 +169,6 @@ THREADS = int(
     or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 )
 CHUNKS_PER_THREAD = 4
-TOUCH = True  # the fresh-output page touching of _normalize (a switch for benchmarks)
 PARALLEL_MIN_ELEMENTS = 1 << 18  # below this, one call on the calling thread is quicker
 
 
@@ -211,14 +209,12 @@ class _Chunked:
     def __call__(self, x, x_sk, x_sm, out, o_sk, o_sm, n_slices, m_len, l_len, sc, sc_k, sc_r, sc_const,
                  bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const, normalize, eps, act, pa, pb,
                  mean_out, var_out) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
-        touch = TOUCH and not np.may_share_memory(x, out)  # an in-place caller's input must stay intact
-
         def run(k0: int, k1: int) -> None:
             self.compiled(
                 x[k0 * x_sk :], x_sk, x_sm, out[k0 * o_sk :], o_sk, o_sm, k1 - k0, m_len, l_len,
                 sc, sc_k[k0:k1], sc_r, sc_const, bi, bi_k[k0:k1], bi_r, bi_const,
                 ad, ad_k[k0:k1], ad_r, ad_const, normalize, eps, act, pa, pb,
-                mean_out[k0:k1], var_out[k0:k1], touch,
+                mean_out[k0:k1], var_out[k0:k1],
             )  # fmt: skip
 
         chunks = min(n_slices, THREADS * CHUNKS_PER_THREAD)
@@ -259,21 +255,9 @@ def _normalize(  # type: ignore[no-untyped-def]
     pb,
     mean_out,
     var_out,
-    touch,
 ):
-    """Normalize each slice of ``x`` into ``out`` (row addressing above); write its statistics.
-
-    ``touch`` (only when ``out`` cannot overlap ``x``): first write to every 4 KiB of the slice's
-    output rows before reading its input, so that the page faults of a fresh output (each
-    zeroing a 2 MiB huge page) come before the statistics pass rather than between it and the
-    output pass, whose re-read of the slice would find it evicted by the zeroing (measured: a
-    fresh MVN1 output went from 1.17-1.29x to 1.00-1.12x of a fresh copy)."""
+    """Normalize each slice of ``x`` into ``out`` (row addressing above); write its statistics."""
     for k in range(n_slices):
-        if touch:
-            for m in range(m_len):
-                o_start = k * o_sk + m * o_sm
-                for p in range(0, l_len, 512):
-                    out[o_start + p] = 0.0
         acc = np.zeros(LANES)
         acc2 = np.zeros(LANES)
         # pass 1: deviations from the slice's first element (exact for a constant slice)
