@@ -4,7 +4,8 @@
 
 Runs, in one process and round-robin, MEAN_VARIANCE_NORMALIZATION1 over axes {2, 3} and
 BATCH_NORMALIZATION_TRAINING with a per-channel Scale (1, C, 1, 1) on a FLOAT32 (8, 64, 256, 256)
-tensor (``--small``: (2, 16, 64, 64)), and the floor: a parallel numba copy of the same tensor.
+tensor (``--small``: (2, 16, 64, 64)), and the floor: a numba copy of the same tensor, split over
+the kernel's thread pool in the same chunks (``kernels.parallel_copy``).
 Each operator runs twice and is compared with the matching floor: allocating a fresh output per
 call against a copy into a fresh array (both pay the page faults of a new 128 MiB output, about
 as much as the copy itself), and writing into outputs preallocated once (``execute(...,
