@@ -1,6 +1,6 @@
 """The numba kernel's computation in plain numpy, operation for operation: the small-case path.
 
-Why: the numba kernel costs about 5 s of compilation per dtype pair on first use (``parallel=True``),
+Why: the numba kernel costs 2 to 4 s of compilation per dtype pair on first use (2 cores),
 while the cases a conformance run executes are small (a few thousand elements). For those,
 :func:`normalize_numpy` does the same float64 operations in the same order as
 :func:`dmlconform.reference.kernels._normalize` and so returns bit-identical outputs and
