@@ -3,6 +3,7 @@ the numba-vs-numpy cross-check (hypothesis), and the numba disk cache."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dmlconform import reference
 from dmlconform.desc import parse_desc
 from dmlconform.reference import InputError, execute, numpy_ref
 from dmlconform.semantics import make_plan
@@ -63,6 +65,17 @@ def bnt(shape, stat_shape, dtype="FLOAT32", bias=True, fused_add=False, act=None
     op = SPEC.operator("BATCH_NORMALIZATION_TRAINING")
     d = {k: v for k, v in d.items() if op.member(k) is not None}
     return parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": d})
+
+
+@contextlib.contextmanager
+def path(which):
+    """Force the numba kernel ("numba") or its numpy mirror ("mirror") whatever the size."""
+    before = reference.MIRROR_MAX_ELEMENTS
+    reference.MIRROR_MAX_ELEMENTS = -1 if which == "numba" else 1 << 62
+    try:
+        yield
+    finally:
+        reference.MIRROR_MAX_ELEMENTS = before
 
 
 def normal(shape, seed=0, dtype=np.float32, loc=0.0, scale=1.0):
@@ -311,14 +324,16 @@ def cases(draw):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
-def test_numba_agrees_with_numpy(case):
+@given(cases(), st.sampled_from(["numba", "mirror"]))
+def test_numba_agrees_with_numpy(case, which):
     desc, inputs = case
-    got = execute(desc, inputs, float64=True)
+    with path(which):
+        got = execute(desc, inputs, float64=True)
     want = numpy_ref.execute(desc, inputs)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-10, atol=1e-10, err_msg=name)
-    rounded = execute(desc, inputs)
+    with path(which):
+        rounded = execute(desc, inputs)
     out_dtype = np.float32 if desc.get("InputTensor").data_type == "FLOAT32" else np.float16
     assert rounded["OutputTensor"].dtype == out_dtype
 
@@ -330,8 +345,9 @@ def test_numba_agrees_with_numpy(case):
     hw=st.tuples(st.integers(1, 4), st.integers(1, 4)),
     seed=st.integers(0, 1000),
     fused=st.booleans(),
+    which=st.sampled_from(["numba", "mirror"]),
 )
-def test_batch_norm_numba_agrees_with_numpy(n, c, hw, seed, fused):
+def test_batch_norm_numba_agrees_with_numpy(n, c, hw, seed, fused, which):
     shape = (n, c, *hw)
     desc = bnt(shape, [1, c, 1, 1], fused_add=fused, act={"Type": "ACTIVATION_TANH"})
     inputs = {
@@ -341,7 +357,8 @@ def test_batch_norm_numba_agrees_with_numpy(n, c, hw, seed, fused):
     }
     if fused:
         inputs["FusedAddTensor"] = normal(shape, seed + 3)
-    got = execute(desc, inputs, float64=True)
+    with path(which):
+        got = execute(desc, inputs, float64=True)
     want = numpy_ref.execute(desc, inputs)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
@@ -357,6 +374,7 @@ def test_deterministic_across_calls():
         assert a[k].tobytes() == b[k].tobytes()
 
 
+@pytest.mark.parametrize("which", ["numba", "mirror"])
 @pytest.mark.parametrize(
     ("shape", "axes", "strided"),
     [
@@ -366,7 +384,7 @@ def test_deterministic_across_calls():
         ((1, 1, 4096, 1), (2,), False),  # one long slice
     ],
 )
-def test_long_rows_agree_with_numpy(shape, axes, strided):
+def test_long_rows_agree_with_numpy(shape, axes, strided, which):
     """The lane blocks only run on rows of 64 or more elements: small hypothesis shapes never
     reach them, so they get their own cross-check."""
     x = normal(shape, seed=sum(shape), loc=3.0)
@@ -376,26 +394,30 @@ def test_long_rows_agree_with_numpy(shape, axes, strided):
     stat = [1 if i in axes else s for i, s in enumerate(shape)]
     desc = mvn1(list(shape), axes, scale=stat, bias=stat)
     inputs = {"InputTensor": x, "ScaleTensor": normal(stat, 1), "BiasTensor": normal(stat, 2)}
-    got = execute(desc, inputs, float64=True)["OutputTensor"]
+    with path(which):
+        got = execute(desc, inputs, float64=True)["OutputTensor"]
     want = numpy_ref.execute(desc, inputs)["OutputTensor"]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_results_do_not_depend_on_the_thread_count():
-    import numba
+def test_results_do_not_depend_on_the_thread_count(monkeypatch):
+    from dmlconform.reference import kernels
 
     x = normal((4, 3, 70, 9), seed=21, loc=1e3)
     desc = bnt(x.shape, [1, 3, 1, 1])
     inputs = {"InputTensor": x, "ScaleTensor": normal((1, 3, 1, 1), 1), "BiasTensor": normal((1, 3, 1, 1), 2)}
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = execute(desc, inputs, float64=True)
-    finally:
-        numba.set_num_threads(before)
-    many = execute(desc, inputs, float64=True)
-    for k in one:
-        assert one[k].tobytes() == many[k].tobytes(), k
+    xm = normal((7, 5, 130, 1), seed=22, loc=-3.0)  # MVN1: 35 slices, chunked unevenly
+    mdesc = mvn1(list(xm.shape), [2, 3])
+    monkeypatch.setattr(kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    results = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(kernels, "THREADS", threads)
+        with path("numba"):
+            results.append((execute(desc, inputs, float64=True), execute(mdesc, {"InputTensor": xm})))
+    for got in results[1:]:
+        for a, b in zip(results[0], got, strict=True):
+            for k in a:
+                assert a[k].tobytes() == b[k].tobytes(), k
 
 
 def test_preallocated_outputs_are_written_and_returned():
@@ -446,25 +468,27 @@ def test_input_is_read_in_place_not_copied():
 
 
 def test_second_process_loads_kernel_from_cache():
-    x = normal((2, 3, 4, 5), seed=13)
-    execute(mvn1([2, 3, 4, 5], [2, 3]), {"InputTensor": x})  # ensure this signature is compiled + cached
+    big = [4, 4, 64, 65]  # above MIRROR_MAX_ELEMENTS: the numba kernel runs
+    assert math.prod(big) > reference.MIRROR_MAX_ELEMENTS
+    x = normal(big, seed=13)
+    execute(mvn1(big, [2, 3]), {"InputTensor": x})  # ensure this signature is compiled + cached
     from dmlconform.reference import kernels
 
     cache_dir = Path(kernels.__file__).parent / "__pycache__"
-    index = [p for p in cache_dir.glob("kernels.normalize_kernel-*.nbi")] if cache_dir.is_dir() else []
-    if not index:  # numba may fall back to a user-wide cache directory when the package is read-only
-        pytest.skip("numba cache not in the package __pycache__ (read-only install)")
+    index = [p for p in cache_dir.glob("kernels._normalize-*.nbi")] if cache_dir.is_dir() else []
+    if not index or os.environ.get("NUMBA_CACHE_DIR"):
+        pytest.skip("numba cache not in the package __pycache__ (read-only install or NUMBA_CACHE_DIR)")
     code = (
         "import numpy as np, json\n"
         "from dmlconform.desc import parse_desc\n"
         "from dmlconform.reference import execute\n"
         "from dmlconform.reference.kernels import normalize_kernel\n"
         "d = parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {"
-        "'InputTensor': {'DataType': 'FLOAT32', 'Sizes': [2, 3, 4, 5]},"
-        "'OutputTensor': {'DataType': 'FLOAT32', 'Sizes': [2, 3, 4, 5]},"
+        f"'InputTensor': {{'DataType': 'FLOAT32', 'Sizes': {big}}},"
+        f"'OutputTensor': {{'DataType': 'FLOAT32', 'Sizes': {big}}},"
         "'Axes': [2, 3], 'NormalizeVariance': True}})\n"
-        "execute(d, {'InputTensor': np.ones((2, 3, 4, 5), np.float32)})\n"
-        "s = normalize_kernel.stats\n"
+        f"execute(d, {{'InputTensor': np.ones({big}, np.float32)}})\n"
+        "s = normalize_kernel(np.float32, np.float32).compiled.stats\n"
         "print(json.dumps([sum(s.cache_hits.values()), sum(s.cache_misses.values())]))\n"
     )
     env = dict(os.environ)

@@ -8,6 +8,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from dmlconform import reference
 from dmlconform.desc import parse_desc
 from dmlconform.reference import execute
 from dmlconform.semantics import make_plan
@@ -15,6 +16,14 @@ from dmlconform.spec import load_spec
 
 SPEC = load_spec()
 mp = mpmath.mp
+
+
+@pytest.fixture(autouse=True, params=["numba", "mirror"])
+def path(request, monkeypatch):
+    """Every accuracy test runs on both paths: the numba kernel and its numpy mirror (the path
+    small cases take), forced whatever the tensor size."""
+    monkeypatch.setattr(reference, "MIRROR_MAX_ELEMENTS", -1 if request.param == "numba" else 1 << 62)
+    return request.param
 
 
 def _mp_act(name, x, p):  # the spec formulas, evaluated in mpmath

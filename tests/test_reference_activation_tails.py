@@ -13,10 +13,18 @@ import mpmath
 import numpy as np
 import pytest
 
+from dmlconform import reference
 from dmlconform.desc import parse_desc
 from dmlconform.reference import execute
 
 mpmath.mp.dps = 50
+
+
+@pytest.fixture(autouse=True, params=["numba", "mirror"])
+def path(request, monkeypatch):
+    """Both paths: the numba kernel and its numpy mirror, forced whatever the size."""
+    monkeypatch.setattr(reference, "MIRROR_MAX_ELEMENTS", -1 if request.param == "numba" else 1 << 62)
+    return request.param
 
 
 def _activation_of_bias(act: dict, y: np.ndarray) -> np.ndarray:

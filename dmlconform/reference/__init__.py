@@ -2,7 +2,9 @@
 
 ``execute(desc, inputs)`` resolves the desc against its operator's ``semantics:`` in the spec
 (:mod:`dmlconform.semantics`), arranges the operands for the single numba kernel
-(:mod:`dmlconform.reference.kernels`) without copying where strides allow, runs it, and rounds
+(:mod:`dmlconform.reference.kernels`) without copying where strides allow, runs it (or, for
+small tensors, its bit-identical numpy mirror :mod:`dmlconform.reference.mirror`, which needs no
+compilation), and rounds
 every output exactly once to its DataType. Inputs of any float dtype are taken at their exact
 value (float16 widens exactly to float32; float32 and float64 are read as float64 in the kernel).
 
@@ -20,11 +22,20 @@ import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.reference.activations import activation_args
+from dmlconform.reference.mirror import normalize_numpy
 from dmlconform.semantics import Plan, make_plan
 from dmlconform.semantics import SemanticsError as PlanError
 from dmlconform.spec import Spec, load_spec
 
 __all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dtype"]
+
+# Inputs of at most this many elements run through the numpy mirror of the kernel
+# (reference/mirror.py), larger ones through the compiled numba kernel. The choice depends on
+# the size alone, so a given case always takes the same path, and the two paths are
+# bit-identical anyway (tests/test_reference_paths.py). Below this size the mirror is fast
+# enough (about a millisecond) that the kernel's compile time (2 to 3 s per dtype pair) would
+# never pay off in a conformance run; above it the kernel is much faster.
+MIRROR_MAX_ELEMENTS = 1 << 16
 
 _DTYPES = {"FLOAT32": np.dtype(np.float32), "FLOAT16": np.dtype(np.float16), "FLOAT64": np.dtype(np.float64)}
 
@@ -176,9 +187,13 @@ def run_plan(
     mean = np.empty(n_slices)
     var = np.empty(n_slices)
     code, pa, pb = activation_args(plan.activation, plan.activation_params)
-    from dmlconform.reference.kernels import normalize_kernel
+    if x.size <= MIRROR_MAX_ELEMENTS:
+        kernel = normalize_numpy  # small: no compilation; bit-identical to the numba kernel
+    else:
+        from dmlconform.reference.kernels import normalize_kernel
 
-    normalize_kernel(
+        kernel = normalize_kernel(x_flat.dtype, o_flat.dtype)  # compiled on first use, cached
+    kernel(
         x_flat,
         x_sk,
         x_sm,

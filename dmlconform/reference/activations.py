@@ -1,8 +1,11 @@
-"""The 17 fusable activations as one numba scalar function, evaluated in float64.
+"""The 17 fusable activations as one scalar function, evaluated in float64.
 
 The kernel applies the activation to each element before the single rounding to the output
-type, so it must be a scalar ``@njit`` function: one integer code selects the formula and two
-float64 slots carry its parameters. Formulas follow spec/common/activations.yaml exactly; where
+type, so it is a scalar function: one integer code selects the formula and two float64 slots
+carry its parameters. This module is plain Python (no numba import): the numba kernel compiles
+``activate`` (``kernels.py`` wraps it in ``njit``), and the small-case numpy path
+(``mirror.py``) calls the very same function per element, so both paths evaluate one formula
+with the same libm calls and agree bit for bit. Formulas follow spec/common/activations.yaml exactly; where
 the literal formula loses accuracy in float64 the mathematically identical stable form is used
 (``expm1`` for ``exp(x) - 1``, ``erfc`` for ``1 + erf(x)`` at negative x, ``log1p`` for
 softplus), because the reference must be correct to well below one float32 ULP.
@@ -11,8 +14,6 @@ softplus), because the reference must be correct to well below one float32 ULP.
 from __future__ import annotations
 
 import math
-
-from numba import njit
 
 from dmlconform.semantics import SemanticsError
 
@@ -48,15 +49,6 @@ def activation_args(act_type: str | None, params: dict[str, float]) -> tuple[int
     return code, slots[0], slots[1]
 
 
-@njit(cache=True)
-def _softplus(t: float) -> float:
-    # ln(1 + e^t) without overflow for large t and without losing e^t for very negative t
-    if t > 0.0:
-        return t + math.log1p(math.exp(-t))
-    return math.log1p(math.exp(t))
-
-
-@njit(cache=True)
 def activate(code: int, x: float, a: float, b: float) -> float:  # noqa: C901 - one branch per activation
     """The activation ``code`` at ``x`` in float64 (NaN propagates through every branch)."""
     if code == 0:
@@ -88,10 +80,12 @@ def activate(code: int, x: float, a: float, b: float) -> float:  # noqa: C901 - 
     if code == 10:
         # Gamma*(Alpha*exp(x) - Alpha) == Gamma*Alpha*expm1(x), without the cancellation
         return b * x if (x > 0.0 or x != x) else b * (a * math.expm1(x))
-    if code == 11:
-        return _softplus(a * x) / a
-    if code == 12:
-        return a * _softplus(b * x)
+    if code == 11 or code == 12:
+        # softplus ln(1 + e^t) without overflow for large t and without losing e^t for t << 0
+        # (written inline: a helper would need its own jit wrapper in the kernel)
+        t = a * x if code == 11 else b * x
+        sp = t + math.log1p(math.exp(-t)) if t > 0.0 else math.log1p(math.exp(t))
+        return sp / a if code == 11 else a * sp
     if code == 13:
         return x / (1.0 + abs(x))
     if code == 14:
