@@ -526,9 +526,7 @@ class ConformanceSession:
             )
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
-        lines.append(
-            "dmlconform: generating cases (first use compiles the reference kernels, this can take a while)"
-        )
+        lines.append("dmlconform: generating cases")
         return lines
 
     # -- results --------------------------------------------------------------------------
