@@ -108,6 +108,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="item kinds to run: numeric validation metamorphic (default: all)",
     )
+    g.addoption(
+        "--dml-tier",
+        choices=("smoke", "default", "stress"),
+        default="default",
+        help="size tier: smoke (quick subset), default, stress (reductions up to 2^24+1, big tensors)",
+    )
+    g.addoption(
+        "--dml-max-elements",
+        metavar="N",
+        type=int,
+        default=None,
+        help="largest input (elements) of a tier's size case (default: smoke 2^16, default 2^22, stress 2^26)",
+    )
     g.addoption("--dml-command", default=None, help=argparse_suppress())
 
 
@@ -151,6 +164,8 @@ class Settings:
     command: str
     info: Any = None
     expectations: list[Any] = field(default_factory=list)
+    tier: str = "default"
+    max_elements: int | None = None  # None: the tier's default
 
 
 def parse_backend_options(pairs: list[str]) -> dict[str, str]:
@@ -239,6 +254,8 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         raise pytest.UsageError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
     if opt.dml_cases < 1:
         raise pytest.UsageError("--dml-cases must be at least 1")
+    if opt.dml_max_elements is not None and opt.dml_max_elements < 1:
+        raise pytest.UsageError("--dml-max-elements must be at least 1")
     expectations = []
     if opt.dml_expect:
         try:
@@ -262,6 +279,8 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         command=command,
         info=info,
         expectations=expectations,
+        tier=opt.dml_tier,
+        max_elements=opt.dml_max_elements,
     )
     return settings, handle
 
@@ -362,6 +381,8 @@ class ConformanceFile(pytest.File):
             seed=s.seed,
             kinds=s.kinds,
             validation=bool(s.info.has_check),
+            tier=s.tier,
+            max_elements=s.max_elements,
         )
         return [
             ConformanceItem.from_parent(self, name=case.id, case=case) for case in collect(session.spec, sel)
@@ -427,7 +448,7 @@ class ConformanceSession:
         info = s.info
         lines = [
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
-            f"{s.cases} cases per group, seed {s.seed}" + (", isolated" if s.isolate else ""),
+            f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
         ]
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
@@ -476,6 +497,7 @@ class ConformanceSession:
     def write(self, session: pytest.Session) -> None:
         from dmlconform.results import RunMeta, build_results, versions, write_results
         from dmlconform.runner.cases import Selection, operator_data_types, selected_operators
+        from dmlconform.runner.tiers import max_elements_for
 
         s = self.settings
         sel = Selection(level=s.level, operators=s.operators, data_types=s.data_types)
@@ -499,6 +521,8 @@ class ConformanceSession:
             finished=_utc(),
             duration_s=time.monotonic() - self.t0,
             versions=versions(s.info.versions),
+            tier=s.tier,
+            max_elements=max_elements_for(s.tier, s.max_elements),
         )
         results = build_results(meta, self.spec, list(self.records.values()))
         assert s.report_dir is not None

@@ -25,6 +25,7 @@ import numpy as np
 
 from dmlconform.runner.cases import Case
 from dmlconform.runner.checks import CaseResult
+from dmlconform.runner.tiers import elements_and_length
 from dmlconform.spec import Spec
 
 SCHEMA_VERSION = 1
@@ -64,6 +65,7 @@ def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str
 def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str, Any]:
     """The half of a case record known where the case ran (outcome and message come later)."""
     r = result
+    elements, length = elements_and_length(case.desc) if case.kind != "validation" else (None, None)
     return {
         "id": case.id,
         "nodeid": nodeid,
@@ -81,6 +83,8 @@ def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str,
         "relation": case.relation.id if case.relation else None,
         "rules": list(r.rules) if r else [],
         "desc": case.desc.to_dict(),
+        "reduction_length": length,
+        "elements": elements,
         "errors": jsonable(r.errors) if r and r.errors else None,
         "info": jsonable(r.info) if r and r.info is not None else None,
         "reproducer": None,
@@ -179,6 +183,8 @@ class RunMeta:
     finished: str
     duration_s: float
     versions: dict[str, str] = field(default_factory=dict)
+    tier: str = "default"
+    max_elements: int | None = None
 
 
 def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -197,6 +203,8 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "feature_level": meta.feature_level,
         "seed": meta.seed,
         "cases_per_group": meta.cases_per_group,
+        "tier": meta.tier,
+        "max_elements": meta.max_elements,
         "operators": list(meta.operators),
         "data_types": list(meta.data_types),
         "command": meta.command,
