@@ -180,6 +180,7 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
     from dmlconform.runner import tiers
 
     tier = tiers.tier(sel.tier)
+    full = sel  # validation cases are cheap: every tier keeps them all (same ids, same descs)
     if tier.seeded_cases is not None and sel.cases > tier.seeded_cases:
         sel = replace(sel, cases=tier.seeded_cases)  # the first N of a group are the same descs
     for op in selected_operators(spec, sel):
@@ -208,7 +209,7 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
                         size=sc.label,
                     )
         if "validation" in sel.kinds and sel.validation:
-            yield from _validation(spec, op, [sel.level], sel)
+            yield from _validation(spec, op, [sel.level], full)
         if "metamorphic" in sel.kinds:
             yield from _metamorphic(spec, op, sel)
 

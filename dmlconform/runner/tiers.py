@@ -7,8 +7,9 @@ float32 stops counting exactly). A tier adds *size cases*: numeric cases whose r
 ``n`` is chosen, built from the generator's plan machinery so that they are legal descs of any
 operator (nothing here names one: the reduced axes come from the operator's semantics).
 
-- ``smoke``: a first look: at most 2 seeded cases per group, numeric cases at the selected level
-  only, no size cases.
+- ``smoke``: a first look: at most 2 seeded numeric and metamorphic cases per group, numeric
+  cases at the selected level only, no size cases (validation cases, which cost no arithmetic,
+  are kept whole). Every smoke case is a default case with the same id and data.
 - ``default``: every seeded case unchanged (same ids, same data), plus per operator and data type
   reductions on both sides of 32, 256, 1024, 4096 and 65536 (two slices each, in the
   ``large_offset`` and ``standard_normal`` regimes) and one of 2^20 elements (``large_offset``:
@@ -92,7 +93,7 @@ _DEFAULT_FAMILIES = (
 TIERS: dict[str, Tier] = {
     "smoke": Tier(
         "smoke",
-        "2 seeded cases per group, numeric cases at the selected level only, no size cases",
+        "2 numeric and metamorphic cases per group, numeric cases at the selected level only, no size cases",
         families=(),
         max_elements=2**16,
         seeded_cases=2,
