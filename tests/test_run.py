@@ -20,7 +20,17 @@ import pytest
 from test_plugin_backends import HERE
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ["--operators", "MEAN_VARIANCE_NORMALIZATION1", "--feature-level", "2_1", "--cases", "2"]
+# --tier smoke: the same seeded cases as the default tier at this level, without its size cases
+SMALL = [
+    "--operators",
+    "MEAN_VARIANCE_NORMALIZATION1",
+    "--feature-level",
+    "2_1",
+    "--cases",
+    "2",
+    "--tier",
+    "smoke",
+]
 
 
 def dmlconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
