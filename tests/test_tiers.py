@@ -363,3 +363,22 @@ def test_report_reads_ratio_and_aggregates(tmp_path: Path) -> None:
     assert "scale 3.5" in html and "<th>scale / bound</th>" in html
     md = render_markdown(results)
     assert "| OP | FLOAT32 | 0.5 | 0.125 | - | **2.5** |" in md
+
+
+def test_shape_an_operator_cannot_take_falls_back_to_a_simpler_one(spec, monkeypatch) -> None:
+    """An operator that reduces a single axis, or keeps none, still gets its long reductions:
+    on one axis, then in one slice, labelled with the slices it really has."""
+    real = tiers.sized_desc
+
+    def single_axis_single_slice(*args, **kw):
+        if kw.get("min_axes", 1) > 1 or kw.get("slices", 1) > 1:
+            raise RuntimeError("no such desc")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tiers, "sized_desc", single_axis_single_slice)
+    cases = list(tiers.size_cases(spec, "MEAN_VARIANCE_NORMALIZATION1", LEVEL, "FLOAT32", "stress", 2**22, 0))
+    labels = {c.label for c in cases}
+    assert {"n31", "n4194304", "n1048576x1", "n65536x1"} <= labels
+    assert not any(label.endswith(("x3", "x64")) for label in labels)
+    for c in cases:
+        assert c.desc.members["InputTensor"].element_count == generate.reduction_size(c.desc)

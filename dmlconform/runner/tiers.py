@@ -67,8 +67,8 @@ class SizeFamily:
             return [n] if n >= 2 else []
         return [n for n in self.lengths if n * self.slices <= max_elements]
 
-    def label(self, n: int) -> str:
-        return f"n{n}x{self.slices}" if self.tag_slices else f"n{n}"
+    def label(self, n: int, slices: int | None = None) -> str:
+        return f"n{n}x{slices or self.slices}" if self.tag_slices else f"n{n}"
 
 
 @dataclass(frozen=True)
@@ -261,23 +261,33 @@ def size_cases(
     seen: set[str] = set()
     for family in t.families:
         for n in family.sizes(cap):
-            label = family.label(n)
+            found = _sized_or_simpler(spec, operator, level, dtype, n, family, seed)
+            if found is None:
+                continue
+            desc, slices = found
+            label = family.label(n, slices)
             if label in seen:  # two families asking for the same shape: the first one wins
                 continue
             seen.add(label)
-            desc = sized_desc(
-                operator,
-                level,
-                n,
-                dtype=dtype,
-                slices=family.slices,
-                min_axes=family.min_axes,
-                seed=seed,
-                spec=spec,
-            )
             regimes = [r for r in regimes_for(desc, spec) if family.regimes is None or r in family.regimes]
             for i, regime in enumerate(regimes):
                 yield SizeCase(label, desc, regime, i)
+
+
+def _sized_or_simpler(
+    spec: Spec, operator: str, level: str, dtype: str, n: int, family: SizeFamily, seed: int
+) -> tuple[OperatorDesc, int] | None:
+    """The family's desc, or for an operator whose semantics do not allow that shape (a single
+    reduced axis, no kept axis), the nearest simpler one: first on one axis, then one slice.
+    None when not even that exists (the operator gets no case of this length)."""
+    for slices, min_axes in dict.fromkeys(((family.slices, family.min_axes), (family.slices, 1), (1, 1))):
+        try:
+            return sized_desc(
+                operator, level, n, dtype=dtype, slices=slices, min_axes=min_axes, seed=seed, spec=spec
+            ), slices
+        except RuntimeError:
+            continue
+    return None
 
 
 # --------------------------------------------------------------------------------------------
