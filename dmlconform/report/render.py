@@ -404,7 +404,7 @@ SIZE_BANDS: tuple[tuple[str, float, float], ...] = (
 """Reduction-length bands of the accuracy table (results.json ``reduction_length``)."""
 
 ACC_WIDTH, ACC_HEIGHT = 720, 320
-_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 52, 230, 12, 40
+_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 52, 16, 12, 40
 _ACC_FLOOR_EXP = -8  # error/budget below 1e-8 (exact results included) sits on the floor
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
