@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.runner.cases import Case
+from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.spec import Spec
@@ -65,7 +65,9 @@ def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str
 def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str, Any]:
     """The half of a case record known where the case ran (outcome and message come later)."""
     r = result
-    elements, length = elements_and_length(case.desc) if case.kind != "validation" else (None, None)
+    # a metamorphic relation runs the desc with its ``when`` members forced (CrossChannel may widen n)
+    ran = apply_when(case.desc, case.relation) if case.relation else case.desc
+    elements, length = elements_and_length(ran) if case.kind != "validation" else (None, None)
     return {
         "id": case.id,
         "nodeid": nodeid,
