@@ -158,12 +158,14 @@ def main() -> int:
             if not r["cases"]:
                 continue
             per = r["peak_over_base"] / r["largest_elements"] if r["largest_elements"] else 0.0
-            worst = f"{r['worst'][0]:.3g}" if r["worst"] else "-"
+            worst = f"{r['worst'][0]:.4g}" if r["worst"] else "-"
             print(
                 f"{backend:>10} {BANDS[b][0]:>12} {r['cases']:>5} {r['seconds']:>8.1f} "
                 f"{r['peak_over_base'] / 2**20:>9.0f} {per:>7.0f} {worst:>17} {r['failed']:>6} {r['skipped']:>7}"
             )
             total[backend] = total.get(backend, 0.0) + r["seconds"]
+            if r["worst"]:
+                print(f"{'':>12}worst: {r['worst'][1]}")
             for line in r["failures"][:12]:
                 print(f"{'':>12}{line}")
             if args.calibrate and r["worst"]:
