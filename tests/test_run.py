@@ -20,17 +20,8 @@ import pytest
 from test_plugin_backends import HERE
 
 REPO = Path(__file__).resolve().parent.parent
-# --tier smoke: the same seeded cases as the default tier at this level, without its size cases
-SMALL = [
-    "--operators",
-    "MEAN_VARIANCE_NORMALIZATION1",
-    "--feature-level",
-    "2_1",
-    "--cases",
-    "2",
-    "--tier",
-    "smoke",
-]
+SMALL = ["--operators", "MEAN_VARIANCE_NORMALIZATION1", "--feature-level", "2_1", "--cases", "2"]
+SMALL += ["--tier", "smoke"]  # the same seeded cases as the default tier here, without its size cases
 
 
 def dmlconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
