@@ -122,6 +122,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only shard K of N (every N-th case of the collection, from the K-th); "
         "'dmlconform report merge' joins the shards' reports",
     )
+    g.addoption(
+        "--dml-tier",
+        choices=("smoke", "default", "stress"),
+        default="default",
+        help="size tier: smoke (quick subset), default, stress (reductions up to 2^24+1, big tensors)",
+    )
+    g.addoption(
+        "--dml-max-elements",
+        metavar="N",
+        type=int,
+        default=None,
+        help="largest input (elements) of a tier's size case (default: smoke 2^16, default 2^22, stress 2^26)",
+    )
     g.addoption("--dml-command", default=None, help=argparse_suppress())
 
 
@@ -167,6 +180,8 @@ class Settings:
     expectations: list[Any] = field(default_factory=list)
     tolerance: dict[str, str] = field(default_factory=dict)
     shard: Any = None  # runner.cases.Shard, or None for the whole run
+    tier: str = "default"
+    max_elements: int | None = None  # None: the tier's default
 
 
 def parse_backend_options(pairs: list[str]) -> dict[str, str]:
@@ -255,6 +270,8 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         raise pytest.UsageError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
     if opt.dml_cases < 1:
         raise pytest.UsageError("--dml-cases must be at least 1")
+    if opt.dml_max_elements is not None and opt.dml_max_elements < 1:
+        raise pytest.UsageError("--dml-max-elements must be at least 1")
     expectations = []
     if opt.dml_expect:
         try:
@@ -293,6 +310,8 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         expectations=expectations,
         tolerance=tolerance,
         shard=shard,
+        tier=opt.dml_tier,
+        max_elements=opt.dml_max_elements,
     )
     return settings, handle
 
@@ -434,6 +453,8 @@ class ConformanceSession:
             seed=s.seed,
             kinds=s.kinds,
             validation=bool(s.info.has_check),
+            tier=s.tier,
+            max_elements=s.max_elements,
         )
 
     def guard(self) -> Any:
@@ -518,7 +539,7 @@ class ConformanceSession:
         info = s.info
         lines = [
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
-            f"{s.cases} cases per group, seed {s.seed}" + (", isolated" if s.isolate else ""),
+            f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
         ]
         if s.tolerance:
             lines.append(
@@ -627,6 +648,7 @@ class ConformanceSession:
 
         from dmlconform.results import RunMeta, build_results, spec_hash, versions, write_results
         from dmlconform.runner.cases import operator_data_types, selected_operators
+        from dmlconform.runner.tiers import max_elements_for
 
         s = self.settings
         sel = self.selection()
@@ -655,6 +677,8 @@ class ConformanceSession:
             shard={"index": s.shard.index, "count": s.shard.count} if s.shard else None,
             selection=asdict(sel),
             spec_hash=spec_hash(self.spec),
+            tier=s.tier,
+            max_elements=max_elements_for(s.tier, s.max_elements),
         )
         results = build_results(meta, self.spec, list(self.records.values()))
         assert s.report_dir is not None

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.runner.cases import Case
+from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
+from dmlconform.runner.tiers import elements_and_length
 from dmlconform.spec import Spec
 
 SCHEMA_VERSION = 1
@@ -65,6 +66,9 @@ def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str
 def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str, Any]:
     """The half of a case record known where the case ran (outcome and message come later)."""
     r = result
+    # a metamorphic relation runs the desc with its ``when`` members forced (CrossChannel may widen n)
+    ran = apply_when(case.desc, case.relation) if case.relation else case.desc
+    elements, length = elements_and_length(ran) if case.kind != "validation" else (None, None)
     return {
         "id": case.id,
         "nodeid": nodeid,
@@ -82,6 +86,8 @@ def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str,
         "relation": case.relation.id if case.relation else None,
         "rules": list(r.rules) if r else [],
         "desc": case.desc.to_dict(),
+        "reduction_length": length,
+        "elements": elements,
         "errors": jsonable(r.errors) if r and r.errors else None,
         "info": jsonable(r.info) if r and r.info is not None else None,
         "reproducer": None,
@@ -188,6 +194,8 @@ class RunMeta:
     shard: dict[str, int] | None = None
     selection: dict[str, Any] = field(default_factory=dict)
     spec_hash: str | None = None
+    tier: str = "default"
+    max_elements: int | None = None
 
 
 def spec_hash(spec: Spec) -> str:
@@ -231,6 +239,8 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "feature_level": meta.feature_level,
         "seed": meta.seed,
         "cases_per_group": meta.cases_per_group,
+        "tier": meta.tier,
+        "max_elements": meta.max_elements,
         "operators": list(meta.operators),
         "data_types": list(meta.data_types),
         "command": meta.command,

@@ -46,6 +46,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, metavar="S", help="generator seed (default 0)")
     p.add_argument(
+        "--tier",
+        choices=("smoke", "default", "stress"),
+        help="size tier: smoke (quick subset), default, stress (long reductions, big tensors)",
+    )
+    p.add_argument(
+        "--max-elements",
+        type=int,
+        metavar="N",
+        help="largest input of a tier's size case, in elements (default: smoke 2^16, default 2^22, stress 2^26)",
+    )
+    p.add_argument(
         "--expect", metavar="FILE", help="expected failures file ('<id or glob>  # reason' per line)"
     )
     p.add_argument("--report", metavar="DIR", help="report directory (default reports/<backend>-<UTC time>/)")
@@ -107,6 +118,10 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         argv += ["--dml-cases", str(args.cases)]
     if args.seed is not None:
         argv += ["--dml-seed", str(args.seed)]
+    if args.tier:
+        argv += ["--dml-tier", args.tier]
+    if args.max_elements is not None:
+        argv += ["--dml-max-elements", str(args.max_elements)]
     if args.expect:
         argv += ["--dml-expect", str(Path(args.expect).resolve())]
     if args.isolate:
@@ -138,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"dmlconform run: error: {exc}", file=sys.stderr)
             return 2
+    if args.max_elements is not None and args.max_elements < 1:
+        print("dmlconform run: error: --max-elements must be at least 1", file=sys.stderr)
+        return 2
     report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
     command = _reconstruct(args)
     code = pytest.main(pytest_argv(args, report_dir, command))
@@ -171,6 +189,8 @@ def _reconstruct(args: argparse.Namespace) -> str:
         ("--feature-level", args.feature_level),
         ("--cases", args.cases),
         ("--seed", args.seed),
+        ("--tier", args.tier),
+        ("--max-elements", args.max_elements),
         ("--expect", args.expect),
         ("--timeout", args.timeout),
         ("--shard", getattr(args, "shard", None)),

@@ -47,6 +47,8 @@ class CaseRecord:
     errors: dict[str, Any] | None = None
     reproducer: str | None = None
     replay: str | None = None
+    reduction_length: int | None = None
+    elements: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -67,13 +69,46 @@ class CaseRecord:
 
     @cached_property
     def ratio(self) -> float | None:
-        """max_ulp / budget_ulp: how far past (>1) or inside (<1) its budget the case landed."""
+        """How far past (>1) or inside (<1) its budget the case landed: the worst element's
+        error / budget (``errors.ratio``, else ``worst.abs / worst.budget_abs``), else, for
+        records without an absolute budget, max_ulp / budget_ulp."""
+        if not self.errors:
+            return None
+        exact = _num(self.errors.get("ratio"))
+        if exact is not None:
+            return exact
+        worst = self.errors.get("worst")
+        if isinstance(worst, dict):  # the worst element is the one with the largest error / budget
+            err, allowed = _num(worst.get("abs")), _num(worst.get("budget_abs"))
+            if err is not None and allowed is not None:
+                if err == 0 or allowed == math.inf:
+                    return 0.0
+                return err / allowed if allowed > 0 else math.inf
         ulp, budget = self.max_ulp, self.budget_ulp
         if ulp is None or budget is None:
             return None
         if budget <= 0:
             return math.inf if ulp > 0 else 0.0
         return ulp / budget
+
+    @cached_property
+    def aggregate(self) -> dict[str, float]:
+        """The aggregate figures (shift, scale, residual; each over its bound, > 1 fails), the
+        largest of each over the outputs; empty when the record has none."""
+        out: dict[str, float] = {}
+        outputs = (self.errors or {}).get("outputs")
+        for figures in outputs.values() if isinstance(outputs, dict) else ():
+            agg = figures.get("aggregate") if isinstance(figures, dict) else None
+            for key, value in agg.items() if isinstance(agg, dict) else ():
+                v = _num(value)
+                if v is not None and (key not in out or not v <= out[key]):
+                    out[str(key)] = v
+        return out
+
+    @cached_property
+    def aggregate_ratio(self) -> float | None:
+        """The largest aggregate figure (None without any)."""
+        return max(self.aggregate.values(), default=None)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], position: int) -> CaseRecord:
@@ -98,6 +133,8 @@ class CaseRecord:
             errors=errors if isinstance(errors, dict) else None,
             reproducer=None if data.get("reproducer") is None else str(data.get("reproducer")),
             replay=None if data.get("replay") is None else str(data.get("replay")),
+            reduction_length=_int(data.get("reduction_length")),
+            elements=_int(data.get("elements")),
             raw=data,
         )
 
@@ -160,6 +197,10 @@ def _num(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def results_path(path: str | Path) -> Path:

@@ -393,6 +393,182 @@ def build_charts(results: Results) -> list[dict[str, Any]]:
     return charts
 
 
+# --------------------------------------------------------------------------- accuracy by size
+
+SIZE_BANDS: tuple[tuple[str, float, float], ...] = (
+    ("n below 1e3", 0, 1e3),
+    ("1e3 to 1e5", 1e3, 1e5),
+    ("1e5 to 1e6", 1e5, 1e6),
+    ("1e6 and up", 1e6, math.inf),
+)
+"""Reduction-length bands of the accuracy table (results.json ``reduction_length``)."""
+
+ACC_WIDTH, ACC_HEIGHT = 720, 320
+_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 52, 16, 12, 40
+_ACC_FLOOR_EXP = -8  # error/budget below 1e-8 (exact results included) sits on the floor
+_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+
+def _worse(a: float | None, b: float | None) -> bool:
+    """Whether ratio ``a`` is worse than ``b`` (NaN counts as the worst)."""
+    if a is None:
+        return False
+    return b is None or math.isnan(a) or (not math.isnan(b) and a > b)
+
+
+def accuracy_cases(results: Results) -> list[CaseRecord]:
+    """Numeric cases with an error/budget figure and a reduction length (metamorphic cases
+    compare the backend with itself under a doubled budget: not on the same scale)."""
+    return [
+        c
+        for c in results.cases
+        if c.kind == "numeric" and c.ratio is not None and c.reduction_length is not None
+    ]
+
+
+def build_bands(results: Results) -> dict[str, Any]:
+    """The worst error/budget per (operator, data type) and size band, and over all of them:
+    how close to its limit an implementation is, and where that grows."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    total: dict[str, Any] = {label: None for label, _, _ in SIZE_BANDS}
+    for case in accuracy_cases(results):
+        n = case.reduction_length or 0
+        label = next(lab for lab, lo, hi in SIZE_BANDS if lo <= n < hi)
+        row = rows.setdefault((case.operator, case.data_type), {lab: None for lab, _, _ in SIZE_BANDS})
+        for table in (row, total):
+            cell = table[label]
+            if cell is None:
+                table[label] = cell = {"ratio": case.ratio, "case": case.id, "n": n, "count": 0, "over": 0}
+            elif _worse(case.ratio, cell["ratio"]):
+                cell.update(ratio=case.ratio, case=case.id, n=n)
+            cell["count"] += 1
+            cell["over"] += int(case.ratio is not None and not case.ratio <= 1)
+    ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], _type_key(kv[0][1])))
+    return {
+        "bands": [label for label, _, _ in SIZE_BANDS],
+        "rows": [{"operator": op, "data_type": dt, "cells": cells} for (op, dt), cells in ordered],
+        "total": total,
+        "any": bool(rows),
+    }
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    n: int
+    ratio: float
+    case: str
+    clipped: str  # "", "floor" (below the axis), "top" (inf/NaN)
+
+
+@dataclass
+class Series:
+    label: str
+    colour: str
+    points: list[Point]
+    worst: float | None
+
+    @property
+    def path(self) -> str:
+        return " ".join(f"{p.x},{p.y}" for p in self.points)
+
+
+@dataclass
+class AccuracyChart:
+    """Error/budget against reduction length, both on log scales, one series per group."""
+
+    series: list[Series]
+    xticks: list[tuple[float, str]]
+    yticks: list[tuple[float, str]]
+    one_y: float
+    plot: tuple[int, int, int, int]  # left, top, right, bottom edges
+    width: int = ACC_WIDTH
+    height: int = ACC_HEIGHT
+
+
+def _decade(e: int) -> str:
+    return {0: "1", 1: "10", 2: "100"}.get(e, f"1e{e}")
+
+
+def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
+    """The chart for ``groups`` (label -> cases). Per group and log2 bin of n (ceil(log2 n), so
+    that both sides of every power of two stay apart), the worst case is a point; the points of
+    a group are joined in order of n. None when no case has both figures."""
+    picked: dict[str, dict[int, CaseRecord]] = {}
+    for label, cases in groups.items():
+        for case in cases:
+            if case.ratio is None or case.reduction_length is None:
+                continue
+            b = math.ceil(math.log2(max(case.reduction_length, 1)))
+            best = picked.setdefault(label, {}).get(b)
+            if best is None or _worse(case.ratio, best.ratio):
+                picked[label][b] = case
+    if not picked:
+        return None
+    chosen = [c for bins in picked.values() for c in bins.values()]
+    ns = [max(c.reduction_length or 1, 1) for c in chosen]
+    finite = [c.ratio for c in chosen if c.ratio is not None and math.isfinite(c.ratio) and c.ratio > 0]
+    x_lo, x_hi = math.floor(math.log10(min(ns))), max(math.ceil(math.log10(max(ns))), 1)
+    if x_hi == x_lo:
+        x_hi += 1
+    y_lo = max(math.floor(math.log10(min(finite))) if finite else -3, _ACC_FLOOR_EXP)
+    y_lo = min(y_lo, -1)
+    y_hi = max(math.ceil(math.log10(max(finite))) if finite else 0, 0) + 1
+    left, top = _ACC_LEFT, _ACC_TOP
+    right, bottom = ACC_WIDTH - _ACC_RIGHT, ACC_HEIGHT - _ACC_BOTTOM
+
+    def px(n: float) -> float:
+        return round(left + (math.log10(n) - x_lo) / (x_hi - x_lo) * (right - left), 1)
+
+    def py(e: float) -> float:
+        return round(bottom - (e - y_lo) / (y_hi - y_lo) * (bottom - top), 1)
+
+    series = []
+    for i, (label, bins) in enumerate(sorted(picked.items())):
+        points = []
+        for case in sorted(bins.values(), key=lambda c: c.reduction_length or 0):
+            r = case.ratio
+            assert r is not None
+            clipped = ""
+            if math.isnan(r) or math.isinf(r):
+                e, clipped = float(y_hi), "top"
+            elif r <= 10.0**y_lo:
+                e, clipped = float(y_lo), "floor"
+            else:
+                e = min(math.log10(r), float(y_hi))
+            n = max(case.reduction_length or 1, 1)
+            points.append(Point(px(n), py(e), n, r, case.id, clipped))
+        worst = None
+        for case in bins.values():
+            if _worse(case.ratio, worst):
+                worst = case.ratio
+        series.append(Series(label, _PALETTE[i % len(_PALETTE)], points, worst))
+    step = 1 if x_hi - x_lo <= 8 else 2
+    xticks = [(px(10.0**e), _decade(e)) for e in range(x_lo, x_hi + 1, step)]
+    ystep = 1 if y_hi - y_lo <= 8 else 2
+    yticks = [(py(e), _decade(e) if e >= 0 else f"1e{e}") for e in range(y_lo, y_hi + 1, ystep)]
+    return AccuracyChart(series, xticks, yticks, py(0.0), (left, top, right, bottom))
+
+
+def build_accuracy(results: Results) -> AccuracyChart | None:
+    """One series per operator and data type (a run has one backend)."""
+    groups: dict[str, list[CaseRecord]] = defaultdict(list)
+    for case in accuracy_cases(results):
+        groups[f"{case.operator} {case.data_type}"].append(case)
+    return accuracy_chart(groups)
+
+
+def tier_text(data: dict[str, Any]) -> str | None:
+    """The header's tier line ("stress, size cases up to 67,108,864 elements"); None for runs
+    from before tiers existed."""
+    tier = data.get("tier")
+    if not tier:
+        return None
+    cap = data.get("max_elements")
+    return f"{tier}" + (f", size cases up to {cap:,} input elements" if isinstance(cap, int) else "")
+
+
 # --------------------------------------------------------------------------- coverage
 
 
@@ -550,7 +726,7 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
                 "desc": _desc_yaml(case.raw.get("desc")) if full else None,
                 "w": _jsonable(errors.get("worst")) if full else None,
                 "out": _jsonable(outputs)
-                if full and isinstance(outputs, dict) and len(outputs) > 1
+                if full and isinstance(outputs, dict) and (len(outputs) > 1 or case.aggregate)
                 else None,
                 "info": _jsonable(case.raw.get("info")) if full else None,
                 "exp": case.expected,
@@ -582,6 +758,9 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
                 _compact_float(case.budget_ulp, 4),
                 intern("msgs", message),
                 detail_index.get(id(case), -1),
+                _compact_float(case.ratio, 3),
+                case.reduction_length,
+                _compact_float(case.aggregate_ratio, 3),
             ]
         )
     data: dict[str, Any] = {
@@ -600,6 +779,9 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
             "budget",
             "msg",
             "detail",
+            "ratio",
+            "n",
+            "agg",
         ],
         "outcomes": list(OUTCOMES),
         "rows": rows,
@@ -662,6 +844,9 @@ def build_context(results: Results) -> dict[str, Any]:
         "failure_count": sum(1 for c in results.cases if c.failing),
         "notable_count": len(notable),
         "charts": build_charts(results),
+        "accuracy": build_accuracy(results),
+        "bands": build_bands(results),
+        "tier": tier_text(data),
         "coverage": build_coverage(results),
         "case_data": build_case_data(results, notable),
         "embedded_descs": min(len(notable), EMBEDDED_DESCS),

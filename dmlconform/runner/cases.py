@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
@@ -36,10 +36,11 @@ class Case:
     expected: str | None = None  # validation: legal | illegal
     rule: str | None = None  # validation of an illegal desc: the rule it breaks
     relation: Relation | None = None
+    size: str | None = None  # a tier's size case: its label (n65537, n1048576x3)
 
     @property
     def id(self) -> str:
-        n = f"{self.index:04d}"
+        n = f"{self.index:04d}" if self.size is None else f"{self.size}-{self.index:04d}"
         if self.kind == "validation":
             what = f"illegal-{self.rule}" if self.expected == "illegal" else "legal"
             return f"validation[{self.operator}-{self.level}-{what}-{n}]"
@@ -66,6 +67,7 @@ class Case:
             "expected": self.expected,
             "rule": self.rule,
             "relation": self.relation.to_dict() if self.relation else None,
+            "size": self.size,
             "desc": self.desc.to_dict(),
         }
 
@@ -83,6 +85,7 @@ class Case:
             expected=raw.get("expected"),
             rule=raw.get("rule"),
             relation=Relation.from_dict(raw["relation"]) if raw.get("relation") else None,
+            size=raw.get("size"),
         )
 
 
@@ -97,6 +100,8 @@ class Selection:
     seed: int = 0
     kinds: tuple[str, ...] = KINDS
     validation: bool = True  # the backend implements ``check``
+    tier: str = "default"  # smoke | default | stress (dmlconform.runner.tiers)
+    max_elements: int | None = None  # cap on a size case's input elements; None: the tier's default
 
 
 @dataclass(frozen=True)
@@ -216,9 +221,16 @@ def regimes(desc: OperatorDesc) -> list[str]:
 
 
 def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
-    """Every case of the run, in a fixed order: operator, kind, level, data type, index."""
+    """Every case of the run, in a fixed order: operator, kind, level, data type, index; the
+    tier's size cases (``runner.tiers``) follow each operator's seeded numeric cases."""
+    from dmlconform.runner import tiers
+
+    tier = tiers.tier(sel.tier)
+    full = sel  # validation cases are cheap: every tier keeps them all (same ids, same descs)
+    if tier.seeded_cases is not None and sel.cases > tier.seeded_cases:
+        sel = replace(sel, cases=tier.seeded_cases)  # the first N of a group are the same descs
     for op in selected_operators(spec, sel):
-        levels = _levels(spec, op, sel.level)
+        levels = _levels(spec, op, sel.level) if tier.all_levels else [sel.level]
         if "numeric" in sel.kinds:
             for level in levels:
                 for dt in _data_types(spec, op, level, sel):
@@ -227,8 +239,23 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
                         yield Case(
                             "numeric", op.name, level, dt, i, desc, sel.seed, regime=regs[i % len(regs)]
                         )
+            for dt in _data_types(spec, op, sel.level, sel):
+                for sc in tiers.size_cases(
+                    spec, op.name, sel.level, dt, sel.tier, sel.max_elements, sel.seed
+                ):
+                    yield Case(
+                        "numeric",
+                        op.name,
+                        sel.level,
+                        dt,
+                        sc.index,
+                        sc.desc,
+                        sel.seed,
+                        sc.regime,
+                        size=sc.label,
+                    )
         if "validation" in sel.kinds and sel.validation:
-            yield from _validation(spec, op, [sel.level], sel)
+            yield from _validation(spec, op, [sel.level], full)
         if "metamorphic" in sel.kinds:
             yield from _metamorphic(spec, op, sel)
 

@@ -311,6 +311,8 @@ def run_case(
     spec = spec or load_spec()
     result = CaseResult("passed", regime=case.regime)
     try:
+        if case.kind != "validation":
+            _fits_in_memory(case, spec)
         if case.kind == "validation":
             _validation(case, guard, spec, result)
         elif case.kind == "metamorphic":
@@ -326,6 +328,15 @@ def run_case(
     except BackendFailure as exc:
         result.status, result.message = "failed", str(exc)
     return result
+
+
+def _fits_in_memory(case: Case, spec: Spec) -> None:
+    """Skip (with the figures) a case too large for the memory this machine has free now."""
+    from dmlconform.runner.tiers import memory_shortfall
+
+    short = memory_shortfall(case.desc, spec)
+    if short:
+        raise _Skip(short)
 
 
 def _execute(
