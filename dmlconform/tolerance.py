@@ -217,7 +217,10 @@ class AggregateModel:
     the output's sensitivity to z at element i (Scale times the activation's slope) and r_i
     pointwise rounding. ``shift`` and ``scale`` bound |a| and |b| per slice (keepdims shape):
     the same statistics errors the per-element budget is built from. ``residual`` bounds |r_i|
-    per element: the element's budget less its statistics part."""
+    per element: the element's budget less its statistics part. ``rounding`` is the part of it
+    that rounding to the output type contributes, which need not be random: on lattice data
+    (FLOAT16 inputs, few-valued slices) a sub-ULP shift flips whole binades of elements at once,
+    a pattern that correlates with z."""
 
     plan: Plan
     z: np.ndarray
@@ -225,6 +228,7 @@ class AggregateModel:
     shift: np.ndarray
     scale: np.ndarray
     residual: np.ndarray
+    rounding: np.ndarray
 
 
 def growth(kind: str, n: int) -> float:
@@ -547,8 +551,12 @@ def budgets(
         # (y = (Scale / sd) x + (Bias - mean Scale / sd)), whose terms are |x| / sd and |mean| / sd
         folded = co.pointwise * u * np.abs(w) * np.broadcast_to((np.abs(x) + np.abs(mean)) / sd, shape)
         residual = np.maximum(result[plan.output] - statistic_part, result[plan.output] - e_act) + folded
+    ref_out = np.asarray(reference[plan.output])
+    rounding = co.output_ulps * ulp_of(
+        ref_out, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)
+    )
     aggregate = AggregateModel(
-        plan, zb, w, shift_bound, np.broadcast_to(rel_sd, np.shape(shift_bound)), residual
+        plan, zb, w, shift_bound, np.broadcast_to(rel_sd, np.shape(shift_bound)), residual, rounding
     )
     for name, err, own_scale, floor_err in (
         (plan.mean_output, e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
@@ -598,7 +606,8 @@ def aggregate_check(
     TOSA's compliance verifier for dot products (reference_model/src/verify), adapted to
     normalization: per slice, the error is fitted as w (a + b z) + r (:class:`AggregateModel`);
     |a| must stay within the mean's error, |b| within sqrt(var + eps)'s, each plus four standard
-    deviations of what pointwise noise of the residual bound's size would put into the fit, and
+    deviations of what pointwise noise of the residual bound's size would put into the fit and
+    the most that rounding to the output type can put into it when it lines up, and
     the residual's RMS within the RMS of its per-element bounds. A systematic error (every
     element off by the same fraction, or by a constant) fails here even where each element is
     within its own budget. Returns each figure over its bound (the largest over slices)."""
@@ -610,23 +619,31 @@ def aggregate_check(
     w = np.where(usable, model.w, 0.0)
     z = np.where(usable, model.z, 0.0)
     r_bound = np.where(usable, model.residual, 0.0)
-    rows = [to_slices(np.ascontiguousarray(np.broadcast_to(v, got.shape)), axes) for v in (w, z, d, r_bound)]
-    w, z, d, r_bound = rows
+    rounding = np.where(usable, model.rounding, 0.0)
+    rows = [
+        to_slices(np.ascontiguousarray(np.broadcast_to(v, got.shape)), axes)
+        for v in (w, z, d, r_bound, rounding)
+    ]
+    w, z, d, r_bound, rounding = rows
     a, b, var_a, var_b = _weighted_fit(w, z, d)
     count = np.maximum(np.sum(w != 0, axis=1), 1)
     residual = d - w * (a[:, None] + b[:, None] * z)
     rms_r = np.sqrt(np.sum(residual * residual, axis=1) / count)
     rms_bound = np.sqrt(np.sum(r_bound * r_bound, axis=1) / count)
+    # what the fit may see of the rounding to the output type at worst (Cauchy-Schwarz: the
+    # fit's row of (X^T X)^-1 X^T has norm sqrt(var)), and of the rest at four standard deviations
+    aligned = np.sqrt(np.sum(rounding * rounding, axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
+        noise = 4 * rms_bound
         shift_bound = (
             co.ulp_scale
             * co.aggregate_shift
-            * (_per_row(model.shift, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_a))
+            * (_per_row(model.shift, model.plan, got.shape) + (noise + aligned) * np.sqrt(var_a))
         )
         scale_bound = (
             co.ulp_scale
             * co.aggregate_scale
-            * (_per_row(model.scale, model.plan, got.shape) + 4 * rms_bound * np.sqrt(var_b))
+            * (_per_row(model.scale, model.plan, got.shape) + (noise + aligned) * np.sqrt(var_b))
         )
         figures = {
             "shift": _worst(np.abs(a), shift_bound),
