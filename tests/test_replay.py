@@ -76,3 +76,18 @@ def test_field_failures_of_sound_backends_now_pass(case_dir: Path, tmp_path: Pat
     proc = dmlconform("replay", str(case_dir), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "result:  PASSED" in proc.stdout
+
+
+def test_sequential_sums_replay_under_the_model_their_reproducer_names(tmp_path: Path) -> None:
+    """The sequential-loop reproducer names the lenient model (case.json ``tolerance``), the model
+    its backend asks for; without it the required (blocked) model judges it, and fails it."""
+    case_dir = tmp_path / "case"
+    shutil.copytree(
+        Path(__file__).parent / "fixtures" / "cases" / "sequential-loop-seed4-variance-sum-n3888", case_dir
+    )
+    meta = json.loads((case_dir / "case.json").read_text())
+    assert meta["tolerance"] == {"model": "lenient"}
+    meta["tolerance"] = {}
+    (case_dir / "case.json").write_text(json.dumps(meta))
+    proc = dmlconform("replay", str(case_dir), cwd=tmp_path)
+    assert proc.returncode == 1 and "result:  FAILED" in proc.stdout, proc.stdout + proc.stderr
