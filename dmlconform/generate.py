@@ -48,6 +48,7 @@ from dmlconform.desc import (
     minimum_implied_size_in_bytes,
     packed_strides,
 )
+from dmlconform.rules import condition_holds
 from dmlconform.spec import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
 from dmlconform.validate import active_rules, validate
 
@@ -161,6 +162,7 @@ class Bcast:
     member: str
     to: str
     fixed_raw: tuple[int, ...]
+    when: dict[str, Any] = field(default_factory=dict)  # fixed_dims hold only under this condition
 
     def fixed(self, rank: int) -> frozenset[int]:
         return frozenset(d % rank for d in self.fixed_raw if -rank <= d < rank)
@@ -184,6 +186,7 @@ class Model:
     size_group_of: dict[str, int]
     parent: dict[int, int]
     fixed_raw: dict[int, tuple[int, ...]]
+    fixed_cond: dict[int, tuple[tuple[tuple[int, ...], dict[str, Any]], ...]]
     group_order: tuple[int, ...]
     comps: tuple[tuple[int, ...], ...]
     comp_of: dict[int, int]
@@ -262,18 +265,28 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
     size_group_of = {t: i for i, g in enumerate(size_groups) for t in g}
 
     bcasts = tuple(
-        Bcast(r, r.params["member"], r.params["to"], tuple(r.params.get("fixed_dims", ())))
+        Bcast(
+            r,
+            r.params["member"],
+            r.params["to"],
+            tuple(r.params.get("fixed_dims", ())),
+            dict(r.params.get("fixed_when") or {}),
+        )
         for r in active
         if r.kind == "broadcastable"
     )
     parent: dict[int, int] = {}
     fixed_raw: dict[int, tuple[int, ...]] = {}
+    fixed_cond: dict[int, tuple[tuple[tuple[int, ...], dict[str, Any]], ...]] = {}
     for b in bcasts:
         gm, gt = size_group_of[b.member], size_group_of[b.to]
         if gm == gt or parent.get(gm, gt) != gt:
             continue
         parent[gm] = gt
-        fixed_raw[gm] = tuple(sorted(set(fixed_raw.get(gm, ())) | set(b.fixed_raw)))
+        if b.when:  # fixed only while the attributes say so: applied once they are drawn
+            fixed_cond[gm] = (*fixed_cond.get(gm, ()), (b.fixed_raw, b.when))
+        else:
+            fixed_raw[gm] = tuple(sorted(set(fixed_raw.get(gm, ())) | set(b.fixed_raw)))
     order: list[int] = []
 
     def visit(g: int, seen: tuple[int, ...] = ()) -> None:
@@ -357,6 +370,7 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
         size_group_of=size_group_of,
         parent=parent,
         fixed_raw=fixed_raw,
+        fixed_cond=fixed_cond,
         group_order=tuple(order),
         comps=comps,
         comp_of=comp_of,
@@ -399,6 +413,7 @@ class Overrides:
     group_rank: dict[int, int] = field(default_factory=dict)
     dtype_group: dict[int, str] = field(default_factory=dict)
     dtype_tensor: dict[str, str] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)  # attribute values forced on the base
 
 
 @dataclass
@@ -507,7 +522,32 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
             attrs[length_member] = OMIT if can_omit and ch.boolean() else len(arr)
         else:
             attrs[length_member] = OMIT
+    attrs.update(ov.attrs)
+    _apply_conditional_fixed(model, attrs, ranks, masks)
     return Plan(present, ranks, dtypes, shapes, masks, attrs)
+
+
+def _attr_value(model: Model, attrs: dict[str, Any], name: str) -> Any:
+    value = attrs.get(name, OMIT)
+    if value is OMIT:
+        member = model.op.member(name)
+        return member.default if member is not None else None
+    return value
+
+
+def _apply_conditional_fixed(
+    model: Model, attrs: dict[str, Any], ranks: dict[int, int], masks: dict[int, tuple[bool, ...]]
+) -> None:
+    """Broadcast dims that must equal the parent's only under a condition on attributes
+    (``fixed_when``): kept equal once the drawn attributes meet it."""
+    for g, entries in model.fixed_cond.items():
+        if g not in masks:
+            continue
+        rank = ranks[g]
+        for dims, when in entries:
+            if condition_holds(when, lambda n: _attr_value(model, attrs, n)):
+                fixed = {d % rank for d in dims if -rank <= d < rank}
+                masks[g] = tuple(keep or i in fixed for i, keep in enumerate(masks[g]))
 
 
 def _choose_axes(ch: Chooser, rank: int, unique: bool, key: str) -> tuple[int, ...]:
@@ -1063,7 +1103,8 @@ def _bcast_plan(model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
         and b.member != me.member
         and model.can_be_absent(b.member, frozenset({me.member, me.to}))
     }
-    return Overrides(force_present=frozenset({me.member, me.to}), force_absent=frozenset(absent))
+    attrs = dict(me.when) if me.when and me.fixed_raw and ch.boolean() else {}
+    return Overrides(force_present=frozenset({me.member, me.to}), force_absent=frozenset(absent), attrs=attrs)
 
 
 def _bcast_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
@@ -1077,6 +1118,9 @@ def _bcast_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> 
         return None
     rank = len(t.sizes)
     fixed = me.fixed(rank)
+    if me.when:
+        if not condition_holds(me.when, lambda n: desc.get(n, model.spec)):
+            fixed = frozenset()
     conflicts = _bcast_conflicts(model, rule)
     moves: list[tuple[int, int]] = []
     for i in range(rank):
