@@ -231,6 +231,8 @@ def make_inputs(
     return out
 
 
+# DirectMLX's SCALED_ELU defaults (directml-facts.md, Fused activations), written independently of the spec.
+SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
 ACT64: dict[str, Any] = {
     "ACTIVATION_IDENTITY": lambda x, p: x,
     "ACTIVATION_LINEAR": lambda x, p: p["Alpha"] * x + p["Beta"],
@@ -243,7 +245,7 @@ ACT64: dict[str, Any] = {
     "ACTIVATION_THRESHOLDED_RELU": lambda x, p: np.where(x > p.get("Alpha", 1.0), x, 0.0),
     "ACTIVATION_ELU": lambda x, p: np.where(x >= 0, x, p.get("Alpha", 1.0) * (np.exp(x) - 1)),
     "ACTIVATION_SCALED_ELU": lambda x, p: np.where(
-        x > 0, p.get("Gamma", 1.0507) * x, p.get("Gamma", 1.0507) * p.get("Alpha", 1.67326) * (np.exp(x) - 1)
+        x > 0, p.get("Gamma", SELU_GAMMA) * x, p.get("Gamma", SELU_GAMMA) * p.get("Alpha", SELU_ALPHA) * (np.exp(x) - 1)
     ),
     "ACTIVATION_SOFTPLUS": lambda x, p: (
         np.log1p(np.exp(p.get("Steepness", 1.0) * x)) / p.get("Steepness", 1.0)

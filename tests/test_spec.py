@@ -77,7 +77,11 @@ def test_bundled_spec_loads() -> None:
     assert set(SPEC.operators) == {
         "MEAN_VARIANCE_NORMALIZATION",
         "MEAN_VARIANCE_NORMALIZATION1",
+        "MEAN_VARIANCE_NORMALIZATION2",
+        "BATCH_NORMALIZATION",
+        "BATCH_NORMALIZATION_GRAD",
         "BATCH_NORMALIZATION_TRAINING",
+        "BATCH_NORMALIZATION_TRAINING_GRAD",
     }
     assert SPEC.operator("DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1").introduced == "2_1"
     assert SPEC.operator("BATCH_NORMALIZATION_TRAINING").introduced == "4_1"
@@ -163,9 +167,11 @@ def test_quote_is_verbatim_in_the_cited_document(rel: str, where: str, src: dict
     assert SEEDS is not None and FACTS is not None
     if "seed" in src:
         doc = SEEDS / src["seed"]
+    elif src.get("quoted_in") == "more-operators.md":
+        doc = FACTS.parent / "more-operators.md"  # the facts sheet that quotes the doc page
     else:
         assert src.get("doc") == "directml-facts.md", (
-            f"{rel}{where}: a quote must cite a seed or the facts page"
+            f"{rel}{where}: a quote must cite a seed, the facts page or more-operators.md (quoted_in)"
         )
         doc = FACTS
     text = _normalise(doc.read_text(encoding="utf-8"))
@@ -243,7 +249,7 @@ def test_activation_parameters_and_typical_values() -> None:
     assert params["HARD_SIGMOID"] == {"Alpha": 0.2, "Beta": 0.5}
     assert params["SCALED_TANH"] == {"Alpha": 1.0, "Beta": 0.5}
     assert params["LEAKY_RELU"] == {"Alpha": 0.01}
-    assert params["SCALED_ELU"] == {"Alpha": 1.67326, "Gamma": 1.0507}
+    assert params["SCALED_ELU"] == {"Alpha": 1.67326319217681884765625, "Gamma": 1.05070102214813232421875}
     assert params["SOFTPLUS"] == {"Steepness": 1.0}
     assert params["SHRINK"] == {"Bias": 0.0, "Threshold": 0.5}
     assert params["CELU"] == {"Alpha": 1.0}
