@@ -1119,9 +1119,8 @@ def _bcast_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> 
         return None
     rank = len(t.sizes)
     fixed = me.fixed(rank)
-    if me.when:
-        if not condition_holds(me.when, lambda n: desc.get(n, model.spec)):
-            fixed = frozenset()
+    if me.when and not condition_holds(me.when, lambda n: desc.get(n, model.spec)):
+        fixed = frozenset()
     conflicts = _bcast_conflicts(model, rule)
     moves: list[tuple[int, int]] = []
     for i in range(rank):

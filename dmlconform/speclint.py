@@ -158,7 +158,11 @@ class _Lint:
                         self.add(rel, path, f"rule {rid!r} names unknown member {name!r}")
             for name in rule.get("fixed_when") or {}:
                 if name not in members or members[name]["kind"] != "attribute":
-                    self.add(rel, ["rules", i, "fixed_when", name], f"rule {rid!r}: {name!r} is no attribute member")
+                    self.add(
+                        rel,
+                        ["rules", i, "fixed_when", name],
+                        f"rule {rid!r}: {name!r} is no attribute member",
+                    )
 
     def check_operators(self) -> None:
         names: dict[str, str] = {}

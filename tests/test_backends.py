@@ -245,7 +245,9 @@ ACT64: dict[str, Any] = {
     "ACTIVATION_THRESHOLDED_RELU": lambda x, p: np.where(x > p.get("Alpha", 1.0), x, 0.0),
     "ACTIVATION_ELU": lambda x, p: np.where(x >= 0, x, p.get("Alpha", 1.0) * (np.exp(x) - 1)),
     "ACTIVATION_SCALED_ELU": lambda x, p: np.where(
-        x > 0, p.get("Gamma", SELU_GAMMA) * x, p.get("Gamma", SELU_GAMMA) * p.get("Alpha", SELU_ALPHA) * (np.exp(x) - 1)
+        x > 0,
+        p.get("Gamma", SELU_GAMMA) * x,
+        p.get("Gamma", SELU_GAMMA) * p.get("Alpha", SELU_ALPHA) * (np.exp(x) - 1),
     ),
     "ACTIVATION_SOFTPLUS": lambda x, p: (
         np.log1p(np.exp(p.get("Steepness", 1.0) * x)) / p.get("Steepness", 1.0)

@@ -37,7 +37,11 @@ UNBREAKABLE = {
             "the support row admits 1 to 8 dimensions at every level of the operator, the same range as "
             "tensor-dimension-count-range, which reports any other count first"
         )
-        for op in ("MEAN_VARIANCE_NORMALIZATION2", "BATCH_NORMALIZATION_GRAD", "BATCH_NORMALIZATION_TRAINING_GRAD")
+        for op in (
+            "MEAN_VARIANCE_NORMALIZATION2",
+            "BATCH_NORMALIZATION_GRAD",
+            "BATCH_NORMALIZATION_TRAINING_GRAD",
+        )
     },
     ("BATCH_NORMALIZATION_TRAINING", "supported-dimension-count"): (
         "the support row admits 1 to 8 dimensions at every level, the same range as "
