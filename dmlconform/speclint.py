@@ -26,6 +26,7 @@ from dmlconform.spec import (
     normalize_level,
     read_spec_files,
     schema_errors,
+    spec_file,
 )
 
 
@@ -95,7 +96,7 @@ class _Lint:
         node = node_at(self.files[rel][1], path)
         line = node.start_mark.line + 1 if node is not None else None
         col = node.start_mark.column + 1 if node is not None else None
-        self.out.append(LintFinding(str(self.spec_dir / rel), line, col, message))
+        self.out.append(LintFinding(str(spec_file(self.spec_dir, rel)), line, col, message))
 
     def level_ok(self, rel: str, path: list[Any], value: Any) -> bool:
         if value is not None and normalize_level(value) not in self.levels:
