@@ -129,39 +129,55 @@ class Coefficients:
     cancellation: float = 8.0
     mean_growth: str = "sqrt"
     spread_growth: str = "sqrt_log2"
+    model: str = "strict"
+    growth_cap: str = "log2"
+    ceiling: float | None = None
+    aggregate_shift: float = 1.0
+    aggregate_scale: float = 1.0
+    aggregate_residual: float = 1.0
     ulp_scale: float = 1.0
     atol: float = 0.0
     max_ulp: float | None = None
+
+
+TEXT_COEFFICIENTS = ("working_precision", "mean_growth", "spread_growth", "model", "growth_cap")
 
 
 def coefficients(
     op_tolerance: dict[str, Any], data_type: str, activation: str | None, overrides: dict[str, Any] | None
 ) -> Coefficients:
     """Coefficients for ``data_type`` from the operator's ``tolerance:`` section, overridden by
-    ``overrides`` (any coefficient name, or ``ulp_scale``, ``atol``, ``max_ulp``)."""
-    per_type = dict(DEFAULT_COEFFICIENTS)
+    ``overrides`` (any coefficient name, or ``ulp_scale``, ``atol``, ``max_ulp``).
+
+    ``model`` (an override or the spec's ``required``) picks one of the section's ``models``:
+    ``strict``, what the suite requires, or ``lenient``, which a backend must ask for by name
+    (it admits summation orders whose error grows faster than pairwise summation's)."""
+    overrides = dict(overrides or {})
+    per_type: dict[str, Any] = dict(DEFAULT_COEFFICIENTS)
     per_type.update((op_tolerance.get("coefficients") or {}).get(data_type, {}))
+    model = str(overrides.pop("model", op_tolerance.get("required", "strict")))
+    models = op_tolerance.get("models") or {"strict": {}}
+    if model not in models:
+        raise ValueError(f"unknown tolerance model {model!r} (known: {', '.join(models)})")
+    per_type.update(models[model] or {})
     acts = op_tolerance.get("activation_ulps") or {}
     act_ulps = float(acts.get(activation or "", acts.get("default", 4.0))) if activation else 0.0
     working = (op_tolerance.get("working_precision") or {}).get(data_type, "FLOAT32")
-    values: dict[str, Any] = {
-        "working_precision": working,
-        "mean": float(per_type["mean"]),
-        "variance": float(per_type["variance"]),
-        "pointwise": float(per_type["pointwise"]),
-        "output_ulps": float(per_type["output_ulps"]),
-        "activation_ulps": act_ulps,
-        "cancellation": float(per_type["cancellation"]),
-        "mean_growth": str(per_type.get("mean_growth", "sqrt")),
-        "spread_growth": str(per_type.get("spread_growth", "sqrt_log2")),
-    }
-    for key, value in (overrides or {}).items():
+    values: dict[str, Any] = {"working_precision": working, "activation_ulps": act_ulps, "model": model}
+    for key, value in per_type.items():
+        if key in Coefficients.__dataclass_fields__:
+            values[key] = value
+    for key, value in overrides.items():
         if key not in Coefficients.__dataclass_fields__:
             raise ValueError(
                 f"unknown tolerance override {key!r} (known: {', '.join(Coefficients.__dataclass_fields__)})"
             )
-        text = key in ("working_precision", "mean_growth", "spread_growth")
-        values[key] = value if text or value is None else float(value)
+        values[key] = value
+    for key, value in values.items():
+        if value is not None and key not in TEXT_COEFFICIENTS:
+            values[key] = float(value)
+        elif value is not None:
+            values[key] = str(value)
     return Coefficients(**values)
 
 
@@ -273,6 +289,109 @@ def _slice_stats(plan: Plan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return mean, var, squares_std
 
 
+@dataclass
+class SliceStatistics:
+    """Each slice's exact (float64) statistics in the keepdims shape: mean, variance, the spread
+    of the squared deviations (the variance is itself their mean) and the repetition r."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    squares_std: np.ndarray
+    repetition: np.ndarray
+
+
+@dataclass
+class StatisticsErrors:
+    """The errors a sound implementation may make in a slice's statistics: ``e_mean`` in the
+    mean, ``e_var`` in the (population) variance (keepdims shape)."""
+
+    e_mean: np.ndarray
+    e_var: np.ndarray
+
+
+def slice_statistics(plan: Plan, x: np.ndarray) -> SliceStatistics:
+    mean, var, squares_std = _slice_stats(plan, x)
+    return SliceStatistics(mean, var, squares_std, repetition(plan, x))
+
+
+def capped(g: np.ndarray | float, co: Coefficients, n: int) -> np.ndarray | float:
+    """A growth factor under the model's cap: ``growth_cap`` ``log2`` (the strict model) limits
+    every growth term to what pairwise summation gives, log2(n) + 1, whatever the data; ``none``
+    (the lenient model) leaves the sequential-loop terms as they are."""
+    if co.growth_cap in ("none", ""):
+        return g
+    return np.minimum(g, growth(co.growth_cap, n))
+
+
+def statistics_errors(
+    plan: Plan, ss: SliceStatistics, co: Coefficients, u: float, growth_free: bool = False
+) -> StatisticsErrors:
+    """e_mean and e_var of the module docstring, each growth term capped by the model.
+
+    ``growth_free``: the same with every growth factor at its value for n = 1, i.e. the one
+    rounding of each statistic that no implementation avoids, whatever the reduction length:
+    the floor under the ceiling (:func:`output_scale`)."""
+    mean, var = ss.mean, ss.var
+    n = 1 if growth_free else plan.reduction_length
+    # repeated summands make any sum's rounding correlated: the mean's and the squares' alike
+    # (the squares of a slice have no more distinct values than the slice)
+    g_rep = repeated_growth(n, ss.repetition)
+    g_mean = np.maximum(growth(co.mean_growth, n), g_rep)
+    g_var = capped(np.maximum(growth(co.spread_growth, n), g_rep), co, n)
+    g_corr = correlated_growth(n, np.abs(mean), np.sqrt(var), u)
+    e_mean = co.mean * u * (capped(g_mean + g_corr, co, n) * np.abs(mean) + g_var * np.sqrt(var))
+    # The variance is the mean of the squares (x - mean)^2: positive terms, so their sum grows like
+    # the mean's |mean| part (a sound implementation may add them up recursively: a sequential
+    # float32 loop errs ~35 u at n ~ 4000, past a pairwise allowance), correlated where they are
+    # nearly equal (two-valued slices). An implementation may also update a running mean as it
+    # goes (Welford; PyTorch's CUDA batch norm): each deviation then carries that mean's rounding,
+    # u |mean|, a relative error of ~kappa u, kappa = |mean| / std (Chan, Golub & LeVeque 1983;
+    # measured in float32: <= 2.1 kappa u for n = 2..2048): g_var * u * kappa * var =
+    # g_var * u * |mean| * std.
+    g_corr_var = correlated_growth(n, var, ss.squares_std, u)
+    g_sq = capped(g_mean + g_corr_var, co, n)
+    e_var = co.variance * u * (g_sq * var + g_var * np.abs(mean) * np.sqrt(var)) + e_mean**2
+    return StatisticsErrors(e_mean, e_var)
+
+
+def output_scale(z: np.ndarray, unit: Any, scale: Any, bias: Any, add: Any) -> np.ndarray:
+    """The output's own scale, element by element, before the activation: |Scale| max(unit, |z|)
+    + |Bias| + |FusedAdd|, ``unit`` the natural size of z: 1 for a standardized deviation (the
+    slice's std), the slice's std when the variance is not normalized. The ceiling is relative to
+    this, so a result off by a fixed fraction of itself fails wherever |z| is near its largest,
+    at any n. (Where the slice's spread is zero and the variance is not normalized, the scale
+    is |Bias| + |FusedAdd| alone: there the budget is the ceiling's floor, the statistics' own
+    rounding, which does not grow with n.)"""
+    return np.abs(scale) * np.maximum(unit, np.abs(z)) + np.abs(bias) + np.abs(add)
+
+
+def pre_activation_error(
+    plan: Plan,
+    x: np.ndarray,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    co: Coefficients,
+    u: float,
+    scale: Any,
+    bias: Any,
+    add: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(z, y, e_y): the standardized deviation, the pre-activation value Scale z + Bias + Add and
+    the error a sound implementation may make in it, given the statistics' errors ``st``."""
+    mean, var = ss.mean, ss.var
+    if plan.normalize_variance:
+        sd = np.sqrt(var + plan.epsilon)
+        rel_sd = st.e_var / (2.0 * (var + plan.epsilon)) + co.pointwise * u
+    else:
+        sd = np.ones_like(var)
+        rel_sd = np.zeros_like(var)
+    z = (x - mean) / sd
+    e_z = (st.e_mean + co.pointwise * u * np.abs(x - mean)) / sd + np.abs(z) * rel_sd
+    y = scale * z + bias + add
+    e_y = np.abs(scale) * e_z + co.pointwise * u * (np.abs(scale * z) + np.abs(bias) + np.abs(add))
+    return z, y, e_y
+
+
 def budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
@@ -285,42 +404,22 @@ def budgets(
     plan = make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
     x = np.asarray(inputs[plan.input], dtype=np.float64)
-    mean, var, squares_std = _slice_stats(plan, x)
     out_tensor = desc.get(plan.output, spec)
     co = coefficients(tol, out_tensor.data_type, plan.activation, overrides)
     u = UNIT_ROUNDOFF[co.working_precision]
-    n = plan.reduction_length
-    # repeated summands make any sum's rounding correlated: the mean's and the squares' alike
-    # (the squares of a slice have no more distinct values than the slice)
-    g_rep = repeated_growth(n, repetition(plan, x))
-    g_mean = np.maximum(growth(co.mean_growth, n), g_rep)
-    g_var = np.maximum(growth(co.spread_growth, n), g_rep)
-    g_corr = correlated_growth(n, np.abs(mean), np.sqrt(var), u)
-    e_mean = co.mean * u * ((g_mean + g_corr) * np.abs(mean) + g_var * np.sqrt(var))
-    # The variance is the mean of the squares (x - mean)^2: positive terms, so their sum grows like
-    # the mean's |mean| part (a sound implementation may add them up recursively: a sequential
-    # float32 loop errs ~35 u at n ~ 4000, past a pairwise allowance), correlated where they are
-    # nearly equal (two-valued slices). An implementation may also update a running mean as it
-    # goes (Welford; PyTorch's CUDA batch norm): each deviation then carries that mean's rounding,
-    # u |mean|, a relative error of ~kappa u, kappa = |mean| / std (Chan, Golub & LeVeque 1983;
-    # measured in float32: <= 2.1 kappa u for n = 2..2048): g_var * u * kappa * var =
-    # g_var * u * |mean| * std.
-    g_corr_var = correlated_growth(n, var, squares_std, u)
-    e_var = co.variance * u * ((g_mean + g_corr_var) * var + g_var * np.abs(mean) * np.sqrt(var)) + e_mean**2
+    ss = slice_statistics(plan, x)
+    st = statistics_errors(plan, ss, co, u)
+    mean, var, e_mean, e_var = ss.mean, ss.var, st.e_mean, st.e_var
+    scale = np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0
+    bias = np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0
+    add = np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        if plan.normalize_variance:
-            sd = np.sqrt(var + plan.epsilon)
-            rel_sd = e_var / (2.0 * (var + plan.epsilon)) + co.pointwise * u
-        else:
-            sd = np.ones_like(var)
-            rel_sd = np.zeros_like(var)
-        z = (x - mean) / sd
-        e_z = (e_mean + co.pointwise * u * np.abs(x - mean)) / sd + np.abs(z) * rel_sd
-        scale = np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0
-        bias = np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0
-        add = np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0
-        y = scale * z + bias + add
-        e_y = np.abs(scale) * e_z + co.pointwise * u * (np.abs(scale * z) + np.abs(bias) + np.abs(add))
+        z, y, e_y = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
+        if co.ceiling is not None:
+            floor = statistics_errors(plan, ss, co, u, growth_free=True)
+            _, _, e_floor = pre_activation_error(plan, x, ss, floor, co, u, scale, bias, add)
+            unit = 1.0 if plan.normalize_variance else np.sqrt(var)
+            e_y = np.minimum(e_y, co.ceiling * output_scale(z, unit, scale, bias, add) + e_floor)
         f = numpy_ref.activation(plan.activation, y, plan.activation_params)
         lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
         hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
@@ -349,9 +448,15 @@ def budgets(
 
     result = {plan.output: total(e_act, plan.output, co)}
     coeffs = {plan.output: co}
-    for name, err in ((plan.mean_output, e_mean), (plan.variance_output, e_var)):
+    for name, err, own_scale, floor_err in (
+        (plan.mean_output, e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
+        (plan.variance_output, e_var, var, "e_var"),
+    ):
         if name and name in reference:
             c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)
+            if c.ceiling is not None:
+                fl = getattr(statistics_errors(plan, ss, c, u, growth_free=True), floor_err)
+                err = np.minimum(err, c.ceiling * own_scale + fl)
             result[name] = total(np.reshape(err, np.shape(reference[name])), name, c)
             coeffs[name] = c
     return Budgets(result, coeffs)
