@@ -103,7 +103,7 @@ class NumpyBackend(BackendBase):
             with np.errstate(all="ignore"):
                 values = other(desc, inputs, self.compute_dtype)
             self._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
-            return _finish(desc, values)
+            return finish_desc_outputs(desc, values)
         plan = make_plan(desc)
         with np.errstate(all="ignore"):
             x = self.load(inputs, plan, plan.input)
@@ -270,8 +270,9 @@ def _other_kernel(desc: OperatorDesc) -> Callable[..., dict[str, np.ndarray]] | 
     return None
 
 
-def _finish(desc: OperatorDesc, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Each output broadcast to its Sizes and cast to its DataType."""
+def finish_desc_outputs(desc: OperatorDesc, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each output broadcast to its Sizes and cast to its DataType (for the kernels that have no
+    NormalizationPlan; the other backends' mappings of them use it too)."""
     spec = load_spec()
     out = {}
     for name, value in values.items():
