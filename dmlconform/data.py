@@ -339,5 +339,8 @@ def _statistics_from_input(
         mean = x.mean(axis=axes, keepdims=True)
         value = mean if stat == "mean" else ((x - mean) ** 2).mean(axis=axes, keepdims=True)
         value = np.broadcast_to(value, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
-        arr = value.astype(_numpy_dtype(spec, t.data_type))
+        with np.errstate(over="ignore"):
+            arr = value.astype(_numpy_dtype(spec, t.data_type))
+        if not np.all(np.isfinite(arr)):  # a FLOAT16 variance past 65504 cannot be fed: keep the draw
+            continue
         out[name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))

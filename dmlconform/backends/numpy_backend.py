@@ -278,5 +278,6 @@ def finish_desc_outputs(desc: OperatorDesc, values: Mapping[str, np.ndarray]) ->
     for name, value in values.items():
         t = desc.get(name, spec)
         arr = np.broadcast_to(np.asarray(value), tuple(t.sizes))
-        out[name] = np.ascontiguousarray(arr, dtype=np.dtype(spec.data_types[t.data_type].numpy))
+        with np.errstate(over="ignore"):  # FLOAT16 overflow is inf, as the type says
+            out[name] = np.ascontiguousarray(arr, dtype=np.dtype(spec.data_types[t.data_type].numpy))
     return out
