@@ -174,8 +174,11 @@ class Relation:
     metamorphic items.
 
     ``kind`` is ``same_output_as`` (the desc, changed by ``set``/``drop``, run as ``operator``
-    gives the same ``compare`` outputs) or ``shift_invariant`` (adding a constant to ``member``
-    leaves the ``compare`` outputs unchanged). ``when`` forces members of the source desc first.
+    gives the same ``compare`` outputs), ``shift_invariant`` (adding a constant to ``member``
+    leaves the ``compare`` outputs unchanged) or ``chained`` (a desc of ``operator`` built by
+    ``map`` -- its member <- the source's member, an output of the source feeding the source
+    run's result -- plus ``set`` gives the source's ``compare`` outputs). ``when`` forces members
+    of the source desc first; ``data_types`` limits the relation to those types.
     """
 
     id: str
@@ -187,6 +190,8 @@ class Relation:
     drop: tuple[str, ...] = ()
     member: str | None = None
     text: str = ""
+    map: dict[str, str] = field(default_factory=dict)
+    data_types: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -199,6 +204,8 @@ class Relation:
             "drop": list(self.drop),
             "member": self.member,
             "text": self.text,
+            "map": self.map,
+            "data_types": list(self.data_types),
         }
 
     @classmethod
@@ -213,6 +220,8 @@ class Relation:
             drop=tuple(raw.get("drop") or ()),
             member=raw.get("member"),
             text=raw.get("text") or "",
+            map=dict(raw.get("map") or {}),
+            data_types=tuple(raw.get("data_types") or ()),
         )
 
 

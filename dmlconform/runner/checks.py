@@ -379,11 +379,43 @@ def derive(spec: Spec, desc: OperatorDesc, rel: Relation) -> OperatorDesc:
     return OperatorDesc(target.name, members)
 
 
+def chain(
+    spec: Spec,
+    base: OperatorDesc,
+    rel: Relation,
+    inputs: dict[str, np.ndarray],
+    outputs: dict[str, np.ndarray],
+) -> tuple[OperatorDesc, dict[str, np.ndarray]]:
+    """A ``chained`` relation's desc and inputs: each target member from the source member that
+    ``map`` names (descs of tensors and attribute values alike), ``set`` on top; a target input
+    mapped from a source output is fed the source run's result, one mapped from a source input
+    the same data."""
+    target = spec.operator(rel.operator or base.operator)
+    members: dict[str, Any] = {}
+    feed: dict[str, np.ndarray] = {}
+    inputs_of_target = {m.name for m in target.input_members}
+    for name, source in rel.map.items():
+        value = base.members.get(source)
+        if value is None:
+            continue
+        members[name] = value
+        if name in inputs_of_target:
+            data = outputs.get(source, inputs.get(source))
+            if data is None:
+                raise _Skip(f"relation {rel.id}: no data for {name} (from {source})")
+            feed[name] = np.asarray(data)
+    for key, value in rel.set.items():
+        members[key] = literal(value)
+    return OperatorDesc(target.name, members), feed
+
+
 def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
     rel = case.relation
     if rel is None:
         raise _Skip("metamorphic case without a relation")
     base = apply_when(case.desc, rel)
+    if rel.data_types and case.data_type not in rel.data_types:
+        raise _Skip(f"relation {rel.id} holds for {', '.join(rel.data_types)} only")
     if validate(base, case.level, spec):
         raise _Skip(f"relation {rel.id}: its precondition {rel.when} makes this desc illegal at {case.level}")
     result.rules = exercised_rules(spec, base, case.level)
@@ -411,6 +443,17 @@ def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs:
         b = _execute(guard, spec, base, base_inputs, result)
         what = f"unshifted run ({rel.id})"
         budget_inputs, also = shifted, (base_inputs,)  # the shift may raise or lower |mean|
+    elif rel.kind == "chained":
+        a = _execute(guard, spec, base, result.inputs, result)
+        other, other_inputs = chain(spec, base, rel, result.inputs, a)
+        bad = validate(other, case.level, spec)
+        if bad:
+            raise _Skip(
+                f"relation {rel.id}: chained {other.operator} desc is illegal at {case.level} ({bad[0]})"
+            )
+        b = _execute(guard, spec, other, other_inputs, result)
+        what = f"{other.operator} fed {base.operator}'s outputs ({rel.id})"
+        budget_inputs, also = result.inputs, ()
     else:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")
     keys = [k for k in rel.compare if k in a and k in b]
