@@ -179,6 +179,10 @@ class Relation:
     ``map`` -- its member <- the source's member, an output of the source feeding the source
     run's result -- plus ``set`` gives the source's ``compare`` outputs). ``when`` forces members
     of the source desc first; ``data_types`` limits the relation to those types.
+    ``directional_derivative``: the source's ``compare`` output is the gradient, with respect to
+    ``member``, of sum(weights * forward output) for the desc ``map`` builds (``contract`` names
+    {source weights input: forward output}); checked by central differences along a random
+    direction.
     """
 
     id: str
@@ -192,6 +196,7 @@ class Relation:
     text: str = ""
     map: dict[str, str] = field(default_factory=dict)
     data_types: tuple[str, ...] = ()
+    contract: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -206,6 +211,7 @@ class Relation:
             "text": self.text,
             "map": self.map,
             "data_types": list(self.data_types),
+            "contract": self.contract,
         }
 
     @classmethod
@@ -222,6 +228,7 @@ class Relation:
             text=raw.get("text") or "",
             map=dict(raw.get("map") or {}),
             data_types=tuple(raw.get("data_types") or ()),
+            contract=dict(raw.get("contract") or {}),
         )
 
 

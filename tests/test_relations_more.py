@@ -73,3 +73,25 @@ def test_the_chained_relation_catches_epsilon_outside_the_square_root() -> None:
     ]
     sound = [run_case(c, ThreadGuard(NumpyBackend(), None), SPEC) for c in forced]
     assert all(r.status in ("passed", "skipped") for r in sound), [(r.status, r.message) for r in sound]
+
+
+class GradientWithoutBatchTerms(NumpyBackend):
+    """BATCH_NORMALIZATION_TRAINING_GRAD computed as if Mean and Variance were constants."""
+
+    def execute(self, desc, inputs):
+        if desc.operator == "BATCH_NORMALIZATION_TRAINING_GRAD":
+            desc = desc.__class__("BATCH_NORMALIZATION_GRAD", desc.members)
+        return super().execute(desc, inputs)
+
+
+def test_the_finite_difference_relation_passes_a_sound_gradient_and_catches_a_wrong_one() -> None:
+    cases = _cases("BATCH_NORMALIZATION_TRAINING_GRAD", "derivative-of-batch-normalization-training")
+    forced = [
+        dataclasses.replace(c, desc=c.desc.replace(Epsilon=1e-3), regime="standard_normal") for c in cases
+    ]
+    sound = [run_case(c, ThreadGuard(NumpyBackend(), None), SPEC) for c in forced]
+    assert [r.status for r in sound] == ["passed"] * len(forced), [r.message for r in sound]
+    wrong = [run_case(c, ThreadGuard(GradientWithoutBatchTerms(), None), SPEC) for c in forced]
+    assert any(r.status == "failed" and "central difference" in (r.message or "") for r in wrong), [
+        (r.status, r.message) for r in wrong
+    ]

@@ -409,6 +409,75 @@ def chain(
     return OperatorDesc(target.name, members), feed
 
 
+DERIVATIVE_STEP = 2.0**-8
+"""Central-difference step, relative to each slice's spread (or |x| on a constant slice)."""
+DERIVATIVE_RTOL = 2.0**-5
+"""Allowed |difference - prediction| relative to sum |gradient * step|: the step's truncation
+error is ~step^2, far below; formula-level mistakes (a missing term) are O(1)."""
+
+
+def directional_derivative(
+    case: Case, guard: Any, spec: Spec, base: OperatorDesc, rel: Relation, result: CaseResult
+) -> None:
+    """``kind: directional_derivative``: run the source desc (its ``compare`` output is a
+    gradient), then the forward desc at x + d and x - d for a random direction d (rounded to the
+    input's type, whose actual difference is used), and check that
+    sum(w * (forward(x + d) - forward(x - d))) equals sum(gradient * (d+ - d-)) to
+    ``DERIVATIVE_RTOL`` of the magnitudes plus the forward outputs' rounding."""
+    from dmlconform import semantics
+
+    inputs = result.inputs or {}
+    a = _execute(guard, spec, base, inputs, result)
+    forward, feed = chain(spec, base, rel, inputs, {})
+    forward = forward.replace(
+        **{
+            k: v.replace(strides=None, total_tensor_size_in_bytes=None, flags=None)
+            for k, v in forward.members.items()
+            if isinstance(v, TensorDesc)
+        }
+    )
+    bad = validate(forward, case.level, spec)
+    if bad:
+        raise _Skip(
+            f"relation {rel.id}: forward {forward.operator} desc is illegal at {case.level} ({bad[0]})"
+        )
+    seed = rel.member or "InputTensor"
+    ((weights_member, of),) = rel.contract.items()
+    x = np.asarray(inputs[seed])
+    xf = x.astype(np.float64)
+    axes = semantics.reduction_axes(base, spec)
+    spread = xf.std(axis=axes, keepdims=True) if axes else np.zeros_like(xf)
+    size = np.where(spread > 0, spread, np.abs(xf) + 1.0) * DERIVATIVE_STEP
+    d = np.random.default_rng(case.input_seed).standard_normal(x.shape) * size
+    plus, minus = (xf + d).astype(x.dtype), (xf - d).astype(x.dtype)
+    step = plus.astype(np.float64) - minus.astype(np.float64)
+    f_plus = _execute(guard, spec, forward, {**feed, seed: plus}, result)[of].astype(np.float64)
+    f_minus = _execute(guard, spec, forward, {**feed, seed: minus}, result)[of].astype(np.float64)
+    w = np.asarray(inputs[weights_member], dtype=np.float64)
+    grad = a[rel.compare[0]].astype(np.float64)
+    diff = float(np.sum(w * (f_plus - f_minus)))
+    pred = float(np.sum(grad * step))
+    eps_out = float(np.finfo(np.dtype(a[rel.compare[0]].dtype)).eps)
+    slack = DERIVATIVE_RTOL * float(np.sum(np.abs(grad * step))) + 4 * eps_out * float(
+        np.sum(np.abs(w) * (np.abs(f_plus) + np.abs(f_minus)))
+    )
+    if not all(np.isfinite(v) for v in (diff, pred, slack)):
+        raise _Skip(f"relation {rel.id}: non-finite gradient or forward output on this data (undefined)")
+    result.errors = {
+        "max_abs": abs(diff - pred),
+        "max_ulp": 0.0,
+        "budget_ulp": None,
+        "outputs": {},
+        "worst": None,
+    }
+    if abs(diff - pred) > slack:
+        raise _Fail(
+            f"{rel.compare[0]}: sum(gradient * step) = {pred:.9g} but the central difference of "
+            f"{forward.operator}'s {of} gives {diff:.9g} (|difference| {abs(diff - pred):.3g} > allowed "
+            f"{slack:.3g}; {rel.id})"
+        )
+
+
 def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
     rel = case.relation
     if rel is None:
@@ -443,6 +512,9 @@ def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs:
         b = _execute(guard, spec, base, base_inputs, result)
         what = f"unshifted run ({rel.id})"
         budget_inputs, also = shifted, (base_inputs,)  # the shift may raise or lower |mean|
+    elif rel.kind == "directional_derivative":
+        directional_derivative(case, guard, spec, base, rel, result)
+        return
     elif rel.kind == "chained":
         a = _execute(guard, spec, base, result.inputs, result)
         other, other_inputs = chain(spec, base, rel, result.inputs, a)
