@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-VERBS = ("validate", "spec", "generate", "execute", "run", "replay", "report", "spec_diff")
+VERBS = ("validate", "spec", "generate", "execute", "run", "replay", "report", "spec_diff", "dxdispatch")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -108,6 +108,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="item kinds to run: numeric validation metamorphic (default: all)",
     )
+    g.addoption(
+        "--dml-tolerance",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override the spec's tolerance (repeatable): model=lenient, ulp_scale=2, ... (shown in the report)",
+    )
+    g.addoption(
+        "--dml-shard",
+        metavar="K/N",
+        default=None,
+        help="run only shard K of N (every N-th case of the collection, from the K-th); "
+        "'dmlconform report merge' joins the shards' reports",
+    )
     g.addoption("--dml-command", default=None, help=argparse_suppress())
 
 
@@ -151,6 +165,8 @@ class Settings:
     command: str
     info: Any = None
     expectations: list[Any] = field(default_factory=list)
+    tolerance: dict[str, str] = field(default_factory=dict)
+    shard: Any = None  # runner.cases.Shard, or None for the whole run
 
 
 def parse_backend_options(pairs: list[str]) -> dict[str, str]:
@@ -245,6 +261,19 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
             expectations = load_expectations(opt.dml_expect)
         except ExpectError as exc:
             raise pytest.UsageError(str(exc)) from None
+    try:
+        tolerance = {**(getattr(info, "tolerance", None) or {}), **parse_backend_options(opt.dml_tolerance)}
+        check_tolerance(spec, tolerance)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc).replace("backend option", "tolerance override")) from None
+    shard = None
+    if getattr(opt, "dml_shard", None):
+        from dmlconform.runner.cases import Shard
+
+        try:
+            shard = Shard.parse(opt.dml_shard)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     command = opt.dml_command or shlex.join(["pytest", *map(str, config.invocation_params.args)])
     settings = Settings(
         backend=opt.dml_backend,
@@ -262,8 +291,19 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         command=command,
         info=info,
         expectations=expectations,
+        tolerance=tolerance,
+        shard=shard,
     )
     return settings, handle
+
+
+def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
+    """ValueError (one line) for an override no operator's tolerance section accepts."""
+    from dmlconform.tolerance import coefficients
+
+    for op in spec.operators.values():
+        for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):
+            coefficients(op.tolerance, dt, None, overrides)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -317,7 +357,7 @@ class ConformanceItem(pytest.Item):
 
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         try:
-            result = run_case(self.case, session.guard(), session.spec)
+            result = run_case(self.case, session.guard(), session.spec, tolerance=session.settings.tolerance)
         except (Rejected, Unsupported) as exc:  # pragma: no cover - run_case maps these
             raise ConformanceFailure(str(exc)) from None
         except Exception as exc:
@@ -331,7 +371,9 @@ class ConformanceItem(pytest.Item):
         s = session.settings
         if result.status == "failed" and s.report_dir is not None:
             try:
-                write_reproducer(s.report_dir, self.case, result, self.record, s.backend, s.options)
+                write_reproducer(
+                    s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance
+                )
             except OSError as exc:
                 self.record["message"] = f"{result.message} (reproducer not written: {exc})"
         if result.status == "failed":
@@ -350,22 +392,11 @@ class ConformanceItem(pytest.Item):
 
 class ConformanceFile(pytest.File):
     def collect(self) -> list[ConformanceItem]:
-        from dmlconform.runner.cases import Selection, collect
+        from dmlconform.runner.cases import collect, in_shard
 
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
-        s = session.settings
-        sel = Selection(
-            level=s.level,
-            operators=s.operators,
-            data_types=s.data_types,
-            cases=s.cases,
-            seed=s.seed,
-            kinds=s.kinds,
-            validation=bool(s.info.has_check),
-        )
-        return [
-            ConformanceItem.from_parent(self, name=case.id, case=case) for case in collect(session.spec, sel)
-        ]
+        cases = in_shard(collect(session.spec, session.selection()), session.settings.shard)
+        return [ConformanceItem.from_parent(self, name=case.id, case=case) for case in cases]
 
 
 class ConformanceSession:
@@ -384,9 +415,26 @@ class ConformanceSession:
         self.t0 = time.monotonic()
         self.results_path: Path | None = None
         self.report_paths: list[Path] = []
+        self.collected: int | None = None  # cases this run was to run; None until collection ends
+        self.completion: dict[str, Any] = {}
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
         if controller_with_workers and hasattr(handle, "close"):
             handle.close()  # the controller of an xdist run runs no case
+
+    def selection(self) -> Any:
+        """The ``runner.cases.Selection`` of this run: what collection covers (before --shard)."""
+        from dmlconform.runner.cases import Selection
+
+        s = self.settings
+        return Selection(
+            level=s.level,
+            operators=s.operators,
+            data_types=s.data_types,
+            cases=s.cases,
+            seed=s.seed,
+            kinds=s.kinds,
+            validation=bool(s.info.has_check),
+        )
 
     def guard(self) -> Any:
         from dmlconform.runner.guard import ProcessGuard, ThreadGuard
@@ -409,6 +457,49 @@ class ConformanceSession:
             return ConformanceFile.from_parent(parent, path=file_path)
         return None
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Mark the report directory as holding a run in progress: a run killed before its end
+        (SIGKILL, a CI timeout) must not leave an earlier run's complete-looking report there."""
+        from dmlconform.results import write_results
+
+        report_dir = self.settings.report_dir
+        if _is_worker(self.config) or report_dir is None:
+            return
+        stale = [report_dir / "index.html", report_dir / "summary.md"]
+        xml = getattr(self.config.option, "xmlpath", None)
+        if xml and Path(xml).resolve() == report_dir / "junit.xml":
+            stale.append(report_dir / "junit.xml")
+        for path in stale:
+            path.unlink(missing_ok=True)
+        write_results(report_dir, self.placeholder())
+
+    def placeholder(self) -> dict[str, Any]:
+        """The results.json of a run that has started and not finished (docs/results-json.md)."""
+        from dmlconform.results import SCHEMA_VERSION, summarize
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": self.settings.command,
+            "started": self.started,
+            "complete": False,
+            "status": "running",
+            "stop_reason": "the run has not finished (or was killed before it could write its results)",
+            "exit_status": None,
+            "collected": None,
+            "ran": 0,
+            "summary": summarize([]),
+            "cases": [],
+        }
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # The controller of an xdist run collects nothing itself; every worker reports the same ids.
+        if self.collected is None:
+            self.collected = len(ids)
+
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         exp = self.settings.expectations
         if not exp:
@@ -429,6 +520,10 @@ class ConformanceSession:
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
             f"{s.cases} cases per group, seed {s.seed}" + (", isolated" if s.isolate else ""),
         ]
+        if s.tolerance:
+            lines.append(
+                "dmlconform: tolerance overridden: " + ", ".join(f"{k}={v}" for k, v in s.tolerance.items())
+            )
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
         lines.append(
@@ -451,6 +546,7 @@ class ConformanceSession:
             report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
         return report
 
+    @pytest.hookimpl(tryfirst=True)  # recorded before the terminal shows it: a Ctrl-C loses nothing shown
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if _is_worker(self.config):
             return
@@ -464,21 +560,78 @@ class ConformanceSession:
         outcome, message = _outcome(report)
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._guard is not None:
             self._guard.close()
         elif hasattr(self._handle, "close"):
             self._handle.close()
-        if _is_worker(self.config) or self.settings.report_dir is None:
+        if _is_worker(self.config):
+            return
+        self.completion = self.judge_completion(session, exitstatus)
+        self.mark_junit_incomplete()
+        if self.settings.report_dir is None:
             return
         self.write(session)
 
+    def mark_junit_incomplete(self) -> None:
+        """Testsuite properties in junit.xml for an incomplete run, whose test counts a CI page
+        would otherwise show as a whole run's. A complete run's junit.xml is left as pytest writes it."""
+        done = self.completion
+        if done.get("complete", True):
+            return
+        try:
+            from _pytest.junitxml import xml_key
+
+            xml = self.config.stash.get(xml_key, None)
+        except ImportError:  # pytest moved its junitxml internals: the report says it anyway
+            return
+        if xml is None:
+            return
+        for key in ("complete", "status", "stop_reason", "collected", "ran"):
+            value = done.get(key)
+            xml.add_global_property(
+                f"dmlconform_{key}", str(value).lower() if isinstance(value, bool) else str(value)
+            )
+
+    def judge_completion(self, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
+        """Whether every collected case has a result, and if not, why (docs/results-json.md).
+
+        Complete means every collected case has a result, however the session ended (a -x whose
+        failure was the last case stopped nothing); otherwise the cause is named."""
+        ran, collected, code = len(self.records), self.collected, int(exitstatus)
+        stop = session.shouldfail or session.shouldstop
+        status, reason = "complete", None
+        if collected is not None and ran >= collected:
+            pass
+        elif code == pytest.ExitCode.INTERRUPTED:
+            status, reason = "interrupted", "interrupted (Ctrl-C / SIGINT)"
+        elif stop:
+            status = "stopped"
+            reason = f"stopped early: {stop}" if isinstance(stop, str) else "stopped early"
+        elif code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            status, reason = "incomplete", f"pytest ended with exit status {code}"
+        else:
+            status, reason = "incomplete", "some collected cases have no result"
+        if status != "complete" and collected is None:
+            reason = f"{reason} (before collection finished)"
+        return {
+            "complete": status == "complete",
+            "status": status,
+            "stop_reason": reason,
+            "exit_status": code,
+            "collected": collected,
+            "ran": ran,
+        }
+
     def write(self, session: pytest.Session) -> None:
-        from dmlconform.results import RunMeta, build_results, versions, write_results
-        from dmlconform.runner.cases import Selection, operator_data_types, selected_operators
+        from dataclasses import asdict
+
+        from dmlconform.results import RunMeta, build_results, spec_hash, versions, write_results
+        from dmlconform.runner.cases import operator_data_types, selected_operators
 
         s = self.settings
-        sel = Selection(level=s.level, operators=s.operators, data_types=s.data_types)
+        sel = self.selection()
         ops = selected_operators(self.spec, sel)
         dtypes = list(s.data_types) or sorted(
             {t for op in ops for t in operator_data_types(self.spec, op, s.level)},
@@ -499,6 +652,11 @@ class ConformanceSession:
             finished=_utc(),
             duration_s=time.monotonic() - self.t0,
             versions=versions(s.info.versions),
+            tolerance=dict(s.tolerance),
+            completion=dict(self.completion),
+            shard={"index": s.shard.index, "count": s.shard.count} if s.shard else None,
+            selection=asdict(sel),
+            spec_hash=spec_hash(self.spec),
         )
         results = build_results(meta, self.spec, list(self.records.values()))
         assert s.report_dir is not None
@@ -519,10 +677,21 @@ class ConformanceSession:
             self.report_error = f"{type(exc).__name__}: {exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        done = self.completion
+        if done and not done["complete"] and not _is_worker(self.config):
+            tr.section("dmlconform")
+            of = f" of {done['collected']}" if done["collected"] is not None else ""
+            tr.write_line(
+                f"dmlconform: INCOMPLETE RUN: {done['stop_reason']}, {done['ran']}{of} cases ran; "
+                "the counts below cover only the cases that ran",
+                red=True,
+                bold=True,
+            )
         if self.results_path is None:
             return
-        tr = terminalreporter
-        tr.section("dmlconform")
+        if not done or done["complete"]:
+            tr.section("dmlconform")
         xml = getattr(self.config.option, "xmlpath", None)
         for p in self.report_paths:
             tr.write_line(f"report: {p}")

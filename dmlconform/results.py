@@ -11,6 +11,7 @@ same file by the same code path.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import platform
@@ -95,6 +96,7 @@ def write_reproducer(
     record: dict[str, Any],
     backend: str,
     options: dict[str, str],
+    tolerance: dict[str, str] | None = None,
 ) -> str:
     """Save a failing case as a self-contained directory; returns its path relative to the report."""
     rel = Path("failures") / sanitize(case.id)
@@ -109,6 +111,7 @@ def write_reproducer(
     case_json["outcome"] = result.status
     case_json["case"] = case.to_dict()
     case_json["backend"] = {"name": backend, "options": dict(options)}
+    case_json["tolerance"] = dict(tolerance or {})
     (out / "case.json").write_text(json.dumps(jsonable(case_json), indent=1), encoding="utf-8")
     return rel.as_posix()
 
@@ -179,6 +182,37 @@ class RunMeta:
     finished: str
     duration_s: float
     versions: dict[str, str] = field(default_factory=dict)
+    tolerance: dict[str, str] = field(default_factory=dict)
+    # complete, status, stop_reason, exit_status, collected, ran (see docs/results-json.md)
+    completion: dict[str, Any] = field(default_factory=dict)
+    shard: dict[str, int] | None = None
+    selection: dict[str, Any] = field(default_factory=dict)
+    spec_hash: str | None = None
+
+
+def spec_hash(spec: Spec) -> str:
+    """sha256 over the spec directory's files (relative path and bytes, in path order): two runs
+    with different hashes judged cases by different rules, so their reports must not be merged."""
+    digest = hashlib.sha256()
+    root = Path(spec.directory)
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def completion_fields(completion: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The completeness fields of results.json; a run that did not say counts as complete only
+    when it recorded every case it ran (the API path of build_results without a session)."""
+    ran = len(records)
+    return {
+        "complete": bool(completion.get("complete", True)),
+        "status": completion.get("status", "complete"),
+        "stop_reason": completion.get("stop_reason"),
+        "exit_status": completion.get("exit_status"),
+        "collected": completion.get("collected", ran),
+        "ran": completion.get("ran", ran),
+    }
 
 
 def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -203,7 +237,12 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "started": meta.started,
         "finished": meta.finished,
         "duration_s": round(meta.duration_s, 3),
+        **completion_fields(meta.completion, records),
+        "shard": dict(meta.shard) if meta.shard else None,
+        "selection": jsonable(meta.selection),
+        "spec_hash": meta.spec_hash,
         "versions": dict(meta.versions),
+        "tolerance": {"overrides": dict(meta.tolerance), "model": meta.tolerance.get("model", "strict")},
         "summary": summarize(records),
         "cases": records,
         "coverage": coverage(spec, meta.operators, records),

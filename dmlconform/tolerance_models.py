@@ -16,6 +16,7 @@ log2(n) + 1 by the strict model).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,19 @@ def handles(desc: OperatorDesc, spec: Spec) -> bool:
         return not semantics.centers(desc, spec)
     except semantics.SemanticsError:
         return False
+
+
+def sum_growth(n: int, co: tolerance.Coefficients) -> float:
+    """The growth of a float32 sum of n terms under the model's cap (as the normalization
+    model's): ``blocked`` -- any order within ``block`` terms, pairwise across -- the growth of
+    one block plus log2(n / block); ``log2`` etc. a plain cap; ``none`` the uncapped growth."""
+    full = tolerance.growth(co.mean_growth, n)
+    if co.growth_cap in ("none", "") or n <= 1:
+        return full
+    if co.growth_cap == "blocked":
+        b = int(min(n, max(co.block, 1.0)))
+        return min(full, tolerance.growth(co.mean_growth, b) + math.log2(n / b))
+    return min(full, tolerance.growth(co.growth_cap, n))
 
 
 def _f64(inputs: dict[str, Any], name: str | None, fill: float) -> Any:
@@ -112,7 +126,7 @@ def rms_budgets(
     co, u = _coefficients(desc, spec, plan.output, plan.activation, overrides)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     n = plan.reduction_length
-    g = tolerance.capped(tolerance.growth(co.mean_growth, n), co, n)
+    g = sum_growth(n, co)
     scale = _f64(inputs, plan.scale, 1.0)
     bias, add = _f64(inputs, plan.bias, 0.0), _f64(inputs, plan.fused_add, 0.0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -142,7 +156,7 @@ def reduction_grad_budgets(
     plan = semantics.make_grad_plan(desc, spec)
     co, u = _coefficients(desc, spec, plan.output, None, overrides)
     n = plan.reduction_length
-    g = tolerance.capped(tolerance.growth(co.mean_growth, n), co, n)
+    g = sum_growth(n, co)
     axes = plan.axes
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     dy = np.asarray(inputs[plan.input_gradient], dtype=np.float64)

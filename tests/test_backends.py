@@ -231,8 +231,6 @@ def make_inputs(
     return out
 
 
-# DirectMLX's SCALED_ELU defaults (directml-facts.md, Fused activations), written independently of the spec.
-SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
 ACT64: dict[str, Any] = {
     "ACTIVATION_IDENTITY": lambda x, p: x,
     "ACTIVATION_LINEAR": lambda x, p: p["Alpha"] * x + p["Beta"],
@@ -246,8 +244,10 @@ ACT64: dict[str, Any] = {
     "ACTIVATION_ELU": lambda x, p: np.where(x >= 0, x, p.get("Alpha", 1.0) * (np.exp(x) - 1)),
     "ACTIVATION_SCALED_ELU": lambda x, p: np.where(
         x > 0,
-        p.get("Gamma", SELU_GAMMA) * x,
-        p.get("Gamma", SELU_GAMMA) * p.get("Alpha", SELU_ALPHA) * (np.exp(x) - 1),
+        p.get("Gamma", 1.05070102214813232421875) * x,
+        p.get("Gamma", 1.05070102214813232421875)
+        * p.get("Alpha", 1.67326319217681884765625)
+        * (np.exp(x) - 1),
     ),
     "ACTIVATION_SOFTPLUS": lambda x, p: (
         np.log1p(np.exp(p.get("Steepness", 1.0) * x)) / p.get("Steepness", 1.0)
@@ -572,6 +572,21 @@ EXPOSING: dict[str, tuple[Case, dict[str, float]]] = {
         {},
     ),
     "EpsilonIgnored": (Case("small-spread", MVN1, _mvn1([4, 16], [1]), (1,)), {"spread": 3e-3}),
+    # the three that only fail big: long reductions, offset data
+    "SequentialSumStatistics": (Case("long-offset", MVN1, _mvn1([1, 2**21], [1]), (1,)), {"offset": 100.0}),
+    "Float16AccumulationAtLongReductions": (
+        Case("long-offset", MVN1, _mvn1([1, 65536], [1]), (1,)),
+        {"offset": 10.0},
+    ),
+    "OutputScaled": (
+        Case(
+            "linear-x8",
+            MVN1,
+            _mvn1([2, 4096], [1], FusedActivation={"Type": "ACTIVATION_LINEAR", "Alpha": 8.0, "Beta": 0.0}),
+            (1,),
+        ),
+        {},
+    ),
 }
 
 

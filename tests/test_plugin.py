@@ -147,7 +147,9 @@ def test_isolate_kills_a_hung_call(pytester: pytest.Pytester, tmp_path: Path) ->
         pytester,
         "--dml-backend=test_plugin_backends:Hangs",
         "--dml-isolate",
-        "--dml-timeout=1",
+        # well below the 20 s the backend hangs for, and above what a fresh worker needs to
+        # import and answer a FLOAT32 call on a loaded 2-core machine (1 s was not)
+        "--dml-timeout=5",
         f"--dml-report={report}",
         *NUMERIC,
     )

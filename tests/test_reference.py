@@ -218,7 +218,10 @@ def test_plan_is_read_from_the_spec_semantics():
     assert plan.axes == (0, 2, 3) and plan.mean_output == "OutputMeanTensor"
     assert plan.reduction_length == 16 and plan.epsilon == EPS32
     plan = make_plan(mvn1([2, 3], [1], act={"Type": "ACTIVATION_SCALED_ELU"}))
-    assert plan.activation_params == {"Alpha": 1.67326319217681884765625, "Gamma": 1.05070102214813232421875}
+    assert plan.activation_params == {
+        "Alpha": 1.67326319217681884765625,
+        "Gamma": 1.05070102214813232421875,
+    }  # DirectMLX.h, exact float32
 
 
 # ---------------------------------------------------------------------------------------------

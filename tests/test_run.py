@@ -44,6 +44,7 @@ RESULTS_SCHEMA: dict[str, Any] = {
     "required": [
         "schema_version", "tool", "backend", "feature_level", "seed", "cases_per_group", "operators",
         "data_types", "command", "started", "finished", "duration_s", "versions", "summary", "cases", "coverage",
+        "complete", "status", "stop_reason", "exit_status", "collected", "ran", "shard", "selection", "spec_hash",
     ],
     "properties": {
         "schema_version": {"const": 1},
@@ -58,6 +59,20 @@ RESULTS_SCHEMA: dict[str, Any] = {
         "started": {"type": "string", "pattern": r"Z$"},
         "finished": {"type": "string", "pattern": r"Z$"},
         "duration_s": NUMBER,
+        "complete": {"type": "boolean"},
+        "status": {"enum": ["complete", "interrupted", "stopped", "incomplete", "running"]},
+        "stop_reason": NULLABLE_STR,
+        "exit_status": {"type": ["integer", "null"]},
+        "collected": {"type": ["integer", "null"]},
+        "ran": {"type": "integer"},
+        "shard": {
+            "oneOf": [
+                {"type": "null"},
+                {"type": "object", "required": ["index", "count"], "additionalProperties": {"type": "integer"}},
+            ]
+        },
+        "selection": {"type": "object", "required": ["level", "operators", "data_types", "cases", "seed", "kinds"]},
+        "spec_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         "versions": {"type": "object", "required": ["python", "numpy"], "additionalProperties": {"type": "string"}},
         "summary": {
             "type": "object",

@@ -249,7 +249,10 @@ def test_activation_parameters_and_typical_values() -> None:
     assert params["HARD_SIGMOID"] == {"Alpha": 0.2, "Beta": 0.5}
     assert params["SCALED_TANH"] == {"Alpha": 1.0, "Beta": 0.5}
     assert params["LEAKY_RELU"] == {"Alpha": 0.01}
-    assert params["SCALED_ELU"] == {"Alpha": 1.67326319217681884765625, "Gamma": 1.05070102214813232421875}
+    assert params["SCALED_ELU"] == {
+        "Alpha": 1.67326319217681884765625,
+        "Gamma": 1.05070102214813232421875,
+    }  # DirectMLX.h
     assert params["SOFTPLUS"] == {"Steepness": 1.0}
     assert params["SHRINK"] == {"Bias": 0.0, "Threshold": 0.5}
     assert params["CELU"] == {"Alpha": 1.0}

@@ -21,6 +21,8 @@ import contextlib
 import importlib
 import importlib.metadata
 import math
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -206,6 +208,11 @@ class NormalizationPlan:
         return self.input_desc.sizes
 
     @property
+    def reduction_length(self) -> int:
+        """How many elements each statistic is computed over."""
+        return math.prod(self.shape[a] for a in self.axes)
+
+    @property
     def outputs(self) -> tuple[str, ...]:
         return (self.output, *self.stats_outputs.values())
 
@@ -341,7 +348,8 @@ def finish_outputs(plan: NormalizationPlan, values: Mapping[str, np.ndarray]) ->
         if value.shape != sizes:
             same_count = value.size == math.prod(sizes)
             value = value.reshape(sizes) if same_count else np.broadcast_to(value, sizes)
-        out[member] = np.ascontiguousarray(value, dtype=plan.dtypes[member])
+        with np.errstate(over="ignore"):  # beyond FLOAT16's range a value rounds to inf, as IEEE says
+            out[member] = np.ascontiguousarray(value, dtype=plan.dtypes[member])
     return out
 
 
@@ -360,10 +368,26 @@ def list_backends() -> dict[str, str]:
     return names
 
 
-def _import_target(target: str, label: str) -> type:
+def _current_directory_importable() -> None:
+    """Put the current directory first on ``sys.path`` if it is not there, as ``python -m`` does.
+
+    A user's ``mybackend.py`` beside them must load with ``dmlconform run --backend
+    mybackend:MyBackend`` as it does with ``python -m pytest --dml-backend ...``; an installed
+    console script starts with its own bin directory on the path instead of the current one.
+    Every ``module:Class`` target given by the user goes through here: run, replay, the isolated
+    worker (registered names are installed packages and need no such help)."""
+    cwd = os.getcwd()
+    here = {os.path.abspath(p or os.curdir) for p in sys.path}
+    if cwd not in here:
+        sys.path.insert(0, cwd)
+
+
+def _import_target(target: str, label: str, from_cwd: bool = False) -> type:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise BackendError(f"backend {label!r}: expected package.module:ClassName, got {target!r}")
+    if from_cwd:
+        _current_directory_importable()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -402,7 +426,7 @@ def load_backend(spec: str, options: Mapping[str, str] | None = None) -> Backend
                 "or give package.module:ClassName)"
             )
         target = registry[spec]
-    factory = _import_target(target, spec)
+    factory = _import_target(target, spec, from_cwd=":" in spec)
     if not callable(factory):
         raise BackendError(f"backend {spec!r}: {target} is not a class or factory")
     try:

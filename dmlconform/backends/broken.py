@@ -20,6 +20,7 @@ import numpy as np
 
 from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.data import to_slices
 from dmlconform.spec import load_spec
 
 
@@ -197,6 +198,67 @@ class EpsilonIgnored(NumpyBackend):
         return super().normalize(x, mean, var, replace(plan, epsilon=0.0))
 
 
+class SequentialSumStatistics(NumpyBackend):
+    """Mean and variance from plain sequential float32 sums (a loop over the slice in order).
+
+    Sound for short reductions; at long ones the running sum's spacing outgrows the addends and
+    the mean stagnates (z off by several standard deviations at n = 2^22 on offset data). Only
+    the long reductions of the default and stress tiers expose it."""
+
+    name: ClassVar[str] = "broken:SequentialSumStatistics"
+
+    def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        return sequential_statistics(x, axes)
+
+
+def sequential_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Two passes, each a float32 running sum in element order (np.cumsum is sequential)."""
+    rows = to_slices(x, axes).astype(np.float32)
+    stat = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    n = np.float32(rows.shape[1])
+    mean = np.cumsum(rows, axis=1, dtype=np.float32)[:, -1:] / n
+    d = rows - mean
+    var = np.cumsum(d * d, axis=1, dtype=np.float32)[:, -1:] / n
+    return mean.reshape(stat), var.reshape(stat)
+
+
+class Float16AccumulationAtLongReductions(NumpyBackend):
+    """Statistics accumulated in FLOAT16 once a reduction is long (a kernel that switches to a
+    half-precision accumulator for long rows), float32 otherwise.
+
+    Only reductions of LONG_ROW elements or more expose it."""
+
+    name: ClassVar[str] = "broken:Float16AccumulationAtLongReductions"
+    LONG_ROW: ClassVar[int] = 65536
+
+    def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        n = math.prod(x.shape[a] for a in axes)
+        if n < self.LONG_ROW:
+            return super().statistics(x, axes)
+        h = x.astype(np.float16)
+        mean = np.mean(h, axis=axes, keepdims=True, dtype=np.float16)
+        d = h - mean
+        var = np.mean(d * d, axis=axes, keepdims=True, dtype=np.float16)
+        return mean.astype(self.compute_dtype), var.astype(self.compute_dtype)
+
+
+class OutputScaled(NumpyBackend):
+    """OutputTensor 2^-8 too large: every element off by the same fraction of itself (~32,000
+    FLOAT32 ULP), a systematic error of the kind a wrong constant or a mis-scaled accumulator
+    makes.
+
+    The budget's ceiling (2^-10 of the output's own scale for FLOAT32) exposes it at every n;
+    without the ceiling, long ill-conditioned reductions let it pass."""
+
+    name: ClassVar[str] = "broken:OutputScaled"
+    FACTOR: ClassVar[float] = 1.0 + 2.0**-8
+
+    def add_and_activate(
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+    ) -> np.ndarray:
+        return super().add_and_activate(y, inputs, plan) * self.compute_dtype(self.FACTOR)
+
+
 #: Every broken backend, by class name (the mutation test iterates over this).
 BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
     cls.__name__: cls
@@ -213,6 +275,9 @@ BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
         UnbiasedVarianceReported,
         ActivationParametersIgnored,
         EpsilonIgnored,
+        SequentialSumStatistics,
+        Float16AccumulationAtLongReductions,
+        OutputScaled,
     )
 }
 

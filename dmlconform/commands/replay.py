@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return _err(str(exc))
     guard = handle if isinstance(handle, ProcessGuard) else ThreadGuard(handle, args.timeout or None)
     try:
-        result = run_case(case, guard, spec, inputs=inputs)
+        result = run_case(case, guard, spec, inputs=inputs, tolerance=meta.get("tolerance") or None)
     except Exception as exc:
         return _err(f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}")
     finally:

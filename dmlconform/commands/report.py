@@ -2,10 +2,12 @@
 
     dmlconform report DIR                 rewrite DIR/index.html and DIR/summary.md from DIR/results.json
     dmlconform report diff OLD NEW        regressions, fixes and error changes between two runs
+    dmlconform report merge R1 R2 ... --out R   join the reports of a sharded run (run --shard K/N)
 
 One subparser with a free first positional (rather than nested subparsers) because "report DIR"
 must keep working: argparse would read DIR as an unknown sub-command. Exit status: 0 done / no
-regression, 1 regressions (diff), 2 unusable input or usage error.
+regression, 1 regressions (diff), 2 unusable input or usage error. ``diff`` and ``merge`` refuse a
+report of an incomplete run (interrupted, stopped early) unless given ``--allow-incomplete``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import sys
 from pathlib import Path
 
 USAGE = (
-    "dmlconform report DIR\n       dmlconform report diff OLD NEW [--format text|json|markdown] [--factor F]"
+    "dmlconform report DIR\n"
+    "       dmlconform report diff OLD NEW [--format text|json|markdown] [--factor F] [--allow-incomplete]\n"
+    "       dmlconform report merge R1 R2 ... --out DIR [--allow-incomplete]"
 )
 
 
@@ -25,16 +29,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
         usage=USAGE,
-        help="regenerate index.html and summary.md, or diff two runs",
+        help="regenerate index.html and summary.md, diff two runs, or merge a sharded run's reports",
         description=(
             "'report DIR' rewrites DIR/index.html and DIR/summary.md from DIR/results.json. "
             "'report diff OLD NEW' compares two runs (results.json files or report directories): "
             "exit 1 when NEW has regressions (failing cases that passed, were expected failures or "
-            "did not exist in OLD), 0 otherwise, 2 on unusable input."
+            "did not exist in OLD), 0 otherwise, 2 on unusable input. "
+            "'report merge R1 R2 ... --out DIR' joins the reports of 'run --shard K/N' runs into the "
+            "report the unsharded run would have written; exit 2 when the reports are from different "
+            "settings, a shard is missing or given twice, or a report is incomplete."
         ),
     )
     parser.add_argument(
-        "paths", nargs="+", metavar="DIR | diff OLD NEW", help="a report directory, or 'diff OLD NEW'"
+        "paths",
+        nargs="+",
+        metavar="DIR | diff OLD NEW | merge R...",
+        help="a report directory, 'diff OLD NEW', or 'merge R1 R2 ...'",
     )
     parser.add_argument(
         "--format",
@@ -52,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "-o", "--output", metavar="FILE", default=None, help="diff: write the diff to FILE too"
     )
+    parser.add_argument("--out", metavar="DIR", default=None, help="merge: the merged report directory")
+    parser.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="diff, merge: accept reports of incomplete runs (a merge of them is marked incomplete)",
+    )
     add_spec_dir(parser)  # accepted for symmetry with the other verbs; reports need no spec
     parser.set_defaults(run=run)
 
@@ -61,14 +77,24 @@ def run(args: argparse.Namespace) -> int:
 
     paths: list[str] = args.paths
     try:
+        if paths[0] == "merge":
+            if args.factor is not None or args.format != "text" or args.output:
+                return _usage("--format, --factor and --output apply to 'report diff' only")
+            if len(paths) < 2:
+                return _usage("'report merge' takes the shards' report directories")
+            if not args.out:
+                return _usage("'report merge' needs --out DIR")
+            return _merge(paths[1:], args)
+        if args.out:
+            return _usage("--out applies to 'report merge' only")
         if paths[0] == "diff" and len(paths) == 3:
             return _diff(paths[1], paths[2], args)
         if paths[0] == "diff":
             return _usage("'report diff' takes two paths: OLD NEW")
         if len(paths) != 1:
-            return _usage("expected one report directory (or 'diff OLD NEW')")
-        if args.factor is not None or args.format != "text" or args.output:
-            return _usage("--format, --factor and --output apply to 'report diff' only")
+            return _usage("expected one report directory (or 'diff OLD NEW', or 'merge R1 R2 ...')")
+        if args.factor is not None or args.format != "text" or args.output or args.allow_incomplete:
+            return _usage("--format, --factor, --output and --allow-incomplete apply to 'report diff' only")
         return _regenerate(Path(paths[0]))
     except ResultsError as exc:
         print(f"dmlconform report: error: {exc}", file=sys.stderr)
@@ -100,7 +126,17 @@ def _diff(old_path: str, new_path: str, args: argparse.Namespace) -> int:
     factor = DEFAULT_FACTOR if args.factor is None else args.factor
     if not factor > 1:
         return _usage("--factor must be greater than 1")
-    diff = diff_results(load_results(old_path), load_results(new_path), factor=factor)
+    old, new = load_results(old_path), load_results(new_path)
+    for label, results in (("OLD", old), ("NEW", new)):
+        reason = results.incomplete_reason()
+        if reason is not None and not args.allow_incomplete:
+            print(
+                f"dmlconform report diff: error: {label} {results.path}: incomplete run, {reason}; "
+                "pass --allow-incomplete to compare anyway",
+                file=sys.stderr,
+            )
+            return 2
+    diff = diff_results(old, new, factor=factor)
     text = {"text": diff.format_text, "json": diff.format_json, "markdown": diff.format_markdown}[
         args.format
     ]()
@@ -110,3 +146,19 @@ def _diff(old_path: str, new_path: str, args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     return 1 if diff.has_regressions else 0
+
+
+def _merge(paths: list[str], args: argparse.Namespace) -> int:
+    from dmlconform.report import merge_reports
+
+    merged, written = merge_reports(paths, Path(args.out), allow_incomplete=args.allow_incomplete)
+    for path in written:
+        print(f"wrote {path}")
+    summary = merged["summary"]
+    line = (
+        f"merged {len(paths)} report(s): {summary['total']} cases: {summary['passed']} passed, "
+        f"{summary['failed']} failed, {summary['skipped']} skipped, {summary['xfailed']} xfailed, "
+        f"{summary['xpassed']} xpassed, {summary['errors']} errors"
+    )
+    print(line if merged["complete"] else f"{line} (INCOMPLETE: {merged['stop_reason']})")
+    return 0

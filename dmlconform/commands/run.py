@@ -49,9 +49,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--expect", metavar="FILE", help="expected failures file ('<id or glob>  # reason' per line)"
     )
     p.add_argument("--report", metavar="DIR", help="report directory (default reports/<backend>-<UTC time>/)")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the spec's tolerance (repeatable), e.g. model=lenient; shown in the report",
+    )
     p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
     p.add_argument(
         "--timeout", type=float, metavar="S", help="per-call backend timeout in seconds (default 60)"
+    )
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run shard K of N (a deterministic 1/N of the cases); join with 'dmlconform report merge'",
     )
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     add_spec_dir(p)
@@ -81,6 +93,8 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
     argv[0:0] = plugin_args()
     for kv in args.backend_option:
         argv += ["--dml-backend-option", kv]
+    for kv in args.tolerance:
+        argv += ["--dml-tolerance", kv]
     if args.feature_level:
         argv += ["--dml-feature-level", args.feature_level]
     if args.operators:
@@ -99,6 +113,8 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         argv += ["--dml-isolate"]
     if args.timeout is not None:
         argv += ["--dml-timeout", str(args.timeout)]
+    if getattr(args, "shard", None):
+        argv += ["--dml-shard", args.shard]
     return argv + list(args.pytest_args or [])
 
 
@@ -114,6 +130,14 @@ def run(args: argparse.Namespace) -> int:
     if args.cases is not None and args.cases < 1:
         print("dmlconform run: error: --cases must be at least 1", file=sys.stderr)
         return 2
+    if getattr(args, "shard", None):
+        from dmlconform.runner.cases import Shard
+
+        try:
+            Shard.parse(args.shard)
+        except ValueError as exc:
+            print(f"dmlconform run: error: {exc}", file=sys.stderr)
+            return 2
     report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
     command = _reconstruct(args)
     code = pytest.main(pytest_argv(args, report_dir, command))
@@ -127,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if code == pytest.ExitCode.INTERRUPTED:
+        if (report_dir / "results.json").is_file():
+            print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
         return 130
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
@@ -139,12 +165,15 @@ def _reconstruct(args: argparse.Namespace) -> str:
     parts = ["dmlconform", "run", "--backend", args.backend]
     for kv in args.backend_option:
         parts += ["--backend-option", kv]
+    for kv in args.tolerance:
+        parts += ["--tolerance", kv]
     for flag, value in (
         ("--feature-level", args.feature_level),
         ("--cases", args.cases),
         ("--seed", args.seed),
         ("--expect", args.expect),
         ("--timeout", args.timeout),
+        ("--shard", getattr(args, "shard", None)),
     ):
         if value is not None:
             parts += [flag, str(value)]

@@ -124,6 +124,21 @@ class Results:
         coverage = self.data.get("coverage")
         return coverage if isinstance(coverage, dict) else {}
 
+    @property
+    def complete(self) -> bool:
+        """False when the run says it did not finish (interrupted, stopped early, still running).
+        A file without the field (written before it existed) cannot tell and counts as complete."""
+        return self.data.get("complete") is not False
+
+    def incomplete_reason(self) -> str | None:
+        """One line on why the run is incomplete, or None when it is complete."""
+        if self.complete:
+            return None
+        reason = str(self.data.get("stop_reason") or self.data.get("status") or "incomplete")
+        collected = self.data.get("collected")
+        of = f" of {collected}" if isinstance(collected, int) else ""
+        return f"{reason}, {len(self.cases)}{of} cases ran"
+
     def summary(self) -> dict[str, int]:
         """Counts recomputed from the cases, so a hand-edited or truncated summary cannot lie."""
         counts = {"total": len(self.cases), **{o: 0 for o in OUTCOMES}}

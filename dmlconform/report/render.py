@@ -618,6 +618,24 @@ def _levels_sorted(values: list[str]) -> list[str]:
     return sorted(values, key=level_key)
 
 
+def incompleteness(results: Results) -> dict[str, Any] | None:
+    """What the page must say first when the run did not finish; None for a complete run."""
+    if results.complete:
+        return None
+    collected = results.data.get("collected")
+    ran = len(results.cases)
+    if isinstance(collected, int):
+        scope = f"{ran} of {collected} collected cases ran; {max(collected - ran, 0)} have no result"
+    else:
+        scope = f"{ran} cases ran; how many were collected is unknown"
+    return {
+        "status": str(results.data.get("status") or "incomplete"),
+        "reason": str(results.data.get("stop_reason") or "the run did not say why"),
+        "scope": scope,
+        "exit_status": results.data.get("exit_status"),
+    }
+
+
 def build_context(results: Results) -> dict[str, Any]:
     data = results.data
     summary = results.summary()
@@ -630,6 +648,7 @@ def build_context(results: Results) -> dict[str, Any]:
     return {
         "results": results,
         "data": data,
+        "incomplete": incompleteness(results),
         "backend": results.backend,
         "backend_options": results.backend.get("options")
         if isinstance(results.backend.get("options"), dict)

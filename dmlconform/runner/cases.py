@@ -99,6 +99,52 @@ class Selection:
     validation: bool = True  # the backend implements ``check``
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Part ``index`` (1-based) of ``count`` equal parts of a run: ``--shard K/N``.
+
+    Not part of :class:`Selection`, which says what a run covers: every shard of a run has the
+    same selection, and ``report merge`` compares selections to refuse shards of different runs."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"K/N"`` with 1 <= K <= N; ValueError with one line otherwise."""
+        k, sep, n = str(text).strip().partition("/")
+        try:
+            index, count = int(k), int(n)
+        except ValueError:
+            index = count = 0
+        if not sep or count < 1 or not 1 <= index <= count:
+            raise ValueError(f"--shard expects K/N with 1 <= K <= N (e.g. 2/4), got {text!r}")
+        return cls(index, count)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def in_shard(cases: Iterable[Case], shard: Shard | None) -> Iterator[Case]:
+    """The cases of one shard: positions K-1, K-1+N, K-1+2N, ... of the full collection.
+
+    Round-robin over the collection order, which is a pure function of the settings, so every
+    machine and every pytest-xdist worker picks the same cases, and the N shards partition the
+    run exactly. Balanced by count, not by an expected cost: a case costs about the same whatever
+    its desc (on the default run, the per-case time is 1-3 ms of harness and backend-call
+    overhead and does not follow the tensor size, which is at most a few thousand elements),
+    so equal counts are equal work; the cost that does differ is each shard's fixed start-up
+    (imports, the reference's first compile), the same for every shard. Dealing the cases
+    round-robin also spreads every operator x level x data type group over all shards, and the
+    sizes of shards differ by at most one case."""
+    if shard is None or shard.count == 1:
+        yield from cases
+        return
+    for position, case in enumerate(cases):
+        if position % shard.count == shard.index - 1:
+            yield case
+
+
 def input_data_type(op: Operator, desc: OperatorDesc) -> str | None:
     """The data type of a desc: that of its first input tensor (the support tables tie the rest)."""
     for m in op.input_members:

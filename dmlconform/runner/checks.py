@@ -101,17 +101,22 @@ def compare(
     inputs: dict[str, np.ndarray],
     scale: float = 1.0,
     also_inputs: tuple[dict[str, np.ndarray], ...] = (),
+    overrides: dict[str, Any] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """(passed, errors record in the results.json shape). Uses ``dmlconform.tolerance`` when it
     is importable; ``scale`` widens the budget (a metamorphic relation compares two computations
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
-    inputs, whose budget counts where it is the larger."""
+    inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
+    the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
+    --tolerance``)."""
     try:
         from dmlconform import tolerance
     except ImportError:
         tolerance = None  # type: ignore[assignment]
     if tolerance is not None and hasattr(tolerance, "compare"):
-        overrides = {"ulp_scale": scale} if scale != 1.0 else None
+        overrides = dict(overrides or {})
+        if scale != 1.0:
+            overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
         res = tolerance.compare(desc, actual, expected, inputs, spec, overrides, also_inputs)
         return bool(res.passed), _errors_from(tolerance, res, actual, expected)
     return _compare_fallback(actual, expected, scale)
@@ -143,7 +148,10 @@ def _errors_from(
     """The results.json ``errors`` record from a ``tolerance.Comparison``: per-output maxima and
     the worst element over all outputs (largest error relative to its own budget, among the
     failing outputs when there are any)."""
-    per = {name: {"max_ulp": o.max_ulp, "max_abs": o.max_abs} for name, o in res.outputs.items()}
+    per = {
+        name: {"max_ulp": o.max_ulp, "max_abs": o.max_abs, "ratio": o.ratio, "aggregate": o.aggregate}
+        for name, o in res.outputs.items()
+    }
     located = [o for o in res.outputs.values() if o.worst_index is not None]
     worst = max(located, key=lambda o: (not o.passed, o.ratio), default=None)
     w = None
@@ -165,6 +173,7 @@ def _errors_from(
     out = {
         "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
         "max_abs": max((o["max_abs"] for o in per.values()), default=0.0),
+        "ratio": max((o.ratio for o in res.outputs.values()), default=0.0),
         "budget_ulp": w["budget_ulp"] if w else None,
         "outputs": per,
         "worst": w,
@@ -226,6 +235,16 @@ def failure_message(errors: dict[str, Any], what: str = "reference") -> str:
     w = errors.get("worst") or {}
     if not w:
         return f"outputs differ from the {what} beyond the budget"
+    ratio = errors.get("ratio")
+    for member, o in (errors.get("outputs") or {}).items():
+        agg = o.get("aggregate") or {}
+        over = {k: v for k, v in agg.items() if isinstance(v, (int, float)) and v > 1.0}
+        if over and isinstance(ratio, (int, float)) and ratio <= 1.0:
+            figures = ", ".join(f"{k} {_num(v, 3)}x" for k, v in over.items())
+            return (
+                f"{member}: systematic error against the {what}: aggregate {figures} its bound, "
+                f"though every element is within its own budget (worst {_num(ratio, 3)} of it)"
+            )
     budget_abs = w.get("budget_abs")
     return (
         f"{w.get('member')}: {_num(w.get('ulp'), 4)} ULP at {w.get('index')} > budget {_num(w.get('budget_ulp'), 4)} ULP "
@@ -285,17 +304,19 @@ def run_case(
     guard: Any,
     spec: Spec | None = None,
     inputs: dict[str, np.ndarray] | None = None,
+    tolerance: dict[str, Any] | None = None,
 ) -> CaseResult:
-    """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers)."""
+    """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers);
+    ``tolerance`` overrides the spec's tolerance coefficients (e.g. {"model": "lenient"})."""
     spec = spec or load_spec()
     result = CaseResult("passed", regime=case.regime)
     try:
         if case.kind == "validation":
             _validation(case, guard, spec, result)
         elif case.kind == "metamorphic":
-            _metamorphic(case, guard, spec, result, inputs)
+            _metamorphic(case, guard, spec, result, inputs, tolerance)
         else:
-            _numeric(case, guard, spec, result, inputs)
+            _numeric(case, guard, spec, result, inputs, tolerance)
     except _Fail as exc:
         result.status, result.message = "failed", str(exc)
     except _Skip as exc:
@@ -325,12 +346,16 @@ def _reference(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, n
     return execute(desc, inputs)
 
 
-def _numeric(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
+def _numeric(
+    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
+) -> None:
     result.rules = exercised_rules(spec, case.desc, case.level)
     result.inputs = inputs if inputs is not None else make_inputs(case)
     got = _execute(guard, spec, case.desc, result.inputs, result)
     ref = _reference(case.desc, result.inputs)
-    passed, errors = compare(spec, case.desc, got, {k: ref[k] for k in got}, result.inputs)
+    passed, errors = compare(
+        spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance
+    )
     result.errors = errors
     if not passed:
         raise _Fail(failure_message(errors))
@@ -485,7 +510,9 @@ def directional_derivative(
         )
 
 
-def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None) -> None:
+def _metamorphic(
+    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
+) -> None:
     rel = case.relation
     if rel is None:
         raise _Skip("metamorphic case without a relation")
@@ -537,7 +564,7 @@ def _metamorphic(case: Case, guard: Any, spec: Spec, result: CaseResult, inputs:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")
     keys = [k for k in rel.compare if k in a and k in b]
     passed, errors = compare(
-        spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also
+        spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also, tolerance
     )
     result.errors = errors
     if not passed:

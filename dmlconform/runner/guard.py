@@ -51,6 +51,9 @@ class BackendInfo:
     has_check: bool
     description: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    #: tolerance overrides the backend asks for (its ``tolerance`` attribute, e.g.
+    #: {"model": "lenient"}); the run applies them and the report shows them
+    tolerance: dict[str, str] = field(default_factory=dict)
 
 
 def backend_info(backend: Any) -> BackendInfo:
@@ -67,6 +70,7 @@ def backend_info(backend: Any) -> BackendInfo:
         has_check=callable(getattr(backend, "check", None)),
         description=str(_safe(getattr(backend, "describe", None), "") or ""),
         versions={str(k): str(v) for k, v in dict(versions).items()},
+        tolerance={str(k): str(v) for k, v in dict(getattr(backend, "tolerance", None) or {}).items()},
     )
 
 

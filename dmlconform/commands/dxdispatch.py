@@ -1,0 +1,261 @@
+"""``dmlconform dxdispatch export|check|emulate``: run the suite's cases on real DirectML.
+
+``export DIR`` writes the cases a ``run`` would run (same selection options, same input data) as
+DxDispatch models plus run scripts; the directory is copied to a Windows (or WSL) machine and run
+there with DxDispatch; ``check DIR`` judges what came back and writes the standard report;
+``emulate DIR --backend NAME`` plays DxDispatch locally on any backend (CI, or replaying a bundle).
+See ``dmlconform/dxdispatch/`` and the README section "Run on real DirectML".
+
+Exit status: 0 ok (for emulate: the bundle was played, refusals included), 1 a case failed or
+errored (check), 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from dmlconform.cli import add_spec_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "dxdispatch",
+        help="export cases for DxDispatch (real DirectML), check its outputs, or emulate it",
+        description="Run the conformance cases on real DirectML through DxDispatch: export a bundle, run its "
+        "script on Windows/WSL, check the outputs. 'emulate' plays DxDispatch locally on any backend.",
+    )
+    sub = p.add_subparsers(dest="dxdispatch_verb", metavar="ACTION")
+
+    e = sub.add_parser("export", help="write the selected cases as DxDispatch models and run scripts")
+    e.add_argument("dir", metavar="DIR", help="bundle directory to write (must be empty or absent)")
+    e.add_argument(
+        "--feature-level", metavar="FL", help="feature level to export up to (default: the highest)"
+    )
+    e.add_argument("--operators", nargs="+", metavar="OP", help="operators (default: all)")
+    e.add_argument("--dtypes", nargs="+", metavar="TYPE", help="data types (default: all supported)")
+    e.add_argument("--kinds", nargs="+", metavar="KIND", help="case kinds: numeric validation metamorphic")
+    e.add_argument(
+        "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
+    )
+    e.add_argument("--seed", type=int, metavar="S", help="generator seed (default 0)")
+    e.add_argument("--tier", metavar="TIER", help="size tier (when the case selection has tiers)")
+    e.add_argument("--force", action="store_true", help="write into a directory that is not empty")
+    add_spec_dir(e)
+    e.set_defaults(run=run_export)
+
+    c = sub.add_parser("check", help="judge a bundle DxDispatch has run and write the report")
+    c.add_argument("dir", metavar="DIR", help="the bundle directory, with DxDispatch's outputs in it")
+    c.add_argument("--report", metavar="R", help="report directory (default DIR/report)")
+    c.add_argument(
+        "--directml-version",
+        metavar="X.Y.Z",
+        help="DirectML version that ran it (default: from dxdispatch -S)",
+    )
+    c.add_argument(
+        "--feature-level", metavar="FL", help="judge acceptance at this level (default: the version's)"
+    )
+    add_spec_dir(c)
+    c.set_defaults(run=run_check)
+
+    m = sub.add_parser("emulate", help="run a bundle as DxDispatch would, on a dmlconform backend")
+    m.add_argument("dir", metavar="DIR", help="the bundle directory")
+    m.add_argument(
+        "--backend", required=True, metavar="NAME", help="registered backend or package.module:Class"
+    )
+    m.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend option (repeatable)",
+    )
+    m.add_argument("--feature-level", metavar="FL", help="feature level to emulate (default: the backend's)")
+    add_spec_dir(m)
+    m.set_defaults(run=run_emulate)
+    p.set_defaults(run=lambda args: _usage(p))
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help(sys.stderr)
+    return 2
+
+
+def _err(action: str, message: str) -> int:
+    print(f"dmlconform dxdispatch {action}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _spec(args: argparse.Namespace):  # -> Spec
+    import os
+
+    from dmlconform.spec import load_spec
+
+    if args.spec_dir:
+        os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
+        return load_spec(Path(args.spec_dir))
+    return load_spec()
+
+
+def _command(args: argparse.Namespace, action: str) -> str:
+    """The command line that reproduces this call (for results.json and the manifest)."""
+    parts = ["dmlconform", "dxdispatch", action, str(args.dir)]
+    for name in ("feature_level", "cases", "seed", "tier", "report", "directml_version", "backend"):
+        value = getattr(args, name, None)
+        if value is not None:
+            parts += ["--" + name.replace("_", "-"), str(value)]
+    for name in ("operators", "dtypes", "kinds"):
+        if getattr(args, name, None):
+            parts += ["--" + name, *getattr(args, name)]
+    for kv in getattr(args, "backend_option", None) or []:
+        parts += ["--backend-option", kv]
+    return shlex.join(parts)
+
+
+def build_selection(args: argparse.Namespace, spec):  # -> Selection
+    """The same Selection a run builds from the same options (ValueError with one line)."""
+    from dmlconform.pytest_plugin import DEFAULT_CASES
+    from dmlconform.runner.cases import KINDS, Selection
+    from dmlconform.spec import UnknownLevel
+
+    try:
+        level = spec.level(args.feature_level).name if args.feature_level else spec.levels[-1].name
+    except UnknownLevel as exc:
+        raise ValueError(str(exc)) from None
+    ops = []
+    for name in args.operators or []:
+        try:
+            ops.append(spec.operator(name).name)
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+    dtypes = []
+    for name in args.dtypes or []:
+        key = name.upper().removeprefix("DML_TENSOR_DATA_TYPE_")
+        if key not in spec.data_types:
+            raise ValueError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
+        dtypes.append(key)
+    kinds = tuple(args.kinds or KINDS)
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise ValueError(f"unknown case kind {bad[0]!r} (known: {', '.join(KINDS)})")
+    cases = DEFAULT_CASES if args.cases is None else args.cases
+    if cases < 1:
+        raise ValueError("--cases must be at least 1")
+    fields = {
+        "level": level,
+        "operators": tuple(ops),
+        "data_types": tuple(dtypes),
+        "cases": cases,
+        "seed": args.seed or 0,
+        "kinds": kinds,
+        "validation": True,
+    }
+    # Hook for size tiers: passed through once case selection has a ``tier`` field.
+    if args.tier is not None:
+        if "tier" not in {f.name for f in dataclasses.fields(Selection)}:
+            raise ValueError("--tier: this version's case selection has no size tiers")
+        fields["tier"] = args.tier
+    return Selection(**fields)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from dmlconform.dxdispatch.bundle import ADAPTERS, DEPENDENCIES, MANIFEST, export_bundle, stderr_progress
+
+    spec = _spec(args)
+    try:
+        sel = build_selection(args, spec)
+    except ValueError as exc:
+        return _err("export", str(exc))
+    root = Path(args.dir)
+    if root.exists() and not root.is_dir():
+        return _err("export", f"{root} is not a directory")
+    if root.is_dir() and any(root.iterdir()) and not args.force and not (root / MANIFEST).is_file():
+        return _err("export", f"{root} is not empty (use --force to write into it)")
+    if (root / MANIFEST).is_file() and not args.force:
+        return _err("export", f"{root} already holds a bundle (use --force to overwrite it)")
+    if args.force and (root / MANIFEST).is_file():
+        import shutil
+
+        shutil.rmtree(root / "cases", ignore_errors=True)  # a bundle of ours: no stale cases or outputs
+        shutil.rmtree(root / "report", ignore_errors=True)
+        for name in (DEPENDENCIES, ADAPTERS):
+            (root / name).unlink(missing_ok=True)
+    t0 = time.monotonic()
+    stderr_progress("generating cases (first use compiles the reference kernels, this can take a while)")
+    manifest = export_bundle(root, spec, sel, _command(args, "export"), stderr_progress)
+    counts: dict[str, int] = {}
+    for e in manifest["cases"]:
+        counts[e["status"]] = counts.get(e["status"], 0) + 1
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    print(
+        f"dmlconform: bundle {root}: {len(manifest['cases'])} cases ({summary}), "
+        f"{size / 1e6:.1f} MB, {time.monotonic() - t0:.1f} s"
+    )
+    print(
+        f"dmlconform: copy it to the DirectML machine, run run_dxdispatch.ps1 (or .sh), then: dmlconform dxdispatch check {root}"
+    )
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from dmlconform.dxdispatch.bundle import BundleError, load_manifest, spec_hash, stderr_progress
+    from dmlconform.dxdispatch.check import check_bundle, read_run_info
+    from dmlconform.spec import UnknownLevel
+
+    spec = _spec(args)
+    root = Path(args.dir)
+    try:
+        manifest = load_manifest(root)
+        run_info = read_run_info(root, spec, args.directml_version, args.feature_level)
+    except BundleError as exc:
+        return _err("check", str(exc))
+    except UnknownLevel as exc:
+        return _err("check", str(exc))
+    if manifest.get("spec_hash") != spec_hash(spec):
+        stderr_progress("warning: the bundle was exported with another spec; cases are judged with this one")
+    if run_info.note:
+        stderr_progress(f"warning: {run_info.note}")
+    report_dir = Path(args.report) if args.report else root / "report"
+    t0 = time.monotonic()
+    results = check_bundle(
+        root, manifest, spec, report_dir, _command(args, "check"), run_info, stderr_progress
+    )
+    s = results["summary"]
+    print(
+        "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, {errors} errors".format(
+            **s
+        )
+        + f" (DirectML {run_info.version or 'unknown'}, feature level {run_info.level or 'unknown'}, "
+        f"{time.monotonic() - t0:.1f} s)"
+    )
+    print(f"dmlconform: results in {report_dir}")
+    return 1 if s["failed"] or s["errors"] else 0
+
+
+def run_emulate(args: argparse.Namespace) -> int:
+    from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
+    from dmlconform.dxdispatch.emulate import emulate_bundle, load_emulator
+    from dmlconform.pytest_plugin import parse_backend_options
+    from dmlconform.spec import UnknownLevel
+
+    spec = _spec(args)
+    root = Path(args.dir)
+    try:
+        load_manifest(root)
+        options = parse_backend_options(args.backend_option)
+        level = spec.level(args.feature_level).name if args.feature_level else None
+        em = load_emulator(args.backend, options, level, spec)
+    except (BundleError, UnknownLevel, ValueError) as exc:
+        return _err("emulate", str(exc))
+    t0 = time.monotonic()
+    counts = emulate_bundle(root, em, stderr_progress)
+    print(
+        f"dmlconform: emulated DxDispatch on {em.label}: {counts['ok']} cases ran, {counts['failed']} "
+        f"exited with an error ({time.monotonic() - t0:.1f} s); now: dmlconform dxdispatch check {root}"
+    )
+    return 0

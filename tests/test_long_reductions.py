@@ -1,0 +1,169 @@
+"""Verdicts at every size: the required (strict) model, its ceiling and the aggregate check.
+
+At long reductions the old model's growth terms (sqrt(n), repeated values, correlated rounding)
+grew without bound, so an output 2^-8 too large, or statistics from a stagnating sequential
+float32 sum, passed at n = 2^20 and beyond. These tests pin the three mechanisms that make the
+verdict mean something there, each with a check that fails when the mechanism is removed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlconform as dc
+from dmlconform import data
+from dmlconform.backends import broken
+from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.tolerance import compare
+
+BIG = 2**20 + 1
+
+
+def mvn1(n: int, slices: int = 2, dtype: str = "FLOAT32") -> dc.OperatorDesc:
+    t = {"DataType": dtype, "Sizes": [slices, n]}
+    return dc.parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True},
+        }
+    )
+
+
+def bnt(batch: int, hw: int, dtype: str = "FLOAT32") -> dc.OperatorDesc:
+    big, stat = {"DataType": dtype, "Sizes": [batch, 2, hw]}, {"DataType": dtype, "Sizes": [1, 2, 1]}
+    return dc.parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING",
+            "desc": {
+                "InputTensor": big,
+                "ScaleTensor": stat,
+                "BiasTensor": stat,
+                "OutputTensor": big,
+                "OutputMeanTensor": stat,
+                "OutputVarianceTensor": stat,
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+
+
+def verdict(desc, backend, regime, overrides=None, seed=1):
+    inputs = data.make_inputs(desc, regime, seed=seed)
+    ref = dc.execute(desc, inputs)
+    return compare(desc, backend.execute(desc, inputs), ref, inputs, overrides=overrides)
+
+
+def scaled(desc, regime, factor, overrides=None, seed=1):
+    """The float64 result times ``factor``, rounded once: a systematic relative error."""
+    inputs = data.make_inputs(desc, regime, seed=seed)
+    ref = dc.execute(desc, inputs)
+    exact = dc.execute(desc, inputs, float64=True)
+    out = {k: (v * factor).astype(ref[k].dtype) for k, v in exact.items()}
+    return compare(desc, out, ref, inputs, overrides=overrides)
+
+
+@pytest.mark.parametrize("n", [2, 3, 33, 1025, BIG])
+@pytest.mark.parametrize("regime", ["large_offset", "standard_normal"])
+def test_output_scaled_by_2_to_minus_8_fails_at_every_size(n, regime):
+    assert not scaled(mvn1(n), regime, 1 + 2**-8).passed
+
+
+@pytest.mark.parametrize("n", [2, 33, 1025])
+def test_float16_output_scaled_by_2_to_minus_4_fails(n):
+    assert not scaled(mvn1(n, dtype="FLOAT16"), "large_offset", 1 + 2**-4).passed
+
+
+def test_the_ceiling_alone_catches_a_scaled_output_at_a_long_ill_conditioned_reduction():
+    """Without the growth cap (lenient growth) the ceiling still fails it; without both, it
+    passes: the old model's verdict, which the ceiling exists to prevent."""
+    desc = mvn1(BIG)
+    assert not scaled(desc, "large_offset", 1 + 2**-8, {"growth_cap": "none"}).passed
+    assert scaled(desc, "large_offset", 1 + 2**-8, {"growth_cap": "none", "ceiling": None}).passed
+
+
+@pytest.mark.parametrize("desc", [mvn1(BIG), bnt(256, 4096)], ids=["mvn1", "bnt"])
+@pytest.mark.parametrize("regime", ["standard_normal", "large_offset", "constant_slices", "long_reduction"])
+def test_numpy_float32_passes_at_long_reductions(desc, regime):
+    c = verdict(desc, NumpyBackend(), regime)
+    assert c.passed, c.message
+
+
+@pytest.mark.parametrize(
+    "mutant", ["SequentialSumStatistics", "Float16AccumulationAtLongReductions", "OutputScaled"]
+)
+def test_new_mutants_fail_big(mutant):
+    backend = getattr(broken, mutant)()
+    caught = [verdict(mvn1(BIG), backend, r).passed for r in ("standard_normal", "large_offset")]
+    assert not all(caught), mutant
+
+
+@pytest.mark.parametrize("mutant", ["SequentialSumStatistics", "Float16AccumulationAtLongReductions"])
+def test_mutants_that_only_fail_big_pass_small(mutant):
+    """They are sound at short reductions: what catches them is the size, not a loose budget."""
+    backend = getattr(broken, mutant)()
+    for n in (33, 257):
+        c = verdict(mvn1(n), backend, "standard_normal")
+        assert c.passed, (n, c.message)
+
+
+def test_sequential_sums_pass_only_when_the_lenient_model_is_asked_for():
+    backend = broken.SequentialSumStatistics()
+    assert not verdict(mvn1(BIG), backend, "long_reduction").passed
+    c = verdict(mvn1(BIG), backend, "long_reduction", {"model": "lenient"})
+    assert c.passed, c.message
+    assert c.outputs["OutputTensor"].aggregate is not None
+
+
+def test_aggregate_catches_errors_each_within_its_own_budget():
+    """Every element 0.9 of its own budget off, all in the same direction: no element fails,
+    but a sound implementation's errors cannot line up like that (a shift that large is more
+    than the mean's own error)."""
+    from dmlconform.tolerance import budgets
+
+    desc = mvn1(4096)
+    inputs = data.make_inputs(desc, "standard_normal", seed=3)
+    ref = dc.execute(desc, inputs)
+    b = budgets(desc, ref, inputs).by_member["OutputTensor"]
+    got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) + 0.9 * b).astype(np.float32)}
+    c = compare(desc, got, ref, inputs)
+    out = c.outputs["OutputTensor"]
+    assert out.ratio <= 1.0 and out.failing_elements == 0
+    assert not c.passed and out.aggregate["shift"] > 1.0, out.message
+    # the same error scattered with random signs is what sound rounding looks like: it passes
+    rng = np.random.default_rng(0)
+    sign = rng.choice([-1.0, 1.0], size=b.shape)
+    got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) + 0.9 * sign * b).astype(np.float32)}
+    c = compare(desc, got, ref, inputs)
+    assert c.outputs["OutputTensor"].aggregate["shift"] <= 1.0, c.message
+
+
+@pytest.mark.parametrize("regime", ["standard_normal", "large_offset", "constant_slices"])
+def test_sound_implementations_pass_the_aggregate_check(regime):
+    for desc in (mvn1(4097, slices=3), bnt(16, 257)):
+        c = verdict(desc, NumpyBackend(), regime)
+        agg = c.outputs["OutputTensor"].aggregate
+        assert c.passed and agg is not None and max(agg.values()) <= 1.0, c.message
+
+
+@pytest.mark.parametrize("regime", ["standard_normal", "large_offset", "constant_slices", "long_reduction"])
+def test_onnxruntime_takes_blocked_sums_at_long_reductions_and_passes(regime):
+    pytest.importorskip("onnxruntime")
+    from dmlconform.backends import load_backend
+
+    backend = load_backend("onnxruntime", {})
+    for desc in (mvn1(BIG), bnt(256, 4096)):
+        c = verdict(desc, backend, regime)
+        assert backend.last_info()["path"] == "blocked"
+        assert c.passed, c.message
+
+
+def test_torch_passes_at_long_reductions():
+    pytest.importorskip("torch")
+    from dmlconform.backends import load_backend
+
+    backend = load_backend("torch", {})
+    for desc in (mvn1(BIG), bnt(256, 4096)):
+        for regime in ("standard_normal", "large_offset", "constant_slices"):
+            c = verdict(desc, backend, regime)
+            assert c.passed, c.message
