@@ -176,8 +176,8 @@ class Relation:
     ``kind`` is ``same_output_as`` (the desc, changed by ``set``/``drop``, run as ``operator``
     gives the same ``compare`` outputs), ``shift_invariant`` (adding a constant to ``member``
     leaves the ``compare`` outputs unchanged) or ``chained`` (a desc of ``operator`` built by
-    ``map`` -- its member <- the source's member, an output of the source feeding the source
-    run's result -- plus ``set`` gives the source's ``compare`` outputs). ``when`` forces members
+    ``map`` -- its member <- the source's member, an output of the source feeding the
+    reference's result for it -- plus ``set`` gives the source's ``compare`` outputs). ``when`` forces members
     of the source desc first; ``data_types`` limits the relation to those types.
     ``directional_derivative``: the source's ``compare`` output is the gradient, with respect to
     ``member``, of sum(weights * forward output) for the desc ``map`` builds (``contract`` names
