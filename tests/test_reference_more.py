@@ -329,3 +329,23 @@ def test_training_gradient_is_the_derivative_of_batch_normalization_training():
                 float(fd),
                 got[k, c],
             )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "batch_normalization/required-members/complete.yaml",
+        "batch_normalization_grad/required-members/complete.yaml",
+        "batch_normalization_training_grad/required-members/complete.yaml",
+        "mean_variance_normalization2/supported-dimension-count/one-dim.yaml",
+    ],
+)
+def test_execute_command_runs_the_new_kernels(case, capsys):
+    from pathlib import Path
+
+    from dmlconform.cli import main
+
+    path = Path(__file__).resolve().parent.parent / "cases" / case
+    assert main(["execute", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "shape" in out and "no finite values" not in out

@@ -135,6 +135,14 @@ def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
     return semantics.make_plan(desc, spec, uncentred_ok=True).input_members()
 
 
+def any_input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
+    """The present input members of any desc the reference computes (raises SemanticsError for
+    a desc too broken to read)."""
+    if handles(desc, spec):
+        return input_members(desc, spec)
+    return semantics.make_plan(desc, spec).input_members()
+
+
 def execute(
     desc: OperatorDesc,
     inputs: dict[str, Any],
