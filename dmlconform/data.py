@@ -308,8 +308,39 @@ def make_inputs(
             x = np.zeros(shape)
         elif m.name == sem.get("bias"):
             x = rng.uniform(-1.0, 1.0, size=shape)
+        elif m.name == sem.get("variance_input"):
+            x = rng.uniform(0.25, 4.0, size=shape)  # a variance: never negative
         else:
             x = rng.standard_normal(shape)
         arr = np.asarray(x, dtype=np.float64).astype(_numpy_dtype(spec, t.data_type)).reshape(shape)
         out[m.name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))
+    if sem.get("statistics_from_input") and sem.get("input") in out:
+        _statistics_from_input(desc, sem, out, spec)
     return out
+
+
+def _statistics_from_input(
+    desc: OperatorDesc, sem: dict[str, Any], out: dict[str, np.ndarray], spec: Spec
+) -> None:
+    """``semantics.statistics_from_input``: the mean and variance inputs are the input's own
+    statistics over the dimensions where each of those tensors holds one value (size 1 or a zero
+    stride), rounded to their type, as a framework feeds them: so each regime's conditioning
+    (large offsets, spreads near sqrt(Epsilon), constant slices) reaches the computation."""
+    x = out[sem["input"]].astype(np.float64)
+    for key, stat in (("mean", "mean"), ("variance_input", "variance")):
+        name = sem.get(key)
+        t = _tensor(desc, name)
+        if t is None or name not in out or len(t.sizes) != x.ndim:
+            continue
+        compact = _compact_shape(t)
+        axes = tuple(i for i, s in enumerate(compact) if s == 1 and x.shape[i] > 1)
+        if not axes:  # one value per element: no statistic to take, keep the drawn values
+            continue
+        mean = x.mean(axis=axes, keepdims=True)
+        value = mean if stat == "mean" else ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+        value = np.broadcast_to(value, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+        with np.errstate(over="ignore"):
+            arr = value.astype(_numpy_dtype(spec, t.data_type))
+        if not np.all(np.isfinite(arr)):  # a FLOAT16 variance past 65504 cannot be fed: keep the draw
+            continue
+        out[name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))

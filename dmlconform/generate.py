@@ -48,6 +48,7 @@ from dmlconform.desc import (
     minimum_implied_size_in_bytes,
     packed_strides,
 )
+from dmlconform.rules import condition_holds, fixed_dims
 from dmlconform.spec import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
 from dmlconform.validate import active_rules, validate
 
@@ -160,10 +161,14 @@ class Bcast:
     rule: Rule
     member: str
     to: str
-    fixed_raw: tuple[int, ...]
+    when: dict[str, Any] = field(default_factory=dict)  # fixed dims hold only under this condition
 
     def fixed(self, rank: int) -> frozenset[int]:
-        return frozenset(d % rank for d in self.fixed_raw if -rank <= d < rank)
+        return fixed_dims(self.rule.params, rank)
+
+    @property
+    def fixes_any(self) -> bool:
+        return bool(self.rule.params.get("fixed_dims") or self.rule.params.get("fixed_dims_by_rank"))
 
 
 @dataclass
@@ -183,7 +188,8 @@ class Model:
     size_groups: tuple[tuple[str, ...], ...]
     size_group_of: dict[str, int]
     parent: dict[int, int]
-    fixed_raw: dict[int, tuple[int, ...]]
+    fixed_of: dict[int, tuple[Bcast, ...]]
+    fixed_cond: dict[int, tuple[Bcast, ...]]
     group_order: tuple[int, ...]
     comps: tuple[tuple[int, ...], ...]
     comp_of: dict[int, int]
@@ -262,18 +268,22 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
     size_group_of = {t: i for i, g in enumerate(size_groups) for t in g}
 
     bcasts = tuple(
-        Bcast(r, r.params["member"], r.params["to"], tuple(r.params.get("fixed_dims", ())))
+        Bcast(r, r.params["member"], r.params["to"], dict(r.params.get("fixed_when") or {}))
         for r in active
         if r.kind == "broadcastable"
     )
     parent: dict[int, int] = {}
-    fixed_raw: dict[int, tuple[int, ...]] = {}
+    fixed_of: dict[int, tuple[Bcast, ...]] = {}
+    fixed_cond: dict[int, tuple[Bcast, ...]] = {}
     for b in bcasts:
         gm, gt = size_group_of[b.member], size_group_of[b.to]
         if gm == gt or parent.get(gm, gt) != gt:
             continue
         parent[gm] = gt
-        fixed_raw[gm] = tuple(sorted(set(fixed_raw.get(gm, ())) | set(b.fixed_raw)))
+        if b.when:  # fixed only while the attributes say so: applied once they are drawn
+            fixed_cond[gm] = (*fixed_cond.get(gm, ()), b)
+        else:
+            fixed_of[gm] = (*fixed_of.get(gm, ()), b)
     order: list[int] = []
 
     def visit(g: int, seen: tuple[int, ...] = ()) -> None:
@@ -356,7 +366,8 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
         size_groups=size_groups,
         size_group_of=size_group_of,
         parent=parent,
-        fixed_raw=fixed_raw,
+        fixed_of=fixed_of,
+        fixed_cond=fixed_cond,
         group_order=tuple(order),
         comps=comps,
         comp_of=comp_of,
@@ -399,6 +410,7 @@ class Overrides:
     group_rank: dict[int, int] = field(default_factory=dict)
     dtype_group: dict[int, str] = field(default_factory=dict)
     dtype_tensor: dict[str, str] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)  # attribute values forced on the base
 
 
 @dataclass
@@ -466,7 +478,7 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
         p = model.parent.get(g)
         rank = ranks[g]
         if p is not None and ranks[p] == rank:
-            fixed = {d % rank for d in model.fixed_raw.get(g, ()) if -rank <= d < rank}
+            fixed = set().union(*(b.fixed(rank) for b in model.fixed_of.get(g, ())))
             mode = ch.choice(("mixed", "equal", "ones"), key=f"mask{g}")
             masks[g] = tuple(
                 True if i in fixed else (mode == "equal" or (mode == "mixed" and ch.boolean()))
@@ -507,7 +519,32 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
             attrs[length_member] = OMIT if can_omit and ch.boolean() else len(arr)
         else:
             attrs[length_member] = OMIT
+    attrs.update(ov.attrs)
+    _apply_conditional_fixed(model, attrs, ranks, masks)
     return Plan(present, ranks, dtypes, shapes, masks, attrs)
+
+
+def _attr_value(model: Model, attrs: dict[str, Any], name: str) -> Any:
+    value = attrs.get(name, OMIT)
+    if value is OMIT:
+        member = model.op.member(name)
+        return member.default if member is not None else None
+    return value
+
+
+def _apply_conditional_fixed(
+    model: Model, attrs: dict[str, Any], ranks: dict[int, int], masks: dict[int, tuple[bool, ...]]
+) -> None:
+    """Broadcast dims that must equal the parent's only under a condition on attributes
+    (``fixed_when``): kept equal once the drawn attributes meet it."""
+    for g, entries in model.fixed_cond.items():
+        if g not in masks:
+            continue
+        rank = ranks[g]
+        for b in entries:
+            if condition_holds(b.when, lambda n: _attr_value(model, attrs, n)):
+                fixed = b.fixed(rank)
+                masks[g] = tuple(keep or i in fixed for i, keep in enumerate(masks[g]))
 
 
 def _choose_axes(ch: Chooser, rank: int, unique: bool, key: str) -> tuple[int, ...]:
@@ -703,6 +740,11 @@ def _build_with_reduction(
                 for i, s in enumerate(base)
             ]
             shape[a] = n
+            while math.prod(shape) > opts.max_elements:  # few slices: halve the largest kept dim
+                i = max((i for i in range(len(shape)) if i not in axes), key=lambda k: shape[k], default=None)
+                if i is None or shape[i] == 1:
+                    break
+                shape[i] = max(1, shape[i] // 2)
             plan.shapes[g_in] = tuple(shape)
             desc = realize(model, plan, ch, opts)
             if reduction_size(desc, spec) == n:
@@ -1040,10 +1082,9 @@ def _bcast_why(model: Model, rule: Rule) -> str | None:
     if not conflicts:
         return None
     ranks = model.comp_ranks[model.comp_of[model.size_group_of[me.to]]]
-    for d in me.fixed_raw:
-        for r in ranks:
-            if -r <= d < r and all((d % r) not in c.fixed(r) for c in conflicts):
-                return None
+    for r in ranks:
+        if any(all(d not in c.fixed(r) for c in conflicts) for d in me.fixed(r)):
+            return None
     names = ", ".join(f"{c.member} ({c.rule.id})" for c in conflicts)
     return (
         f"{me.member} must have the same Sizes as {names}, which must be present with it and "
@@ -1063,7 +1104,8 @@ def _bcast_plan(model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
         and b.member != me.member
         and model.can_be_absent(b.member, frozenset({me.member, me.to}))
     }
-    return Overrides(force_present=frozenset({me.member, me.to}), force_absent=frozenset(absent))
+    attrs = dict(me.when) if me.when and me.fixes_any and ch.boolean() else {}
+    return Overrides(force_present=frozenset({me.member, me.to}), force_absent=frozenset(absent), attrs=attrs)
 
 
 def _bcast_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
@@ -1077,6 +1119,8 @@ def _bcast_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> 
         return None
     rank = len(t.sizes)
     fixed = me.fixed(rank)
+    if me.when and not condition_holds(me.when, lambda n: desc.get(n, model.spec)):
+        fixed = frozenset()
     conflicts = _bcast_conflicts(model, rule)
     moves: list[tuple[int, int]] = []
     for i in range(rank):

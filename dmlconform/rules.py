@@ -211,8 +211,11 @@ class SameDimensionCount(_SameField):
 @kind
 class Broadcastable(RuleKind):
     """Each dimension of ``member`` is 1 or equal to ``to``'s; ``fixed_dims`` (Python-style
-    indices, negative from the end) must be equal. Tensors of different rank are left to the
-    dimension-count rules."""
+    indices, negative from the end; ``fixed_dims_by_rank`` adds dims for one rank: which dimension
+    is "the channel" depends on the rank) must be equal, and only while every attribute named in
+    ``fixed_when`` has the given value (a doc sentence such as "Spatial FALSE requires Width and
+    Height not to be broadcast"). Tensors of different rank are left to the dimension-count
+    rules."""
 
     name = "broadcastable"
     params = ("member", "to")
@@ -222,7 +225,9 @@ class Broadcastable(RuleKind):
         if t is None or target is None or len(t.sizes) != len(target.sizes):
             return
         rank = len(t.sizes)
-        fixed = {d % rank for d in rule.params.get("fixed_dims", []) if -rank <= d < rank}
+        fixed: frozenset[int] = frozenset()
+        if condition_holds(rule.params.get("fixed_when"), ctx.value):
+            fixed = fixed_dims(rule.params, rank)
         for i, (a, b) in enumerate(zip(t.sizes, target.sizes, strict=False)):
             if a == b:
                 continue
@@ -236,6 +241,32 @@ class Broadcastable(RuleKind):
                     f"{rule.params['member']}.Sizes[{i}]",
                     f"dimension {i} is {a}: must be 1 or {rule.params['to']}'s {b}",
                 )
+
+
+def fixed_dims(params: dict[str, Any], rank: int) -> frozenset[int]:
+    """The dimensions a ``broadcastable`` rule fixes on a tensor of ``rank``: ``fixed_dims`` (any
+    rank, negative from the end) plus the ``fixed_dims_by_rank`` entry for that rank."""
+    dims = list(params.get("fixed_dims", ()))
+    for entry in params.get("fixed_dims_by_rank", ()):
+        if entry["rank"] == rank:
+            dims += entry["dims"]
+    return frozenset(d % rank for d in dims if -rank <= d < rank)
+
+
+def condition_holds(when: dict[str, Any] | None, value: Any) -> bool:
+    """Whether every member named in ``when`` has the given value (``value(name)`` reads a
+    member, defaults applied; BOOL members compare as truth values). No condition holds always;
+    an absent member does not satisfy one."""
+    for name, want in (when or {}).items():
+        got = value(name)
+        if got is None:
+            return False
+        if isinstance(want, bool) or isinstance(got, bool):
+            if bool(got) != bool(want):
+                return False
+        elif got != want:
+            return False
+    return True
 
 
 @kind

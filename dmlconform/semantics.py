@@ -17,12 +17,20 @@ from typing import Any
 import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.errors import Unsupported
 from dmlconform.spec import Spec, load_spec
 
 
 class SemanticsError(ValueError):
     """The desc lacks what its operator's semantics need (a member is missing or malformed):
     an illegal desc the validator would also reject."""
+
+
+class NotPlainNormalization(SemanticsError, Unsupported):
+    """The desc is a normalization the single centred kernel does not compute (``center`` false:
+    the variance is the second moment about zero). Reading it with :func:`make_plan` is refused
+    unless the caller says it handles ``Plan.center``; a backend that reads plans without knowing
+    about it reports the case unsupported instead of computing something else."""
 
 
 def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
@@ -87,6 +95,7 @@ class Plan:
     activation: str | None
     activation_params: dict[str, float] = field(default_factory=dict)
     shape: tuple[int, ...] = ()
+    center: bool = True  # False: no mean step; the "variance" is mean(x^2) (semantics.center)
 
     @property
     def kept_axes(self) -> tuple[int, ...]:
@@ -144,12 +153,33 @@ def activation_params(act_type: str, given: dict[str, float], spec: Spec) -> dic
     return out
 
 
-def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
-    """Resolve the desc against its operator's semantics (see spec/operators/*.yaml)."""
+def kernel(desc: OperatorDesc, spec: Spec | None = None) -> str:
+    """The operator's ``semantics.kernel`` (normalization, given_statistics, normalization_grad)."""
+    spec = spec or load_spec()
+    return str(spec.operator(desc.operator).semantics.get("kernel"))
+
+
+def centers(desc: OperatorDesc, spec: Spec | None = None) -> bool:
+    """Whether the input is centred by its mean (``semantics.center``, default true)."""
+    spec = spec or load_spec()
+    ref = spec.operator(desc.operator).semantics.get("center", True)
+    return bool(_member_value(desc, ref, spec, "the mean flag"))
+
+
+def make_plan(desc: OperatorDesc, spec: Spec | None = None, *, uncentred_ok: bool = False) -> Plan:
+    """Resolve the desc against its operator's semantics (see spec/operators/*.yaml).
+
+    A desc whose semantics say ``center: false`` raises :class:`NotPlainNormalization` unless
+    ``uncentred_ok`` (the caller reads ``Plan.center``)."""
     spec = spec or load_spec()
     sem = spec.operator(desc.operator).semantics
     if sem.get("kernel") != "normalization":
         raise SemanticsError(f"{desc.operator}: no reference kernel {sem.get('kernel')!r}")
+    center = centers(desc, spec)
+    if not center and not uncentred_ok:
+        raise NotPlainNormalization(
+            f"{desc.operator}: the mean step is off (semantics.center false): not the centred normalization"
+        )
     inp = _tensor(desc, sem["input"], spec)
     if inp is None:
         raise SemanticsError(f"{sem['input']}: missing")
@@ -187,4 +217,134 @@ def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
         activation=act_type,
         activation_params=params,
         shape=shape,
+        center=center,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# given_statistics and normalization_grad kernels
+
+
+@dataclass(frozen=True)
+class GivenPlan:
+    """``kernel: given_statistics``: Output = act(Scale (Input - Mean) / sqrt(Variance + Eps) +
+    Bias), elementwise, Mean and Variance inputs broadcast to the input's shape. ``axes`` are the
+    dims the statistics were taken over (``reduce_axes``), for data regimes and budgets."""
+
+    input: str
+    mean: str
+    variance: str
+    scale: str | None
+    bias: str | None
+    output: str
+    epsilon: float
+    activation: str | None
+    activation_params: dict[str, float]
+    axes: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    def input_members(self) -> tuple[str, ...]:
+        return tuple(m for m in (self.input, self.mean, self.variance, self.scale, self.bias) if m)
+
+    def output_members(self) -> tuple[str, ...]:
+        return (self.output,)
+
+
+@dataclass(frozen=True)
+class GradPlan:
+    """``kernel: normalization_grad``: the gradients of a batch normalization with respect to its
+    input (``output``), Scale (``scale_gradient_output``) and Bias (``bias_gradient_output``),
+    summed over ``axes`` (where the statistics' sizes are 1). ``statistics``: ``given`` (Mean and
+    Variance are constants) or ``batch`` (the gradient flows through the batch mean and
+    variance)."""
+
+    input: str
+    input_gradient: str
+    mean: str
+    variance: str
+    scale: str
+    output: str
+    scale_gradient_output: str
+    bias_gradient_output: str
+    epsilon: float
+    statistics: str
+    axes: tuple[int, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def reduction_length(self) -> int:
+        return math.prod(self.shape[i] for i in self.axes)
+
+    def input_members(self) -> tuple[str, ...]:
+        return (self.input, self.input_gradient, self.mean, self.variance, self.scale)
+
+    def output_members(self) -> tuple[str, ...]:
+        return (self.output, self.scale_gradient_output, self.bias_gradient_output)
+
+
+def _need(desc: OperatorDesc, sem: dict[str, Any], key: str, spec: Spec) -> str:
+    name = sem.get(key)
+    if not name or _tensor(desc, name, spec) is None:
+        raise SemanticsError(f"{name or key}: missing")
+    return str(name)
+
+
+def _activation(desc: OperatorDesc, sem: dict[str, Any], spec: Spec) -> tuple[str | None, dict[str, float]]:
+    if "activation" not in sem:
+        return None, {}
+    act = desc.get(sem["activation"]["member"], spec)
+    if act is None:
+        return None, {}
+    return act.type, activation_params(act.type, act.param_dict, spec)
+
+
+def make_given_plan(desc: OperatorDesc, spec: Spec | None = None) -> GivenPlan:
+    spec = spec or load_spec()
+    sem = spec.operator(desc.operator).semantics
+    if sem.get("kernel") != "given_statistics":
+        raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not given_statistics")
+    inp = _need(desc, sem, "input", spec)
+    act_type, params = _activation(desc, sem, spec)
+
+    def present(key: str) -> str | None:
+        name = sem.get(key)
+        return name if name and _tensor(desc, name, spec) is not None else None
+
+    return GivenPlan(
+        input=inp,
+        mean=_need(desc, sem, "mean", spec),
+        variance=_need(desc, sem, "variance_input", spec),
+        scale=present("scale"),
+        bias=present("bias"),
+        output=_need(desc, sem, "output", spec),
+        epsilon=f32(_member_value(desc, sem.get("epsilon", 0.0), spec, "Epsilon")),
+        activation=act_type,
+        activation_params=params,
+        axes=reduction_axes(desc, spec),
+        shape=tuple(desc.get(inp, spec).sizes),
+    )
+
+
+def make_grad_plan(desc: OperatorDesc, spec: Spec | None = None) -> GradPlan:
+    spec = spec or load_spec()
+    sem = spec.operator(desc.operator).semantics
+    if sem.get("kernel") != "normalization_grad":
+        raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not normalization_grad")
+    inp = _need(desc, sem, "input", spec)
+    statistics = str(sem.get("statistics", "given"))
+    if statistics not in ("given", "batch"):
+        raise SemanticsError(f"semantics.statistics {statistics!r} is not understood (given, batch)")
+    return GradPlan(
+        input=inp,
+        input_gradient=_need(desc, sem, "input_gradient", spec),
+        mean=_need(desc, sem, "mean", spec),
+        variance=_need(desc, sem, "variance_input", spec),
+        scale=_need(desc, sem, "scale", spec),
+        output=_need(desc, sem, "output", spec),
+        scale_gradient_output=_need(desc, sem, "scale_gradient_output", spec),
+        bias_gradient_output=_need(desc, sem, "bias_gradient_output", spec),
+        epsilon=f32(_member_value(desc, sem.get("epsilon", 0.0), spec, "Epsilon")),
+        statistics=statistics,
+        axes=reduction_axes(desc, spec),
+        shape=tuple(desc.get(inp, spec).sizes),
     )

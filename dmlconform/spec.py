@@ -174,8 +174,15 @@ class Relation:
     metamorphic items.
 
     ``kind`` is ``same_output_as`` (the desc, changed by ``set``/``drop``, run as ``operator``
-    gives the same ``compare`` outputs) or ``shift_invariant`` (adding a constant to ``member``
-    leaves the ``compare`` outputs unchanged). ``when`` forces members of the source desc first.
+    gives the same ``compare`` outputs), ``shift_invariant`` (adding a constant to ``member``
+    leaves the ``compare`` outputs unchanged) or ``chained`` (a desc of ``operator`` built by
+    ``map`` -- its member <- the source's member, an output of the source feeding the
+    reference's result for it -- plus ``set`` gives the source's ``compare`` outputs). ``when`` forces members
+    of the source desc first; ``data_types`` limits the relation to those types.
+    ``directional_derivative``: the source's ``compare`` output is the gradient, with respect to
+    ``member``, of sum(weights * forward output) for the desc ``map`` builds (``contract`` names
+    {source weights input: forward output}); checked by central differences along a random
+    direction.
     """
 
     id: str
@@ -187,6 +194,9 @@ class Relation:
     drop: tuple[str, ...] = ()
     member: str | None = None
     text: str = ""
+    map: dict[str, str] = field(default_factory=dict)
+    data_types: tuple[str, ...] = ()
+    contract: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -199,6 +209,9 @@ class Relation:
             "drop": list(self.drop),
             "member": self.member,
             "text": self.text,
+            "map": self.map,
+            "data_types": list(self.data_types),
+            "contract": self.contract,
         }
 
     @classmethod
@@ -213,6 +226,9 @@ class Relation:
             drop=tuple(raw.get("drop") or ()),
             member=raw.get("member"),
             text=raw.get("text") or "",
+            map=dict(raw.get("map") or {}),
+            data_types=tuple(raw.get("data_types") or ()),
+            contract=dict(raw.get("contract") or {}),
         )
 
 
@@ -348,9 +364,82 @@ def node_at(node: yaml.Node | None, path: list[Any]) -> yaml.Node | None:
     return node
 
 
+OVERLAY_FILE = "spec-overlay.yaml"
+"""Marks a spec directory that is an overlay of another: ``base`` (a path relative to the
+overlay) plus the files listed under ``replace`` (and ``add``) from the overlay directory, minus
+those under ``remove``. A spec revision then holds only what differs from the base, and operators
+added to the base appear in every revision built on it."""
+
+
+def _overlay(spec_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """(base directory, overlay mapping) when ``spec_dir`` holds an overlay marker."""
+    marker = spec_dir / OVERLAY_FILE
+    if not marker.is_file():
+        return None
+    data, _ = _yaml_load(marker)
+    if not isinstance(data, dict) or not isinstance(data.get("base"), str):
+        raise SpecError("an overlay needs 'base: <spec directory>'", str(marker))
+    unknown = sorted(set(data) - {"base", "replace", "add", "remove"})
+    if unknown:
+        raise SpecError(
+            f"unknown overlay key {unknown[0]!r} (known: base, replace, add, remove)", str(marker)
+        )
+    base = (spec_dir / data["base"]).resolve()
+    if base == spec_dir.resolve():
+        raise SpecError("an overlay cannot be its own base", str(marker))
+    if not base.is_dir():
+        raise SpecError(f"overlay base {data['base']!r} is not a directory", str(marker))
+    return base, data
+
+
+def spec_paths(spec_dir: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Path]:
+    """Every spec file of ``spec_dir`` (relative name -> the file that provides it), overlays
+    resolved: a plain directory lists its own ``common/`` files and ``operators/*.yaml``."""
+    if spec_dir.resolve() in _seen:
+        raise SpecError("overlay bases form a cycle", str(spec_dir / OVERLAY_FILE))
+    overlay = _overlay(spec_dir)
+    if overlay is None:
+        paths = {rel: spec_dir / rel for rel in SCHEMA_FOR}
+        for path in sorted((spec_dir / "operators").glob("*.yaml")):
+            paths[str(path.relative_to(spec_dir))] = path
+        return paths
+    base, data = overlay
+    marker = str(spec_dir / OVERLAY_FILE)
+    paths = spec_paths(base, (*_seen, spec_dir.resolve()))
+    for key in ("replace", "add"):
+        for rel in data.get(key) or ():
+            if key == "replace" and rel not in paths:
+                raise SpecError(f"replace: {rel} is not a file of the base {base}", marker)
+            if key == "add" and rel in paths:
+                raise SpecError(f"add: {rel} is already in the base (use replace)", marker)
+            if not (spec_dir / rel).is_file():
+                raise SpecError(f"{key}: {rel} not found in the overlay", marker)
+            paths[rel] = spec_dir / rel
+    for rel in data.get("remove") or ():
+        if paths.pop(rel, None) is None:
+            raise SpecError(f"remove: {rel} is not a file of the base {base}", marker)
+    return paths
+
+
+def schema_dir(spec_dir: Path) -> Path:
+    """Where the JSON Schemas of ``spec_dir`` live: its own ``schema/``, else its base's."""
+    if (spec_dir / "schema").is_dir():
+        return spec_dir / "schema"
+    overlay = _overlay(spec_dir)
+    return schema_dir(overlay[0]) if overlay else spec_dir / "schema"
+
+
+def spec_file(spec_dir: Path, rel: str) -> Path:
+    """The file that provides ``rel`` (for messages that name a file)."""
+    try:
+        return spec_paths(spec_dir).get(rel, spec_dir / rel)
+    except SpecError:
+        return spec_dir / rel
+
+
 @functools.lru_cache(maxsize=8)
 def _schema(spec_dir: Path, name: str) -> dict[str, Any]:
-    path = spec_dir / "schema" / name
+    path = schema_dir(spec_dir) / name
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -376,7 +465,7 @@ def schema_errors(spec_dir: Path, rel: str, data: Any, node: yaml.Node | None) -
         out.append(
             SpecError(
                 f"{loc}: {err.message}",
-                str(spec_dir / rel),
+                str(spec_file(spec_dir, rel)),
                 n.start_mark.line + 1 if n is not None else None,
                 n.start_mark.column + 1 if n is not None else None,
             )
@@ -388,17 +477,18 @@ def read_spec_files(spec_dir: Path) -> dict[str, tuple[Any, yaml.Node | None]]:
     """Every spec file by path relative to the spec directory, parsed (no schema check)."""
     if not spec_dir.is_dir():
         raise SpecError("spec directory not found", str(spec_dir))
+    paths = spec_paths(spec_dir)
     files = {}
     for rel in SCHEMA_FOR:
-        path = spec_dir / rel
+        path = paths.get(rel, spec_dir / rel)
         if not path.is_file():
             raise SpecError("missing spec file", str(path))
         files[rel] = _yaml_load(path)
-    ops = sorted((spec_dir / "operators").glob("*.yaml"))
+    ops = [rel for rel in paths if rel not in SCHEMA_FOR]
     if not ops:
         raise SpecError("no operator files in operators/", str(spec_dir))
-    for path in ops:
-        files[str(path.relative_to(spec_dir))] = _yaml_load(path)
+    for rel in ops:
+        files[rel] = _yaml_load(paths[rel])
     return files
 
 
@@ -420,7 +510,7 @@ def expression_errors(spec_dir: Path, data: Any, node: yaml.Node | None) -> list
             out.append(
                 SpecError(
                     f"activations/{i}/cancellation: {exc}",
-                    str(spec_dir / "common/activations.yaml"),
+                    str(spec_file(spec_dir, "common/activations.yaml")),
                     line,
                     col,
                 )
@@ -502,6 +592,7 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
     tensor_rules = tuple(_rule(r, "tensor") for r in files["common/tensor_desc.yaml"]["rules"])
     activation_rules = tuple(_rule(r, "activation") for r in act["rules"])
     operators = {}
+    paths = spec_paths(spec_dir) if spec_dir.is_dir() else {}
     for rel, data in files.items():
         if not rel.startswith("operators"):
             continue
@@ -537,10 +628,10 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
             tolerance=dict(data.get("tolerance") or {}),
             doc_notes=tuple(data.get("doc_notes") or ()),
             summary=data.get("summary", ""),
-            path=str(spec_dir / rel),
+            path=str(paths.get(rel, spec_dir / rel)),
             relations=tuple(Relation.from_dict(r) for r in data.get("relations") or ()),
         )
         if op.name in operators:
-            raise SpecError(f"operator {op.name} defined twice", str(spec_dir / rel))
+            raise SpecError(f"operator {op.name} defined twice", str(paths.get(rel, spec_dir / rel)))
         operators[op.name] = op
     return Spec(spec_dir, levels, data_types, flags, activations, tensor_rules, activation_rules, operators)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.rules import fixed_dims
 from dmlconform.spec import FeatureLevel, Operator, Rule, Spec, format_source
 from dmlconform.validate import active_rules, validate
 
@@ -721,7 +722,7 @@ def build_desc(
     shapes: dict[str, tuple[int, ...]] = {}
     for r in rules:
         if r.kind == "broadcastable":
-            fixed = {d % rank for d in r.params.get("fixed_dims", []) if -rank <= d < rank}
+            fixed = fixed_dims(r.params, rank)
             shape = tuple(s if i in fixed else 1 for i, s in enumerate(full))
             for n in groups.get(r.params["member"], {r.params["member"]}):
                 shapes[n] = shape

@@ -26,6 +26,7 @@ from dmlconform.spec import (
     normalize_level,
     read_spec_files,
     schema_errors,
+    spec_file,
 )
 
 
@@ -95,7 +96,7 @@ class _Lint:
         node = node_at(self.files[rel][1], path)
         line = node.start_mark.line + 1 if node is not None else None
         col = node.start_mark.column + 1 if node is not None else None
-        self.out.append(LintFinding(str(self.spec_dir / rel), line, col, message))
+        self.out.append(LintFinding(str(spec_file(self.spec_dir, rel)), line, col, message))
 
     def level_ok(self, rel: str, path: list[Any], value: Any) -> bool:
         if value is not None and normalize_level(value) not in self.levels:
@@ -156,6 +157,13 @@ class _Lint:
                     path = ["rules", i, key] + ([j] if isinstance(names, list) else [])
                     if name not in members:
                         self.add(rel, path, f"rule {rid!r} names unknown member {name!r}")
+            for name in rule.get("fixed_when") or {}:
+                if name not in members or members[name]["kind"] != "attribute":
+                    self.add(
+                        rel,
+                        ["rules", i, "fixed_when", name],
+                        f"rule {rid!r}: {name!r} is no attribute member",
+                    )
 
     def check_operators(self) -> None:
         names: dict[str, str] = {}
@@ -179,9 +187,14 @@ class _Lint:
             self.check_support(rel, data, members)
             self.check_rules(rel, data["rules"], members)
             sem = data["semantics"]
-            for key in ("input", "scale", "bias", "fused_add", "output", "mean_output", "variance_output"):
+            for key in SEMANTICS_MEMBER_KEYS:
                 if sem.get(key) and sem[key] not in members:
                     self.add(rel, ["semantics", key], f"unknown member {sem[key]!r}")
+            for key in ("center", "normalize_variance", "epsilon", "activation", "reduce_axes"):
+                ref = sem.get(key)
+                name = ref.get("member") or ref.get("where_size_one") if isinstance(ref, dict) else None
+                if name and name not in members:
+                    self.add(rel, ["semantics", key], f"unknown member {name!r}")
 
     def check_support(self, rel: str, data: dict[str, Any], members: dict[str, dict[str, Any]]) -> None:
         tensors = {n for n, m in members.items() if m["type"] == "tensor"}
@@ -223,6 +236,23 @@ class _Lint:
                     self.add(rel, path + ["seed"], f"seed file {seed} not found in {seeds_dir}")
                 elif _flat(quote) not in texts[seed]:
                     self.add(rel, path + ["quote"], f"quote not found in {seed}: {quote[:60]!r}")
+
+
+SEMANTICS_MEMBER_KEYS = (
+    "input",
+    "scale",
+    "bias",
+    "fused_add",
+    "output",
+    "mean_output",
+    "variance_output",
+    "mean",
+    "variance_input",
+    "input_gradient",
+    "scale_gradient_output",
+    "bias_gradient_output",
+)
+"""``semantics:`` keys whose value is a member name."""
 
 
 def _flat(text: str) -> str:

@@ -28,6 +28,21 @@ OPERATOR_DIRS = {Path(op.path).stem: op.name for op in SPEC.operators.values()}
 # Rules that no desc can break alone, with the reason; they still need an accepting case.
 UNBREAKABLE = {
     ("MEAN_VARIANCE_NORMALIZATION", "available"): "introduced at 1_0, the first feature level",
+    ("BATCH_NORMALIZATION", "available"): "introduced at 1_0, the first feature level",
+    ("MEAN_VARIANCE_NORMALIZATION2", "activation-available"): (
+        "every fusable activation (GELU from 5_1 the latest) is available at 6_3, where the operator starts"
+    ),
+    **{
+        (op, "supported-dimension-count"): (
+            "the support row admits 1 to 8 dimensions at every level of the operator, the same range as "
+            "tensor-dimension-count-range, which reports any other count first"
+        )
+        for op in (
+            "MEAN_VARIANCE_NORMALIZATION2",
+            "BATCH_NORMALIZATION_GRAD",
+            "BATCH_NORMALIZATION_TRAINING_GRAD",
+        )
+    },
     ("BATCH_NORMALIZATION_TRAINING", "supported-dimension-count"): (
         "the support row admits 1 to 8 dimensions at every level, the same range as "
         "tensor-dimension-count-range, which reports any other count first (a tensor that breaks a "

@@ -166,11 +166,18 @@ def test_attribute_classes() -> None:
 
 
 def test_broadcast_patterns() -> None:
-    # before 4_0 MVN1's channel (dim -3) is fixed; from 4_0 it may broadcast
-    for d in gen.legal_descs("MEAN_VARIANCE_NORMALIZATION1", "3_1", count=100):
+    # before 4_0 MVN1's channel is fixed: dim 0 of {C,H,W}, dim 1 of NCHW and NCDHW; from 4_0 it
+    # may broadcast. 6-D to 8-D tensors have no channel.
+    channel = {3: 0, 4: 1, 5: 1}
+    seen_wide = False
+    for d in gen.legal_descs("MEAN_VARIANCE_NORMALIZATION1", "3_1", count=200):
         s = d.members.get("ScaleTensor")
-        if s is not None and s.rank >= 3:
-            assert s.sizes[-3] == _inp(d).sizes[-3]
+        if s is not None and s.rank in channel:
+            c = channel[s.rank]
+            assert s.sizes[c] == _inp(d).sizes[c]
+        if s is not None and s.rank >= 6 and s.sizes[1] == 1 and _inp(d).sizes[1] > 1:
+            seen_wide = True
+    assert seen_wide, "a 6-D to 8-D Scale broadcasts its second dimension somewhere"
     assert any(
         d.members.get("ScaleTensor") is not None and d.members["ScaleTensor"].sizes[-3] != _inp(d).sizes[-3]
         for d in gen.legal_descs("MEAN_VARIANCE_NORMALIZATION1", "4_0", count=100)

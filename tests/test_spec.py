@@ -77,7 +77,11 @@ def test_bundled_spec_loads() -> None:
     assert set(SPEC.operators) == {
         "MEAN_VARIANCE_NORMALIZATION",
         "MEAN_VARIANCE_NORMALIZATION1",
+        "MEAN_VARIANCE_NORMALIZATION2",
+        "BATCH_NORMALIZATION",
+        "BATCH_NORMALIZATION_GRAD",
         "BATCH_NORMALIZATION_TRAINING",
+        "BATCH_NORMALIZATION_TRAINING_GRAD",
     }
     assert SPEC.operator("DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1").introduced == "2_1"
     assert SPEC.operator("BATCH_NORMALIZATION_TRAINING").introduced == "4_1"
@@ -163,9 +167,11 @@ def test_quote_is_verbatim_in_the_cited_document(rel: str, where: str, src: dict
     assert SEEDS is not None and FACTS is not None
     if "seed" in src:
         doc = SEEDS / src["seed"]
+    elif src.get("quoted_in") == "more-operators.md":
+        doc = FACTS.parent / "more-operators.md"  # the facts sheet that quotes the doc page
     else:
         assert src.get("doc") == "directml-facts.md", (
-            f"{rel}{where}: a quote must cite a seed or the facts page"
+            f"{rel}{where}: a quote must cite a seed, the facts page or more-operators.md (quoted_in)"
         )
         doc = FACTS
     text = _normalise(doc.read_text(encoding="utf-8"))
@@ -406,8 +412,89 @@ def test_operator_relations_are_modelled():
     assert by_id["shift-invariant"].kind == "shift_invariant"
     for op in spec.operators.values():
         for rel in op.relations:
-            assert rel.kind in ("same_output_as", "shift_invariant"), rel.id
+            assert rel.kind in ("same_output_as", "shift_invariant", "chained", "directional_derivative"), (
+                rel.id
+            )
             if rel.operator:
                 spec.operator(rel.operator)
             for member in rel.compare:
                 assert op.member(member) is not None, (op.name, rel.id, member)
+
+
+# --------------------------------------------------------------------------------------------
+# Spec revisions as overlays (spec-overlay.yaml)
+
+OVERLAY_2021 = REPO / "examples" / "spec-2021"
+
+
+def test_the_2021_revision_is_an_overlay_of_the_bundled_spec() -> None:
+    old = load_spec(OVERLAY_2021)
+    assert set(old.operators) == set(SPEC.operators)
+    mvn1_old, mvn1_new = (
+        old.operator("MEAN_VARIANCE_NORMALIZATION1"),
+        SPEC.operator("MEAN_VARIANCE_NORMALIZATION1"),
+    )
+    assert Path(mvn1_old.path).parent.parent == OVERLAY_2021
+    assert {r.id for r in mvn1_old.rules} != {r.id for r in mvn1_new.rules}
+    bn = old.operator("BATCH_NORMALIZATION")
+    assert (
+        Path(bn.path).parent.parent == REPO / "spec"
+        and bn.rules == SPEC.operator("BATCH_NORMALIZATION").rules
+    )
+    assert old.activations == SPEC.activations
+
+
+def _copy_spec(dst: Path) -> Path:
+    shutil.copytree(REPO / "spec", dst)
+    return dst
+
+
+def test_an_overlay_picks_up_operators_added_to_its_base(tmp_path: Path) -> None:
+    base = _copy_spec(tmp_path / "base")
+    text = (base / "operators" / "batch_normalization.yaml").read_text(encoding="utf-8")
+    (base / "operators" / "batch_normalization_copy.yaml").write_text(
+        text.replace("operator: BATCH_NORMALIZATION\n", "operator: BATCH_NORMALIZATION_COPY\n"),
+        encoding="utf-8",
+    )
+    rev = tmp_path / "rev"
+    (rev / "operators").mkdir(parents=True)
+    (rev / "operators" / "mean_variance_normalization1.yaml").write_text(
+        (OVERLAY_2021 / "operators" / "mean_variance_normalization1.yaml").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    (rev / "spec-overlay.yaml").write_text(
+        "base: ../base\nreplace: [operators/mean_variance_normalization1.yaml]\n", encoding="utf-8"
+    )
+    spec = load_spec(rev)
+    assert "BATCH_NORMALIZATION_COPY" in spec.operators
+    assert (
+        spec.operator("MEAN_VARIANCE_NORMALIZATION1").rules
+        == load_spec(OVERLAY_2021).operator("MEAN_VARIANCE_NORMALIZATION1").rules
+    )
+    # remove: drops a base file (a new directory: load_spec caches per directory)
+    rev2 = tmp_path / "rev2"
+    rev2.mkdir()
+    (rev2 / "spec-overlay.yaml").write_text(
+        "base: ../base\nremove: [operators/batch_normalization_copy.yaml]\n", encoding="utf-8"
+    )
+    assert "BATCH_NORMALIZATION_COPY" not in load_spec(rev2).operators
+
+
+@pytest.mark.parametrize(
+    ("overlay", "message"),
+    [
+        ("base: ../nowhere\n", "is not a directory"),
+        ("base: ../base\nreplace: [operators/not_there.yaml]\n", "is not a file of the base"),
+        ("base: ../base\nadd: [operators/batch_normalization.yaml]\n", "already in the base"),
+        ("replace: []\n", "needs 'base"),
+        ("base: ../base\nextra: 1\n", "unknown overlay key"),
+    ],
+)
+def test_a_broken_overlay_is_one_line_spec_error(tmp_path: Path, overlay: str, message: str) -> None:
+    _copy_spec(tmp_path / "base")
+    rev = tmp_path / "rev"
+    rev.mkdir()
+    (rev / "spec-overlay.yaml").write_text(overlay, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        load_spec(rev)
+    assert message in err.value.one_line() and "\n" not in err.value.one_line()

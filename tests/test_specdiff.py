@@ -22,24 +22,35 @@ MVN = "MEAN_VARIANCE_NORMALIZATION"
 MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
 BNT = "BATCH_NORMALIZATION_TRAINING"
 MVN1_TENSORS = ("InputTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
+BN = "BATCH_NORMALIZATION"
+BNG = "BATCH_NORMALIZATION_GRAD"
+BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
+MVN2 = "MEAN_VARIANCE_NORMALIZATION2"
 ALL = (BNT, MVN, MVN1)
+BN_TENSORS = ("InputTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
 
 # What changed at each level, per operator, as (kind, subject), written from directml-facts.md
 # ("Feature levels" and "Fused activations" tables) and the seeds' "DML_FEATURE_LEVEL_X and
 # above" rows and level-bound sentences. Levels not listed changed nothing for these operators
-# (5_0, 6_0, 6_1, 6_2; 6_3 adds MEAN_VARIANCE_NORMALIZATION2, which is not in the spec yet).
+# (5_0, 6_0, 6_1, 6_2). BATCH_NORMALIZATION (1_0), its GRAD (3_1), TRAINING_GRAD (4_1) and
+# MEAN_VARIANCE_NORMALIZATION2 (6_3) from more-operators.md.
 EXPECTED: dict[str, dict[str, set[tuple[str, str]]]] = {
     # 2_0: SHRINK activation (facts); MVN1 and BN training do not exist yet.
-    "2_0": {MVN: {("activation-added", "ACTIVATION_SHRINK")}},
+    "2_0": {op: {("activation-added", "ACTIVATION_SHRINK")} for op in (MVN, BN)},
     # 2_1: MVN1 introduced (seed 002/003 Availability).
     "2_1": {MVN1: {("operator-added", MVN1)}},
     # 3_0: max dimension count 5 -> 8; CELU activation (facts).
     "3_0": {
         op: {("tensor-limit", "max DimensionCount"), ("activation-added", "ACTIVATION_CELU")}
-        for op in (MVN, MVN1)
+        for op in (MVN, MVN1, BN)
     },
-    # 3_1: MVN1 accepts 1 to 8 dims (seed 002, "DML_FEATURE_LEVEL_3_1 and above").
-    "3_1": {MVN1: {("support-dimension-counts", t) for t in MVN1_TENSORS}},
+    # 3_1: MVN1 and BN accept 1 to 8 dims (seed 002, BN-doc "DML_FEATURE_LEVEL_3_1 and above");
+    # BATCH_NORMALIZATION_GRAD introduced (BNG-doc Availability).
+    "3_1": {
+        MVN1: {("support-dimension-counts", t) for t in MVN1_TENSORS},
+        BN: {("support-dimension-counts", t) for t in BN_TENSORS},
+        BNG: {("operator-added", BNG)},
+    },
     # 4_0: MVN1 Scale/Bias may broadcast any dimension (seed 001/002 ScaleTensor/BiasTensor).
     "4_0": {
         MVN1: {
@@ -47,16 +58,25 @@ EXPECTED: dict[str, dict[str, set[tuple[str, str]]]] = {
             ("rule-off", "bias-broadcast-channel-fixed"),
             ("rule-on", "scale-broadcast"),
             ("rule-on", "bias-broadcast"),
-        }
+        },
+        # BN-doc Spatial: deprecated in 4_0, no effect.
+        BN: {
+            ("rule-off", "mean-broadcast-spatial"),
+            ("rule-off", "variance-broadcast-spatial"),
+            ("rule-on", "mean-broadcast"),
+            ("rule-on", "variance-broadcast"),
+        },
     },
-    # 4_1: BATCH_NORMALIZATION_TRAINING introduced (seed 004).
-    "4_1": {BNT: {("operator-added", BNT)}},
+    # 4_1: BATCH_NORMALIZATION_TRAINING (seed 004) and its GRAD (BNTG-doc) introduced.
+    "4_1": {BNT: {("operator-added", BNT)}, BNTG: {("operator-added", BNTG)}},
     # 5_1: GELU activation (facts).
-    "5_1": {op: {("activation-added", "ACTIVATION_GELU")} for op in ALL},
+    "5_1": {op: {("activation-added", "ACTIVATION_GELU")} for op in (*ALL, BN)},
+    # 6_3: MEAN_VARIANCE_NORMALIZATION2 introduced (MVN2-doc Availability).
+    "6_3": {MVN2: {("operator-added", MVN2)}},
     # 5_2: MVN/MVN1 Scale and Bias independently optional (seed 000, seed 002).
     "5_2": {op: {("rule-off", "scale-bias-paired")} for op in (MVN, MVN1)},
     # 6_4: SOFTPLUS allows Steepness < 1 (facts).
-    "6_4": {op: {("rule-off", "activation-softplus-steepness")} for op in ALL},
+    "6_4": {op: {("rule-off", "activation-softplus-steepness")} for op in (*ALL, BN, MVN2)},
 }
 
 
@@ -113,7 +133,7 @@ def test_changes_carry_the_documented_values(spec):
     assert paired.before == {"kind": "paired_presence", "members": ["ScaleTensor", "BiasTensor"]}
     assert "002_8c49f7449c810d75.txt" in paired.source
     fixed = by[(MVN1, "rule-off", "scale-broadcast-channel-fixed")]
-    assert fixed.level == "4_0" and fixed.before["fixed_dims"] == [-3]
+    assert fixed.level == "4_0" and {"rank": 5, "dims": [1]} in fixed.before["fixed_dims_by_rank"]
     assert by[(BNT, "operator-added", BNT)].level == "4_1"
     assert by[(MVN1, "operator-added", MVN1)].level == "2_1"
     assert by[(MVN, "activation-added", "ACTIVATION_SHRINK")].level == "2_0"
@@ -184,6 +204,9 @@ def test_witnesses_are_legal_at_one_level_and_illegal_at_the_other(spec):
         (MVN1, "3_0", "tensor-limit", "max DimensionCount"),
         (MVN1, "4_0", "rule-on", "scale-broadcast"),
         (MVN1, "4_0", "rule-on", "bias-broadcast"),
+        (BN, "3_0", "tensor-limit", "max DimensionCount"),
+        (BN, "4_0", "rule-on", "mean-broadcast"),
+        (BN, "4_0", "rule-on", "variance-broadcast"),
     }
 
 
@@ -320,7 +343,7 @@ def test_no_change_step_lists_every_operator_without_changes(capsys):
 
 def test_operators_missing_at_one_end_are_listed(spec):
     result = level_diff(spec, "2_0", "4_1")
-    assert set(result.operators) == set(ALL)
+    assert set(result.operators) == set(spec.operators)  # every operator, MVN2 (6_3) without changes
     assert [(c.kind, c.level) for c in result.operators[BNT]] == [("operator-added", "4_1")]
     assert ("operator-added", "2_1") in [(c.kind, c.level) for c in result.operators[MVN1]]
 

@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dmlconform import semantics
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -30,6 +31,7 @@ from dmlconform.backends.base import (
 )
 from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
+from dmlconform.spec import load_spec
 
 F32 = np.float32
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -96,6 +98,12 @@ class NumpyBackend(BackendBase):
         validate_or_reject(desc, self.feature_level)
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        other = _other_kernel(desc)
+        if other is not None:
+            with np.errstate(all="ignore"):
+                values = other(desc, inputs, self.compute_dtype)
+            self._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
+            return finish_desc_outputs(desc, values)
         plan = make_plan(desc)
         with np.errstate(all="ignore"):
             x = self.load(inputs, plan, plan.input)
@@ -183,3 +191,93 @@ class NumpyBackend(BackendBase):
         if fn is None:
             raise Unsupported(f"fused activation {plan.activation} is not implemented by the numpy backend")
         return np.asarray(fn(y, plan.activation_params), dtype=self.compute_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# The kernels beside the centred normalization (semantics.kernel / semantics.center), in the
+# same plain float32 style: what a port computes from the documented formulas.
+
+
+def _arr(inputs: Mapping[str, np.ndarray], name: str | None, dtype: type) -> np.ndarray | None:
+    return None if name is None else np.asarray(inputs[name]).astype(dtype, copy=False)
+
+
+def _act(y: np.ndarray, act: str | None, params: Mapping[str, float], dtype: type) -> np.ndarray:
+    if act is None:
+        return y
+    fn = ACTIVATIONS.get(act)
+    if fn is None:
+        raise Unsupported(f"fused activation {act} is not implemented by the numpy backend")
+    return np.asarray(fn(y, params), dtype=dtype)
+
+
+def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict[str, np.ndarray]:
+    """center false: x / sqrt(mean(x^2) + Epsilon) (or x), Scale, Bias, activation."""
+    plan = semantics.make_plan(desc, uncentred_ok=True)
+    x = _arr(inputs, plan.input, dt)
+    y = x
+    if plan.normalize_variance:
+        ms = np.mean(x * x, axis=plan.axes, keepdims=True, dtype=dt)
+        y = x / np.sqrt(ms + dt(plan.epsilon))
+    for name, op in ((plan.scale, np.multiply), (plan.bias, np.add), (plan.fused_add, np.add)):
+        if name is not None:
+            y = op(y, _arr(inputs, name, dt))
+    return {plan.output: _act(y, plan.activation, plan.activation_params, dt)}
+
+
+def _given(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict[str, np.ndarray]:
+    """Scale * (x - Mean) / sqrt(Variance + Epsilon) + Bias, activation."""
+    plan = semantics.make_given_plan(desc)
+    x = _arr(inputs, plan.input, dt)
+    y = (x - _arr(inputs, plan.mean, dt)) / np.sqrt(_arr(inputs, plan.variance, dt) + dt(plan.epsilon))
+    if plan.scale is not None:
+        y = y * _arr(inputs, plan.scale, dt)
+    if plan.bias is not None:
+        y = y + _arr(inputs, plan.bias, dt)
+    return {plan.output: _act(np.broadcast_to(y, x.shape), plan.activation, plan.activation_params, dt)}
+
+
+def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict[str, np.ndarray]:
+    """The batch-norm gradients: sums over the axes where the statistics' sizes are 1."""
+    plan = semantics.make_grad_plan(desc)
+    x, dy = _arr(inputs, plan.input, dt), _arr(inputs, plan.input_gradient, dt)
+    mean, var = _arr(inputs, plan.mean, dt), _arr(inputs, plan.variance, dt)
+    scale = _arr(inputs, plan.scale, dt)
+    axes = plan.axes
+    inv_sd = dt(1.0) / np.sqrt(var + dt(plan.epsilon))
+    scale_grad = np.sum(dy * (x - mean), axis=axes, keepdims=True, dtype=dt) * inv_sd
+    bias_grad = np.sum(dy, axis=axes, keepdims=True, dtype=dt)
+    if plan.statistics == "given":
+        dx = dy * (scale * inv_sd)
+    else:
+        xc = x - np.mean(x, axis=axes, keepdims=True, dtype=dt)
+        dyc = dy - np.mean(dy, axis=axes, keepdims=True, dtype=dt)
+        coef1 = np.mean(dy * xc, axis=axes, keepdims=True, dtype=dt)
+        dx = scale * inv_sd * (dyc - xc * coef1 / (var + dt(plan.epsilon)))
+    return {plan.output: dx, plan.scale_gradient_output: scale_grad, plan.bias_gradient_output: bias_grad}
+
+
+def _other_kernel(desc: OperatorDesc) -> Callable[..., dict[str, np.ndarray]] | None:
+    kernel = semantics.kernel(desc)
+    if kernel == "given_statistics":
+        return _given
+    if kernel == "normalization_grad":
+        return _grad
+    if kernel == "normalization" and not semantics.centers(desc):
+        return _rms
+    if kernel != "normalization":
+        raise Unsupported(f"{desc.operator}: kernel {kernel!r} is not implemented by the numpy backend")
+    return None
+
+
+def finish_desc_outputs(desc: OperatorDesc, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each output broadcast to its Sizes and cast to its DataType (for the kernels that have no
+    NormalizationPlan; the other backends' mappings of them use it too)."""
+    spec = load_spec()
+    out = {}
+    for name, value in values.items():
+        t = desc.get(name, spec)
+        arr = np.broadcast_to(np.asarray(value), tuple(t.sizes))
+        with np.errstate(over="ignore"):  # FLOAT16 overflow is inf, as the type says
+            out[name] = np.ascontiguousarray(arr, dtype=np.dtype(spec.data_types[t.data_type].numpy))
+    return out

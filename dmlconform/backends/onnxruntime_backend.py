@@ -63,6 +63,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from dmlconform import semantics
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -72,8 +73,10 @@ from dmlconform.backends.base import (
     finish_outputs,
     make_plan,
 )
+from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
+from dmlconform.spec import load_spec
 
 PATHS = (
     "blocked",
@@ -467,6 +470,8 @@ class OnnxRuntimeBackend(BackendBase):
     # -- protocol ---------------------------------------------------------------------------
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if semantics.kernel(desc) != "normalization" or not semantics.centers(desc):
+            return self._execute_other(desc, inputs)
         plan = make_plan(desc)
         io = plan.dtypes[plan.input]
         if io not in _ONNX_TYPE:
@@ -508,6 +513,22 @@ class OnnxRuntimeBackend(BackendBase):
             f"(feature level {self.feature_level})"
         )
 
+    def _execute_other(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The kernels beside the centred normalization (:func:`build_other_graph`)."""
+        io = np.dtype(load_spec().data_types[desc.get(desc_input(desc)).data_type].numpy or "V")
+        if io not in _ONNX_TYPE:
+            raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
+        compute = np.dtype(np.float32) if self.options["float16"] == "float32" else io
+        g, path = build_other_graph(desc, io, compute, self.opset)
+        session = self._session(g)
+        feeds = {name: np.ascontiguousarray(feed(None, inputs), dtype=io) for name, feed in g.feeds}
+        names = [o.name for o in g.outputs]
+        results = session.run(names, feeds)
+        self._last_info = {"path": path, "compute_dtype": compute.name, "provider": self.provider}
+        if g.notes:
+            self._last_info["notes"] = list(g.notes)
+        return finish_desc_outputs(desc, dict(zip(names, results, strict=True)))
+
     # -- compilation ------------------------------------------------------------------------
 
     def _session(self, g: _Graph) -> ort.InferenceSession:
@@ -535,3 +556,88 @@ class OnnxRuntimeBackend(BackendBase):
             notes = list(g.notes) + [f"rejected {f}" for f in failures]
             return _Compiled(session, candidate, compute, g.feeds, [o.name for o in g.outputs], notes)
         raise BackendError(f"onnxruntime rejected every graph for this desc: {' | '.join(failures)}")
+
+
+# --------------------------------------------------------------------------------------------
+# The kernels beside the centred normalization (semantics.kernel, semantics.center)
+
+
+def desc_input(desc: OperatorDesc) -> str:
+    return str(load_spec().operator(desc.operator).semantics["input"])
+
+
+def _whole_feed(member: str) -> Feed:
+    def feed(plan: Any, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(inputs[member])
+
+    return feed
+
+
+def _vector_feed(member: str, channels: int) -> Feed:
+    """A per-channel tensor as ONNX BatchNormalization's 1-D operand of C values."""
+
+    def feed(plan: Any, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(inputs[member]).reshape(-1), (channels,)))
+
+    return feed
+
+
+def _per_channel(sizes: tuple[int, ...], rank: int) -> bool:
+    return len(sizes) == rank and rank >= 2 and all(s == 1 for i, s in enumerate(sizes) if i != 1)
+
+
+def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
+    """(graph, path) for given statistics (ONNX BatchNormalization in inference mode where Mean,
+    Variance, Scale and Bias are per-channel, else its elementwise decomposition) and for the
+    second moment about zero (RMSNormalization's decomposition: ReduceMean(x * x), Sqrt, Div).
+    The gradients have no ONNX inference operator: Unsupported."""
+    spec = load_spec()
+    kernel = semantics.kernel(desc, spec)
+    if kernel not in ("given_statistics", "normalization"):
+        raise Unsupported(f"{desc.operator}: ONNX has no inference operator for kernel {kernel!r}")
+    g = _Graph(io=io, compute=compute, opset=opset)
+
+    def inp(member: str | None) -> str | None:
+        if member is None:
+            return None
+        return g.add_input(member, list(desc.get(member, spec).sizes), _whole_feed(member))
+
+    if kernel == "given_statistics":
+        p = semantics.make_given_plan(desc, spec)
+        x = inp(p.input)
+        rank = len(p.shape)
+        members = (p.scale, p.bias, p.mean, p.variance)
+        if all(m is not None and _per_channel(tuple(desc.get(m, spec).sizes), rank) for m in members):
+            path = "BatchNormalization"
+            ops = [g.add_input(f"__{m}", [p.shape[1]], _vector_feed(m, p.shape[1])) for m in members]  # type: ignore[arg-type]
+            y = g.node("BatchNormalization", [x, *ops], epsilon=p.epsilon)
+        else:
+            path = "primitive"
+            sd = g.node("Sqrt", [g.node("Add", [inp(p.variance), g.const(p.epsilon)])])
+            y = g.node("Div", [g.node("Sub", [x, inp(p.mean)]), sd])
+            if p.scale is not None:
+                y = g.node("Mul", [y, inp(p.scale)])
+            if p.bias is not None:
+                y = g.node("Add", [y, inp(p.bias)])
+        act, params, output = p.activation, p.activation_params, p.output
+    else:
+        p2 = semantics.make_plan(desc, spec, uncentred_ok=True)
+        path = "RMSNormalization-decomposed"
+        x = inp(p2.input)
+        y = x
+        if p2.normalize_variance:
+            ms = g.reduce_mean(g.node("Mul", [x, x]), p2.axes)
+            y = g.node("Div", [x, g.node("Sqrt", [g.node("Add", [ms, g.const(p2.epsilon)])])])
+        if p2.scale is not None:
+            y = g.node("Mul", [y, inp(p2.scale)])
+        for m in (p2.bias, p2.fused_add):
+            if m is not None:
+                y = g.node("Add", [y, inp(m)])
+        act, params, output = p2.activation, p2.activation_params, p2.output
+    if act is not None:
+        build = _ACTIVATIONS.get(act)
+        if build is None:
+            raise Unsupported(f"fused activation {act} has no ONNX mapping")
+        y = build(g, y, params)
+    g.add_output(output, y)
+    return g, path

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dmlconform import semantics
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -42,8 +43,10 @@ from dmlconform.backends.base import (
     finish_outputs,
     make_plan,
 )
+from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
+from dmlconform.spec import load_spec
 
 PATHS = ("instance_norm", "batch_norm", "layer_norm", "var_mean")
 _TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16}
@@ -145,6 +148,8 @@ class TorchBackend(BackendBase):
     # -- protocol ---------------------------------------------------------------------------
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if semantics.kernel(desc) != "normalization" or not semantics.centers(desc):
+            return self._execute_other(desc, inputs)
         plan = make_plan(desc)
         io = plan.dtypes[plan.input]
         if io not in _TORCH_DTYPE:
@@ -186,6 +191,35 @@ class TorchBackend(BackendBase):
         if self.device.type == "cuda":
             where += f" ({torch.cuda.get_device_name(self.device)}, CUDA {torch.version.cuda})"
         return f"torch {torch.__version__} on {where} (feature level {self.feature_level})"
+
+    def _execute_other(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The kernels beside the centred normalization: F.batch_norm in inference mode (given
+        statistics), F.rms_norm (no mean step), autograd (the gradients). FLOAT16 is computed in
+        float32 unless ``float16=native``."""
+        spec = load_spec()
+        kernel = semantics.kernel(desc, spec)
+        first = spec.operator(desc.operator).semantics["input"]
+        io = np.dtype(spec.data_types[desc.get(first, spec).data_type].numpy or "V")
+        if io not in _TORCH_DTYPE:
+            raise Unsupported(f"data type {io} is not mapped to torch by this backend")
+        if self.options["float16"] == "float32":
+            io = np.dtype(np.float32)
+        dtype = _TORCH_DTYPE[io]
+
+        def t(member: str | None) -> torch.Tensor | None:
+            if member is None:
+                return None
+            arr = np.array(inputs[member], copy=True)
+            return torch.from_numpy(arr).to(device=self.device, dtype=dtype)
+
+        if kernel == "given_statistics":
+            values, path = _given_torch(semantics.make_given_plan(desc, spec), t)
+        elif kernel == "normalization_grad":
+            values, path = _grad_torch(semantics.make_grad_plan(desc, spec), t)
+        else:
+            values, path = _rms_torch(semantics.make_plan(desc, spec, uncentred_ok=True), t)
+        self._last_info = {"path": path, "device": str(self.device), "compute_dtype": io.name}
+        return finish_desc_outputs(desc, {m: v.detach().cpu().numpy() for m, v in values.items()})
 
     # -- computation ------------------------------------------------------------------------
 
@@ -267,3 +301,95 @@ class TorchBackend(BackendBase):
                     }
                 )
             return {m: v.detach().cpu().numpy() for m, v in values.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# The kernels beside the centred normalization (semantics.kernel, semantics.center)
+
+Loader = Callable[[str | None], "torch.Tensor | None"]
+
+
+def _per_channel(t: torch.Tensor, rank: int) -> bool:
+    return t.dim() == rank and rank >= 2 and all(s == 1 for i, s in enumerate(t.shape) if i != 1)
+
+
+def _activate(y: torch.Tensor, act: str | None, params: Mapping[str, float]) -> torch.Tensor:
+    if act is None:
+        return y
+    fn = _ACTIVATIONS.get(act)
+    if fn is None:
+        raise Unsupported(f"fused activation {act} has no torch mapping")
+    return fn(y, params)
+
+
+def _given_torch(p: semantics.GivenPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+    """F.batch_norm(training=False) where Mean, Variance, Scale and Bias are per-channel; else
+    the documented formula elementwise."""
+    with torch.no_grad():
+        x, mean, var, scale, bias = (t(m) for m in (p.input, p.mean, p.variance, p.scale, p.bias))
+        rank = len(p.shape)
+        ops = (mean, var, scale, bias)
+        if all(o is not None and _per_channel(o, rank) for o in ops):
+            c = p.shape[1]
+            vec = [o.reshape(-1).expand(c).contiguous() for o in ops]  # type: ignore[union-attr]
+            y = F.batch_norm(x, vec[0], vec[1], weight=vec[2], bias=vec[3], training=False, eps=p.epsilon)
+            path = "batch_norm-inference"
+        else:
+            y = (x - mean) / torch.sqrt(var + p.epsilon)
+            if scale is not None:
+                y = y * scale
+            if bias is not None:
+                y = y + bias
+            path = "elementwise"
+        return {p.output: _activate(y, p.activation, p.activation_params)}, path
+
+
+def _rms_torch(p: semantics.Plan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+    """F.rms_norm over a trailing run of axes (weight = Scale where it varies only along them);
+    otherwise x * rsqrt(mean(x^2) + Epsilon)."""
+    with torch.no_grad():
+        x = t(p.input)
+        assert x is not None
+        scale = t(p.scale)
+        rank, axes = x.dim(), p.axes
+        k = axes[0] if axes and axes == tuple(range(axes[0], rank)) else None
+        path = "identity-variance"
+        y = x
+        if p.normalize_variance and k is not None:
+            shape = tuple(x.shape[k:])
+            w = None
+            if scale is not None and all(s == 1 for s in scale.shape[:k]):
+                w, scale = scale.reshape(scale.shape[k:]).expand(shape).contiguous(), None
+            y = F.rms_norm(x, shape, weight=w, eps=p.epsilon)
+            path = "rms_norm"
+        elif p.normalize_variance:
+            y = x * torch.rsqrt(torch.mean(x * x, dim=axes, keepdim=True) + p.epsilon)
+            path = "rsqrt-mean-square"
+        if scale is not None:
+            y = y * scale
+        for m in (p.bias, p.fused_add):
+            if m is not None:
+                y = y + t(m)
+        return {p.output: _activate(y, p.activation, p.activation_params)}, path
+
+
+def _grad_torch(p: semantics.GradPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+    """torch.autograd through the forward batch normalization. ``given``: Mean and Variance are
+    constants. ``batch``: their values are the given tensors but their gradients are the batch
+    mean's and (population) variance's, which is the documented formula."""
+    x, dy, mean, var, scale = (t(m) for m in (p.input, p.input_gradient, p.mean, p.variance, p.scale))
+    assert x is not None and dy is not None and mean is not None and var is not None and scale is not None
+    x = x.clone().requires_grad_(True)
+    scale = scale.clone().requires_grad_(True)
+    bias = torch.zeros_like(scale, requires_grad=True)
+    if p.statistics == "batch":
+        if p.axes:
+            bvar, bmean = torch.var_mean(x, dim=p.axes, correction=0, keepdim=True)
+        else:  # one element per slice: the mean is x itself and the variance identically 0
+            bmean, bvar = x, x * 0.0
+        mean = mean + (bmean - bmean.detach())
+        var = var + (bvar - bvar.detach())
+    y = scale * (x - mean) / torch.sqrt(var + p.epsilon) + bias
+    gx, gs, gb = torch.autograd.grad(y, (x, scale, bias), grad_outputs=dy.expand_as(y))
+    values = {p.output: gx, p.scale_gradient_output: gs, p.bias_gradient_output: gb}
+    return values, f"autograd-{p.statistics}"

@@ -38,12 +38,16 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _generate(desc: Any, plan: Any, spec: Any, seed: int) -> dict[str, np.ndarray]:
-    from dmlconform.reference import output_dtype
+def _generate(desc: Any, names: tuple[str, ...], spec: Any, seed: int) -> dict[str, np.ndarray]:
+    from dmlconform.reference import more, output_dtype
 
+    if more.handles(desc, spec):  # given statistics: a variance must not be negative
+        from dmlconform.data import make_inputs
+
+        return dict(make_inputs(desc, "standard_normal", seed, spec))
     rng = np.random.default_rng(seed)
     out = {}
-    for name in plan.input_members():
+    for name in names:
         tensor = desc.get(name, spec)
         out[name] = rng.standard_normal(tensor.sizes).astype(output_dtype(tensor, spec))
     return out
@@ -51,13 +55,13 @@ def _generate(desc: Any, plan: Any, spec: Any, seed: int) -> dict[str, np.ndarra
 
 def run(args: argparse.Namespace) -> int:
     from dmlconform.desc import DescError, load_desc
-    from dmlconform.reference import InputError, PlanError, execute, make_plan
+    from dmlconform.reference import InputError, PlanError, execute, more
     from dmlconform.spec import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec_dir)
         desc = load_desc(args.desc, spec)
-        plan = make_plan(desc, spec)
+        names = more.any_input_members(desc, spec)
     except (DescError, SpecError) as exc:
         return _fail(str(exc))
     except PlanError as exc:
@@ -68,14 +72,13 @@ def run(args: argparse.Namespace) -> int:
                 inputs = {k: npz[k] for k in npz.files}
         except (OSError, ValueError) as exc:
             return _fail(f"{args.inputs}: cannot read inputs: {exc}")
-        unknown = sorted(set(inputs) - set(plan.input_members()))
+        unknown = sorted(set(inputs) - set(names))
         if unknown:
             return _fail(
-                f"{args.inputs}: {unknown[0]}: not an input member of this desc "
-                f"(inputs: {', '.join(plan.input_members())})"
+                f"{args.inputs}: {unknown[0]}: not an input member of this desc (inputs: {', '.join(names)})"
             )
     else:
-        inputs = _generate(desc, plan, spec, args.seed)
+        inputs = _generate(desc, names, spec, args.seed)
     try:
         outputs = execute(desc, inputs, spec)
     except InputError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.spec import SpecError, default_spec_dir, format_source, load_spec
+from dmlconform.spec import SpecError, default_spec_dir, format_source, load_spec, spec_paths
 
 
 def register(sub: Any) -> None:
@@ -37,7 +37,7 @@ def run_lint(args: argparse.Namespace) -> int:
         return 2
     for f in findings:
         print(f)
-    n_files = sum(1 for _ in spec_dir.rglob("*.yaml"))
+    n_files = len(spec_paths(spec_dir))  # overlays: the files they resolve to
     if findings:
         print(f"{len(findings)} problem(s) in {spec_dir}", file=sys.stderr)
         return 1

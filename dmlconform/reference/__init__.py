@@ -266,6 +266,10 @@ def execute(
     misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
     spec = spec or load_spec()
+    from dmlconform.reference import more  # kernels other than the centred normalization
+
+    if more.handles(desc, spec):
+        return more.execute(desc, inputs, spec, float64=float64, out=out)
     plan = make_plan(desc, spec)
     arrays = {}
     for name in plan.input_members():

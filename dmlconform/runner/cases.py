@@ -317,6 +317,8 @@ def _metamorphic(spec: Spec, op: Operator, sel: Selection) -> Iterator[Case]:
     for dt in _data_types(spec, op, level, sel):
         descs = legal_for(spec, op, level, dt, sel.cases, sel.seed + 1)
         for rel in rels:
+            if rel.data_types and dt not in rel.data_types:
+                continue  # the relation holds for other data types only
             for i, desc in enumerate(descs):
                 regs = regimes(apply_when(desc, rel))  # the data is drawn for the forced desc
                 yield Case(

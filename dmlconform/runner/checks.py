@@ -415,6 +415,112 @@ def derive(spec: Spec, desc: OperatorDesc, rel: Relation) -> OperatorDesc:
     return OperatorDesc(target.name, members)
 
 
+def chain(
+    spec: Spec,
+    base: OperatorDesc,
+    rel: Relation,
+    inputs: dict[str, np.ndarray],
+    outputs: dict[str, np.ndarray],
+) -> tuple[OperatorDesc, dict[str, np.ndarray]]:
+    """A ``chained`` relation's desc and inputs: each target member from the source member that
+    ``map`` names (descs of tensors and attribute values alike), ``set`` on top; a target input
+    mapped from a source output is fed ``outputs`` (the caller passes the reference's), one
+    mapped from a source input the same data."""
+    target = spec.operator(rel.operator or base.operator)
+    members: dict[str, Any] = {}
+    feed: dict[str, np.ndarray] = {}
+    inputs_of_target = {m.name for m in target.input_members}
+    for name, source in rel.map.items():
+        value = base.members.get(source)
+        if value is None:
+            continue
+        members[name] = value
+        if name in inputs_of_target:
+            data = outputs.get(source, inputs.get(source))
+            if data is None:
+                raise _Skip(f"relation {rel.id}: no data for {name} (from {source})")
+            feed[name] = np.asarray(data)
+    for key, value in rel.set.items():
+        members[key] = literal(value)
+    return OperatorDesc(target.name, members), feed
+
+
+DERIVATIVE_STEP = 2.0**-8
+"""Central-difference step, relative to each slice's spread (or |x| on a constant slice)."""
+DERIVATIVE_RTOL = 2.0**-5
+"""Allowed |difference - prediction| relative to sum |gradient * step|: the step's truncation
+error is ~step^2, far below; formula-level mistakes (a missing term) are O(1)."""
+
+
+def directional_derivative(
+    case: Case, guard: Any, spec: Spec, base: OperatorDesc, rel: Relation, result: CaseResult
+) -> None:
+    """``kind: directional_derivative``: run the source desc (its ``compare`` output is a
+    gradient), then the forward desc at x + d and x - d for a random direction d (rounded to the
+    input's type, whose actual difference is used), and check that
+    sum(w * (forward(x + d) - forward(x - d))) equals sum(gradient * (d+ - d-)) to
+    ``DERIVATIVE_RTOL`` of the magnitudes plus the forward outputs' rounding."""
+    from dmlconform import semantics
+
+    inputs = result.inputs or {}
+    a = _execute(guard, spec, base, inputs, result)
+    forward, feed = chain(spec, base, rel, inputs, {})
+    forward = forward.replace(
+        **{
+            k: v.replace(strides=None, total_tensor_size_in_bytes=None, flags=None)
+            for k, v in forward.members.items()
+            if isinstance(v, TensorDesc)
+        }
+    )
+    bad = validate(forward, case.level, spec)
+    if bad:
+        raise _Skip(
+            f"relation {rel.id}: forward {forward.operator} desc is illegal at {case.level} ({bad[0]})"
+        )
+    seed = rel.member or "InputTensor"
+    ((weights_member, of),) = rel.contract.items()
+    x = np.asarray(inputs[seed])
+    xf = x.astype(np.float64)
+    axes = semantics.reduction_axes(base, spec)
+    spread = xf.std(axis=axes, keepdims=True) if axes else np.zeros_like(xf)
+    size = np.where(spread > 0, spread, np.abs(xf) + 1.0) * DERIVATIVE_STEP
+    d = np.random.default_rng(case.input_seed).standard_normal(x.shape) * size
+    plus, minus = (xf + d).astype(x.dtype), (xf - d).astype(x.dtype)
+    step = plus.astype(np.float64) - minus.astype(np.float64)
+    f_plus = _execute(guard, spec, forward, {**feed, seed: plus}, result)[of].astype(np.float64)
+    f_minus = _execute(guard, spec, forward, {**feed, seed: minus}, result)[of].astype(np.float64)
+    w = np.broadcast_to(np.asarray(inputs[weights_member], dtype=np.float64), f_plus.shape)
+    grad = a[rel.compare[0]].astype(np.float64)
+    # 0/0 (Epsilon 0 over a zero-variance slice) is undefined by the docs: those elements are
+    # left out, as the tolerance model accepts anything there
+    ok = np.isfinite(f_plus) & np.isfinite(f_minus) & np.broadcast_to(np.isfinite(grad), f_plus.shape)
+    if not ok.any():
+        result.message = (
+            f"relation {rel.id}: every element is undefined (0/0) on this data: nothing to compare"
+        )
+        return
+    grad_b = np.broadcast_to(grad, f_plus.shape)
+    diff = float(np.sum((w * (f_plus - f_minus))[ok]))
+    pred = float(np.sum((grad_b * step)[ok]))
+    eps_out = float(np.finfo(np.dtype(a[rel.compare[0]].dtype)).eps)
+    slack = DERIVATIVE_RTOL * float(np.sum(np.abs(grad_b * step)[ok])) + 4 * eps_out * float(
+        np.sum((np.abs(w) * (np.abs(f_plus) + np.abs(f_minus)))[ok])
+    )
+    result.errors = {
+        "max_abs": abs(diff - pred),
+        "max_ulp": 0.0,
+        "budget_ulp": None,
+        "outputs": {},
+        "worst": None,
+    }
+    if abs(diff - pred) > slack:
+        raise _Fail(
+            f"{rel.compare[0]}: sum(gradient * step) = {pred:.9g} but the central difference of "
+            f"{forward.operator}'s {of} gives {diff:.9g} (|difference| {abs(diff - pred):.3g} > allowed "
+            f"{slack:.3g}; {rel.id})"
+        )
+
+
 def _metamorphic(
     case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
 ) -> None:
@@ -422,6 +528,8 @@ def _metamorphic(
     if rel is None:
         raise _Skip("metamorphic case without a relation")
     base = apply_when(case.desc, rel)
+    if rel.data_types and case.data_type not in rel.data_types:
+        raise _Skip(f"relation {rel.id} holds for {', '.join(rel.data_types)} only")
     if validate(base, case.level, spec):
         raise _Skip(f"relation {rel.id}: its precondition {rel.when} makes this desc illegal at {case.level}")
     result.rules = exercised_rules(spec, base, case.level)
@@ -449,6 +557,23 @@ def _metamorphic(
         b = _execute(guard, spec, base, base_inputs, result)
         what = f"unshifted run ({rel.id})"
         budget_inputs, also = shifted, (base_inputs,)  # the shift may raise or lower |mean|
+    elif rel.kind == "directional_derivative":
+        directional_derivative(case, guard, spec, base, rel, result)
+        return
+    elif rel.kind == "chained":
+        a = _execute(guard, spec, base, result.inputs, result)
+        # fed the reference's outputs, not the backend's: the backend's statistics are judged by
+        # the numeric cases, and the derived run's data stays a function of the case alone (as
+        # a DxDispatch bundle needs: it is written before any device runs)
+        other, other_inputs = chain(spec, base, rel, result.inputs, _reference(base, result.inputs))
+        bad = validate(other, case.level, spec)
+        if bad:
+            raise _Skip(
+                f"relation {rel.id}: chained {other.operator} desc is illegal at {case.level} ({bad[0]})"
+            )
+        b = _execute(guard, spec, other, other_inputs, result)
+        what = f"{other.operator} fed {base.operator}'s outputs ({rel.id})"
+        budget_inputs, also = result.inputs, ()
     else:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")
     keys = [k for k in rel.compare if k in a and k in b]

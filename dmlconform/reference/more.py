@@ -1,0 +1,182 @@
+"""Reference computations beyond the centred normalization kernel, in float64 numpy.
+
+Three readings of the spec's ``semantics:`` that :mod:`dmlconform.reference.kernels` does not
+compute (and must not be taught, so the kernel stays one tight loop):
+
+- ``kernel: normalization`` with ``center`` false (MEAN_VARIANCE_NORMALIZATION2 with UseMean
+  FALSE, inferred RMS normalization): z = x / sqrt(mean(x^2) + Epsilon), or z = x without the
+  variance step; then Scale, Bias and the activation as the normalization formula;
+- ``kernel: given_statistics`` (BATCH_NORMALIZATION): the documented formula elementwise with
+  Mean and Variance inputs broadcast, nothing reduced;
+- ``kernel: normalization_grad`` (the batch-norm gradients): ``statistics: given`` treats Mean and
+  Variance as constants, ``statistics: batch`` differentiates through the batch mean and variance
+  (the standard batch-norm backward).
+
+float64 is enough here: every quantity is a short product or a sum whose float64 error
+(~log2(n) * 2^-53 relative to the sum of magnitudes) is far below half a float32 ULP of the
+results the tolerance model compares; ``tests/test_reference_more.py`` checks that against an
+mpmath evaluation. Outputs are rounded once to their DataType. The fused activation is the
+kernel's own scalar formula (:func:`dmlconform.reference.activations.activate`), applied
+elementwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from dmlconform import semantics
+from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.reference.activations import activate, activation_args
+from dmlconform.spec import Spec
+
+
+def handles(desc: OperatorDesc, spec: Spec) -> bool:
+    """Whether ``desc`` is computed here rather than by the normalization kernel."""
+    kernel = semantics.kernel(desc, spec)
+    if kernel in ("given_statistics", "normalization_grad"):
+        return True
+    if kernel != "normalization":
+        return False
+    try:
+        return not semantics.centers(desc, spec)
+    except semantics.SemanticsError:
+        return False  # the kernel path reports the missing member
+
+
+@njit(cache=True)
+def _activate_all(code: int, x: np.ndarray, a: float, b: float, out: np.ndarray) -> None:
+    for i in range(x.size):
+        out[i] = activate(code, x[i], a, b)
+
+
+def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) -> np.ndarray:
+    """The fused activation of float64 ``y``, by the reference kernel's scalar formulas."""
+    code, a, b = activation_args(act_type, params)
+    if code == 0:
+        return y
+    flat = np.ascontiguousarray(y, dtype=np.float64).ravel()
+    out = np.empty_like(flat)
+    _activate_all(code, flat, a, b, out)
+    return out.reshape(np.shape(y))
+
+
+def _f64(arrays: dict[str, np.ndarray], name: str | None, fill: float) -> np.ndarray | float:
+    return np.asarray(arrays[name], dtype=np.float64) if name else fill
+
+
+def rms_normalization(plan: semantics.Plan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``center`` false: the statistic is the second moment about zero, mean(x^2)."""
+    x = np.asarray(arrays[plan.input], dtype=np.float64)
+    if plan.normalize_variance:
+        ms = np.mean(x * x, axis=plan.axes, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = x / np.sqrt(ms + plan.epsilon)
+    else:
+        z = x
+    y = _f64(arrays, plan.scale, 1.0) * z + _f64(arrays, plan.bias, 0.0) + _f64(arrays, plan.fused_add, 0.0)
+    return {plan.output: activation(plan.activation, y, plan.activation_params)}
+
+
+def given_statistics(plan: semantics.GivenPlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x = np.asarray(arrays[plan.input], dtype=np.float64)
+    mean = np.asarray(arrays[plan.mean], dtype=np.float64)
+    var = np.asarray(arrays[plan.variance], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (x - mean) / np.sqrt(var + plan.epsilon)
+    y = _f64(arrays, plan.scale, 1.0) * z + _f64(arrays, plan.bias, 0.0)
+    return {plan.output: activation(plan.activation, np.broadcast_to(y, x.shape), plan.activation_params)}
+
+
+def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x = np.asarray(arrays[plan.input], dtype=np.float64)
+    dy = np.asarray(arrays[plan.input_gradient], dtype=np.float64)
+    mean = np.asarray(arrays[plan.mean], dtype=np.float64)
+    var = np.asarray(arrays[plan.variance], dtype=np.float64)
+    scale = np.asarray(arrays[plan.scale], dtype=np.float64)
+    axes = plan.axes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_sd = 1.0 / np.sqrt(var + plan.epsilon)
+        scale_grad = np.sum(dy * (x - mean), axis=axes, keepdims=True) * inv_sd
+        bias_grad = np.sum(dy, axis=axes, keepdims=True)
+        if plan.statistics == "given":
+            dx = dy * (scale * inv_sd)
+        else:
+            xc = x - np.mean(x, axis=axes, keepdims=True)
+            dyc = dy - np.mean(dy, axis=axes, keepdims=True)
+            coef1 = np.mean(dy * xc, axis=axes, keepdims=True)
+            dx = scale * inv_sd * (dyc - xc * coef1 / (var + plan.epsilon))
+    stat_shape = np.shape(mean)
+    return {
+        plan.output: np.broadcast_to(dx, x.shape),
+        plan.scale_gradient_output: np.broadcast_to(scale_grad, stat_shape),
+        plan.bias_gradient_output: np.broadcast_to(bias_grad, stat_shape),
+    }
+
+
+def compute(desc: OperatorDesc, arrays: dict[str, np.ndarray], spec: Spec) -> dict[str, np.ndarray]:
+    """float64 outputs (logical shapes) of a desc that :func:`handles` accepts."""
+    kernel = semantics.kernel(desc, spec)
+    if kernel == "given_statistics":
+        return given_statistics(semantics.make_given_plan(desc, spec), arrays)
+    if kernel == "normalization_grad":
+        return normalization_grad(semantics.make_grad_plan(desc, spec), arrays)
+    return rms_normalization(semantics.make_plan(desc, spec, uncentred_ok=True), arrays)
+
+
+def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
+    kernel = semantics.kernel(desc, spec)
+    if kernel == "given_statistics":
+        return semantics.make_given_plan(desc, spec).input_members()
+    if kernel == "normalization_grad":
+        return semantics.make_grad_plan(desc, spec).input_members()
+    return semantics.make_plan(desc, spec, uncentred_ok=True).input_members()
+
+
+def any_input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
+    """The present input members of any desc the reference computes (raises SemanticsError for
+    a desc too broken to read)."""
+    if handles(desc, spec):
+        return input_members(desc, spec)
+    return semantics.make_plan(desc, spec).input_members()
+
+
+def execute(
+    desc: OperatorDesc,
+    inputs: dict[str, Any],
+    spec: Spec,
+    *,
+    float64: bool = False,
+    out: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`dmlconform.reference.execute` for the descs :func:`handles` accepts: every output
+    member rounded once to its DataType (float64 values with ``float64=True``), written into
+    ``out``'s preallocated arrays where given."""
+    from dmlconform.reference import InputError, PlanError, _input_array, _out_array, output_dtype
+
+    arrays = {}
+    for name in input_members(desc, spec):
+        arrays[name] = _input_array(name, desc.get(name, spec), inputs)
+    values = compute(desc, arrays, spec)
+    result = {}
+    out = out or {}
+    unknown = sorted(set(out) - set(values))
+    if unknown:
+        raise InputError(f"{unknown[0]}: not an output of {desc.operator}")
+    for name, v in values.items():
+        tensor: TensorDesc = desc.get(name, spec)
+        if tuple(tensor.sizes) != tuple(np.shape(v)):
+            raise PlanError(
+                f"{name}: Sizes {list(tensor.sizes)} do not hold the result's {list(np.shape(v))}"
+            )
+        dtype = np.dtype(np.float64) if float64 else output_dtype(tensor, spec)
+        with np.errstate(over="ignore"):  # FLOAT16 overflow rounds to inf, as it must
+            r = np.asarray(v, dtype=np.float64).astype(dtype)
+        if name in out:
+            dst = _out_array(name, out[name], tuple(tensor.sizes), dtype)
+            np.copyto(dst, r)
+            r = dst
+        result[name] = r
+    return result

@@ -1,0 +1,265 @@
+"""Error budgets of the kernels other than the centred normalization: selected by the operator's
+``tolerance.model`` (``pointwise``, ``reduction_grad``) and, for ``model: normalization``, by the
+semantics' ``center`` flag (off: the second moment about zero).
+
+Each model is one function that returns the per-element absolute budgets of every output, as
+:func:`dmlconform.tolerance.budgets` does for the normalization model, from the same
+coefficients (:func:`dmlconform.tolerance.coefficients`, so overrides and the named variants in
+``models:`` apply) and the same activation and output-rounding terms; the comparison itself is
+:mod:`dmlconform.tolerance`'s. The derivations are written in each operator's spec file.
+
+Symbols: u the unit roundoff of the working precision; c_pt the ``pointwise`` coefficient (a few
+roundings per element); c_mean the ``mean`` coefficient (a float32 sum of n terms errs by
+c_mean u g(n) times the sum of the magnitudes of its terms, g capped at pairwise growth
+log2(n) + 1 by the strict model).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dmlconform import semantics, tolerance
+from dmlconform.desc import OperatorDesc
+from dmlconform.reference import numpy_ref
+from dmlconform.spec import Spec, load_spec
+
+
+def handles(desc: OperatorDesc, spec: Spec) -> bool:
+    """Whether the desc's budget comes from this module rather than tolerance.budgets."""
+    model = spec.operator(desc.operator).tolerance.get("model", "normalization")
+    if model in MODELS:
+        return True
+    if model != "normalization" or semantics.kernel(desc, spec) != "normalization":
+        return False
+    try:
+        return not semantics.centers(desc, spec)
+    except semantics.SemanticsError:
+        return False
+
+
+def sum_growth(n: int, co: tolerance.Coefficients) -> float:
+    """The growth of a float32 sum of n terms under the model's cap (as the normalization
+    model's): ``blocked`` -- any order within ``block`` terms, pairwise across -- the growth of
+    one block plus log2(n / block); ``log2`` etc. a plain cap; ``none`` the uncapped growth."""
+    full = tolerance.growth(co.mean_growth, n)
+    if co.growth_cap in ("none", "") or n <= 1:
+        return full
+    if co.growth_cap == "blocked":
+        b = int(min(n, max(co.block, 1.0)))
+        return min(full, tolerance.growth(co.mean_growth, b) + math.log2(n / b))
+    return min(full, tolerance.growth(co.growth_cap, n))
+
+
+def _f64(inputs: dict[str, Any], name: str | None, fill: float) -> Any:
+    return np.asarray(inputs[name], dtype=np.float64) if name else fill
+
+
+def _activation_error(
+    plan: Any, y: np.ndarray, e_y: np.ndarray, co: tolerance.Coefficients, u: float, spec: Spec
+) -> np.ndarray:
+    """The error interval [y - e_y, y + e_y] pushed through the float64 activation, its branch
+    points, its own error and its cancellation scale (as the normalization model)."""
+    f = numpy_ref.activation(plan.activation, y, plan.activation_params)
+    lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
+    hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
+    e = np.maximum(np.abs(lo - f), np.abs(hi - f))
+    jumps = tolerance._branch_jumps(
+        plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
+    )
+    e = np.maximum(e, jumps) + co.activation_ulps * u * np.abs(f)
+    return e + co.cancellation * u * tolerance.cancellation_scale(plan, y, spec)
+
+
+def _total(err: Any, ref: np.ndarray, co: tolerance.Coefficients) -> np.ndarray:
+    """err plus the output's own rounding, scaled and offset by the overrides; inf stays inf."""
+    ref = np.asarray(ref)
+    shaped = np.broadcast_to(np.asarray(err, dtype=np.float64), ref.shape)
+    out = co.ulp_scale * (shaped + co.output_ulps * tolerance.ulp_of(ref, ref.dtype)) + co.atol
+    return np.where(np.isposinf(shaped), np.inf, out)
+
+
+def _coefficients(
+    desc: OperatorDesc, spec: Spec, member: str, activation: str | None, overrides: dict[str, Any] | None
+) -> tuple[tolerance.Coefficients, float]:
+    tol = spec.operator(desc.operator).tolerance
+    co = tolerance.coefficients(tol, desc.get(member, spec).data_type, activation, overrides)
+    return co, tolerance.UNIT_ROUNDOFF[co.working_precision]
+
+
+def pointwise_budgets(
+    desc: OperatorDesc, reference: dict[str, np.ndarray], inputs: dict[str, Any], spec: Spec, overrides: Any
+) -> tolerance.Budgets:
+    """``model: pointwise`` (given statistics, nothing reduced): per element
+    e_y = c_pt u (|Scale z| + |Scale| (|x| + |Mean|) / sqrt(Variance + Epsilon) + |Bias|): a few
+    roundings of each term, including the folded form x * a + (b - Mean * a) with a = Scale / sd
+    that inference kernels use, whose two products cancel."""
+    plan = semantics.make_given_plan(desc, spec)
+    co, u = _coefficients(desc, spec, plan.output, plan.activation, overrides)
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    mean = np.asarray(inputs[plan.mean], dtype=np.float64)
+    var = np.asarray(inputs[plan.variance], dtype=np.float64)
+    scale, bias = _f64(inputs, plan.scale, 1.0), _f64(inputs, plan.bias, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        sd = np.sqrt(var + plan.epsilon)
+        z = (x - mean) / sd
+        y = np.broadcast_to(scale * z + bias, x.shape)
+        folded = np.abs(scale) * (np.abs(x) + np.abs(mean)) / sd
+        e_y = np.broadcast_to(co.pointwise * u * (np.abs(scale * z) + folded + np.abs(bias)), x.shape)
+        e = _activation_error(plan, y, e_y, co, u, spec)
+        # Variance + Epsilon = 0: (x - Mean) / 0 is undefined by the docs; anything is accepted
+        e = np.where(np.broadcast_to(var + plan.epsilon, x.shape) == 0, np.inf, e)
+    return tolerance.Budgets({plan.output: _total(e, reference[plan.output], co)}, {plan.output: co})
+
+
+def rms_budgets(
+    desc: OperatorDesc, reference: dict[str, np.ndarray], inputs: dict[str, Any], spec: Spec, overrides: Any
+) -> tolerance.Budgets:
+    """``model: normalization`` with ``center`` false: ms = mean(x^2), a sum of n positive terms
+    (relative error c_var u g(n)); rms = sqrt(ms + Epsilon) with half that plus c_pt u;
+    z = x / rms errs by |z| (rel_rms + c_pt u); Scale, Bias, FusedAdd and the activation as in
+    the normalization model. No mean: nothing cancels. Without the variance step z = x exactly."""
+    plan = semantics.make_plan(desc, spec, uncentred_ok=True)
+    co, u = _coefficients(desc, spec, plan.output, plan.activation, overrides)
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    n = plan.reduction_length
+    g = sum_growth(n, co)
+    scale = _f64(inputs, plan.scale, 1.0)
+    bias, add = _f64(inputs, plan.bias, 0.0), _f64(inputs, plan.fused_add, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if plan.normalize_variance:
+            ms = np.mean(x * x, axis=plan.axes, keepdims=True)
+            rel = co.variance * u * g * ms / (2.0 * (ms + plan.epsilon)) + co.pointwise * u
+            z = x / np.sqrt(ms + plan.epsilon)
+            e_z = np.abs(z) * (rel + co.pointwise * u)
+        else:
+            ms, z, e_z = None, x, np.zeros_like(x)
+        y = np.broadcast_to(scale * z + bias + add, x.shape)
+        e_y = np.abs(scale) * e_z + co.pointwise * u * (np.abs(scale * z) + np.abs(bias) + np.abs(add))
+        e = _activation_error(plan, y, np.broadcast_to(e_y, x.shape), co, u, spec)
+        if ms is not None:
+            e = np.where(np.broadcast_to(ms + plan.epsilon, x.shape) == 0, np.inf, e)
+    return tolerance.Budgets({plan.output: _total(e, reference[plan.output], co)}, {plan.output: co})
+
+
+def reduction_grad_budgets(
+    desc: OperatorDesc, reference: dict[str, np.ndarray], inputs: dict[str, Any], spec: Spec, overrides: Any
+) -> tolerance.Budgets:
+    """``model: reduction_grad`` (the spec files' derivation): the two gradient sums err by
+    c_mean u g(n) times the sum of their terms' magnitudes (plus c_pt roundings per term); the
+    input gradient is pointwise with given statistics, and with batch statistics carries the
+    error of its two means and of the centring mean. The centring mean may be the bound
+    MeanTensor or mean(Input) (spec doc_notes.bound-mean): their difference is allowed for."""
+    plan = semantics.make_grad_plan(desc, spec)
+    co, u = _coefficients(desc, spec, plan.output, None, overrides)
+    n = plan.reduction_length
+    g = sum_growth(n, co)
+    axes = plan.axes
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    dy = np.asarray(inputs[plan.input_gradient], dtype=np.float64)
+    mean = np.asarray(inputs[plan.mean], dtype=np.float64)
+    var = np.asarray(inputs[plan.variance], dtype=np.float64)
+    scale = np.asarray(inputs[plan.scale], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ve = var + plan.epsilon
+        inv_sd = 1.0 / np.sqrt(ve)
+        e_bias = co.mean * u * g * np.sum(np.abs(dy), axis=axes, keepdims=True)
+        e_scale = (
+            co.mean
+            * u
+            * (g + co.pointwise)
+            * np.sum(np.abs(dy * (x - mean)), axis=axes, keepdims=True)
+            * inv_sd
+        )
+        if plan.statistics == "given":
+            e_dx = co.pointwise * u * np.abs(dy * scale * inv_sd)
+        else:
+            m_x = np.mean(x, axis=axes, keepdims=True)
+            xc = x - m_x
+            abs_dy = np.mean(np.abs(dy), axis=axes, keepdims=True)
+            c1 = np.mean(dy * xc, axis=axes, keepdims=True)
+            abs_c1 = np.mean(np.abs(dy * xc), axis=axes, keepdims=True)
+            e_xc = np.maximum(
+                co.mean * u * g * np.mean(np.abs(x), axis=axes, keepdims=True), np.abs(mean - m_x)
+            )
+            e_dx = (
+                np.abs(scale)
+                * inv_sd
+                * (
+                    co.pointwise * u * (np.abs(dy) + abs_dy + np.abs(xc) * abs_c1 / ve)
+                    + co.mean * u * g * (abs_dy + np.abs(xc) * abs_c1 / ve)
+                    + e_xc * (np.abs(c1) / ve + np.abs(xc) * abs_dy / ve)
+                )
+            )
+        undefined = ve == 0
+        e_dx = np.where(np.broadcast_to(undefined, np.shape(e_dx)), np.inf, e_dx)
+        e_scale = np.where(undefined, np.inf, e_scale)
+    out: dict[str, np.ndarray] = {}
+    coeffs: dict[str, tolerance.Coefficients] = {}
+    for name, err in (
+        (plan.output, e_dx),
+        (plan.scale_gradient_output, e_scale),
+        (plan.bias_gradient_output, e_bias),
+    ):
+        if name in reference:
+            c, _ = _coefficients(desc, spec, name, None, overrides)
+            out[name] = _total(
+                np.reshape(np.broadcast_to(err, np.shape(err)), np.shape(err)), reference[name], c
+            )
+            coeffs[name] = c
+    return tolerance.Budgets(out, coeffs)
+
+
+MODELS: dict[str, Callable[..., tolerance.Budgets]] = {
+    "pointwise": pointwise_budgets,
+    "reduction_grad": reduction_grad_budgets,
+}
+
+
+def budgets(
+    desc: OperatorDesc,
+    reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> tolerance.Budgets:
+    spec = spec or load_spec()
+    model = spec.operator(desc.operator).tolerance.get("model", "normalization")
+    fn = MODELS.get(model, rms_budgets)
+    return fn(desc, reference, inputs, spec, overrides)
+
+
+def compare(
+    desc: OperatorDesc,
+    outputs_backend: dict[str, Any],
+    outputs_reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec | None = None,
+    overrides: dict[str, Any] | None = None,
+    also_inputs: tuple[dict[str, Any], ...] = (),
+) -> tolerance.Comparison:
+    """:func:`dmlconform.tolerance.compare` for the descs :func:`handles` accepts."""
+    spec = spec or load_spec()
+    names = [m.name for m in spec.operator(desc.operator).input_members]
+    nonfinite = any(
+        not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs
+    )
+    b = budgets(desc, outputs_reference, inputs, spec, overrides)
+    for other in also_inputs:
+        wider = budgets(desc, outputs_reference, other, spec, overrides).by_member
+        b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
+    outputs = {
+        name: tolerance._compare_member(
+            name, outputs_backend.get(name), outputs_reference[name], b.by_member[name], b.coefficients[name]
+        )
+        for name in b.by_member
+    }
+    passed = all(o.passed for o in outputs.values())
+    lines = [o.message for o in outputs.values()]
+    if nonfinite:
+        lines.insert(0, "inputs hold NaN or Inf: behaviour undefined by DirectML, reported as information")
+        passed = True
+    return tolerance.Comparison(passed, outputs, nonfinite, "\n".join(lines))

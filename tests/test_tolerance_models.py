@@ -1,0 +1,150 @@
+"""The budgets of the kernels beside the centred normalization (dmlconform/tolerance_models.py):
+a sound float32 implementation (the numpy backend) passes, and results that follow another
+reading of the docs fail: epsilon outside the square root, gradients that ignore the batch
+statistics, a centred variance where MVN2 without the mean step takes the second moment."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dmlconform as dc
+from dmlconform import generate as gen
+from dmlconform import tolerance
+from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.data import make_inputs, regimes_for
+from dmlconform.desc import parse_desc
+
+
+def T(sizes, dt="FLOAT32"):
+    return {"DataType": dt, "Sizes": list(sizes)}
+
+
+def _compare(desc, got, inputs):
+    ref = dc.execute(desc, inputs)
+    return tolerance.compare(desc, got, ref, inputs)
+
+
+def test_the_numpy_backend_passes_every_regime_of_the_new_kernels():
+    backend = NumpyBackend()
+    for op in (
+        "BATCH_NORMALIZATION",
+        "BATCH_NORMALIZATION_GRAD",
+        "BATCH_NORMALIZATION_TRAINING_GRAD",
+        "MEAN_VARIANCE_NORMALIZATION2",
+    ):
+        for i, desc in enumerate(gen.legal_descs(op, "6_4", count=12, seed=21)):
+            if desc.members.get("UseMean", False):
+                continue  # the centred path is the normalization model's (tests/test_tolerance.py)
+            for regime in regimes_for(desc):
+                inputs = make_inputs(desc, regime, i)
+                res = _compare(desc, backend.execute(desc, inputs), inputs)
+                assert res.passed, (op, regime, res.message)
+
+
+def _bn(eps=1e-5):
+    return parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION",
+            "desc": {
+                "InputTensor": T((4, 8, 6)),
+                "MeanTensor": T((1, 8, 1)),
+                "VarianceTensor": T((1, 8, 1)),
+                "ScaleTensor": T((1, 8, 1)),
+                "BiasTensor": T((1, 8, 1)),
+                "OutputTensor": T((4, 8, 6)),
+                "Spatial": True,
+                "Epsilon": eps,
+            },
+        }
+    )
+
+
+def test_batch_normalization_epsilon_outside_the_square_root_fails():
+    r = np.random.default_rng(1)
+    desc = _bn()
+    x = (r.standard_normal((4, 8, 6)) * 3e-3).astype(np.float32)
+    inputs = {
+        "InputTensor": x,
+        "MeanTensor": x.mean(axis=(0, 2), keepdims=True),
+        "VarianceTensor": x.var(axis=(0, 2), keepdims=True),
+        "ScaleTensor": np.ones((1, 8, 1), np.float32),
+        "BiasTensor": np.zeros((1, 8, 1), np.float32),
+    }
+    good = NumpyBackend().execute(desc, inputs)
+    assert _compare(desc, good, inputs).passed
+    f = {k: v.astype(np.float32) for k, v in inputs.items()}
+    bad = (f["InputTensor"] - f["MeanTensor"]) / (np.sqrt(f["VarianceTensor"]) + np.float32(1e-5))
+    assert not _compare(desc, {"OutputTensor": bad.astype(np.float32)}, inputs).passed
+
+
+def test_batch_normalization_budget_is_a_few_ulps_on_centred_data():
+    r = np.random.default_rng(2)
+    desc = _bn()
+    x = r.standard_normal((4, 8, 6)).astype(np.float32)
+    inputs = {
+        "InputTensor": x,
+        "MeanTensor": np.zeros((1, 8, 1), np.float32),
+        "VarianceTensor": np.ones((1, 8, 1), np.float32),
+        "ScaleTensor": np.ones((1, 8, 1), np.float32),
+        "BiasTensor": np.zeros((1, 8, 1), np.float32),
+    }
+    ref = dc.execute(desc, inputs)["OutputTensor"]
+    off = lambda k: {"OutputTensor": (ref.view(np.int32) + np.int32(k)).view(np.float32)}  # noqa: E731
+    assert _compare(desc, off(1), inputs).passed
+    assert not _compare(desc, off(64), inputs).passed
+
+
+def _grad(op):
+    stat = (1, 5, 1)
+    return parse_desc(
+        {
+            "type": op,
+            "desc": {
+                "InputTensor": T((6, 5, 7)),
+                "InputGradientTensor": T((6, 5, 7)),
+                "MeanTensor": T(stat),
+                "VarianceTensor": T(stat),
+                "ScaleTensor": T(stat),
+                "OutputGradientTensor": T((6, 5, 7)),
+                "OutputScaleGradientTensor": T(stat),
+                "OutputBiasGradientTensor": T(stat),
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+
+
+def test_training_gradient_without_the_batch_terms_fails():
+    desc = _grad("BATCH_NORMALIZATION_TRAINING_GRAD")
+    inputs = make_inputs(desc, "standard_normal", 3)
+    good = NumpyBackend().execute(desc, inputs)
+    assert _compare(desc, good, inputs).passed
+    as_given = NumpyBackend().execute(dc.OperatorDesc("BATCH_NORMALIZATION_GRAD", desc.members), inputs)
+    assert not _compare(desc, as_given, inputs).passed
+    # and a scale gradient off by a relative 2^-12 fails too
+    wrong = dict(good)
+    wrong["OutputScaleGradientTensor"] = (good["OutputScaleGradientTensor"] * np.float32(1 + 2**-12)).astype(
+        np.float32
+    )
+    assert not _compare(desc, wrong, inputs).passed
+
+
+def test_mvn2_without_the_mean_step_is_not_the_centred_variance():
+    desc = parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION2",
+            "desc": {
+                "InputTensor": T((3, 16)),
+                "OutputTensor": T((3, 16)),
+                "Axes": [1],
+                "UseMean": False,
+                "UseVariance": True,
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+    x = (np.random.default_rng(4).standard_normal((3, 16)) + 0.2).astype(np.float32)
+    inputs = {"InputTensor": x}
+    assert _compare(desc, NumpyBackend().execute(desc, inputs), inputs).passed
+    centred = x / np.sqrt(x.var(axis=1, keepdims=True) + np.float32(1e-5))
+    assert not _compare(desc, {"OutputTensor": centred.astype(np.float32)}, inputs).passed
