@@ -305,6 +305,13 @@ def _normalize(  # type: ignore[no-untyped-def]
                 orow[j] = activate(act, v, pa, pb)
 
 
+@njit(cache=True, error_model="numpy")
+def activate_all(code, x, a, b, out):  # type: ignore[no-untyped-def]
+    """``activate`` of every element of ``x`` into ``out`` (the other kernels' fused activation)."""
+    for i in range(x.size):
+        out[i] = activate(code, x[i], a, b)
+
+
 @njit(cache=True, nogil=True)
 def _copy(src, dst):  # type: ignore[no-untyped-def]
     for i in range(src.size):

@@ -25,11 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from dmlconform import semantics
 from dmlconform.desc import OperatorDesc, TensorDesc
-from dmlconform.reference.activations import activate, activation_args
+from dmlconform.reference.activations import activation_args
 from dmlconform.spec import Spec
 
 
@@ -46,20 +45,25 @@ def handles(desc: OperatorDesc, spec: Spec) -> bool:
         return False  # the kernel path reports the missing member
 
 
-@njit(cache=True)
-def _activate_all(code: int, x: np.ndarray, a: float, b: float, out: np.ndarray) -> None:
-    for i in range(x.size):
-        out[i] = activate(code, x[i], a, b)
-
-
 def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) -> np.ndarray:
-    """The fused activation of float64 ``y``, by the reference kernel's scalar formulas."""
+    """The fused activation of float64 ``y``, by the reference kernel's scalar formulas: per
+    element in Python (the mirror's IEEE-safe loop) for small tensors, so that they neither
+    import nor compile numba, through the compiled kernel's ``activate`` for large ones."""
     code, a, b = activation_args(act_type, params)
     if code == 0:
         return y
     flat = np.ascontiguousarray(y, dtype=np.float64).ravel()
-    out = np.empty_like(flat)
-    _activate_all(code, flat, a, b, out)
+    from dmlconform.reference import MIRROR_MAX_ELEMENTS
+
+    if flat.size <= MIRROR_MAX_ELEMENTS:
+        from dmlconform.reference.mirror import _activate_all
+
+        out = np.array(_activate_all(code, flat.tolist(), a, b), dtype=np.float64)
+    else:
+        from dmlconform.reference.kernels import activate_all
+
+        out = np.empty_like(flat)
+        activate_all(code, flat, a, b, out)
     return out.reshape(np.shape(y))
 
 
