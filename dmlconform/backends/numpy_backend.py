@@ -83,6 +83,24 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, float]], np.ndarray]] 
 }
 
 
+def reduce_sum(x: np.ndarray, axes: tuple[int, ...], dtype: type, mean: bool = False) -> np.ndarray:
+    """Sum (or mean) over ``axes``, kept as 1s, summed pairwise.
+
+    numpy sums pairwise only along a contiguous innermost axis; over strided or outer axes it
+    adds sequentially, which at long reductions errs past the suite's required (blocked
+    summation) accuracy. So the reduced axes are moved last and made one contiguous row first,
+    as a careful port lays out a reduction."""
+    x = np.asarray(x)
+    if not axes:
+        return x.astype(dtype)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    rows = np.ascontiguousarray(np.transpose(x, keep + list(axes))).reshape(
+        -1, math.prod(x.shape[a] for a in axes)
+    )
+    total = rows.mean(axis=1, dtype=dtype) if mean else rows.sum(axis=1, dtype=dtype)
+    return total.reshape([1 if i in axes else s for i, s in enumerate(x.shape)])
+
+
 class NumpyBackend(BackendBase):
     """Float32 numpy implementation; validates descs with the spec's validator in ``check``."""
 
@@ -147,9 +165,9 @@ class NumpyBackend(BackendBase):
 
     def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Two-pass mean and population variance, kept with reduced dims of 1."""
-        mean = np.mean(x, axis=axes, keepdims=True, dtype=self.compute_dtype)
+        mean = reduce_sum(x, axes, self.compute_dtype, mean=True)
         d = x - mean
-        var = np.mean(d * d, axis=axes, keepdims=True, dtype=self.compute_dtype)
+        var = reduce_sum(d * d, axes, self.compute_dtype, mean=True)
         return mean, var
 
     def normalize(
@@ -217,7 +235,7 @@ def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict
     x = _arr(inputs, plan.input, dt)
     y = x
     if plan.normalize_variance:
-        ms = np.mean(x * x, axis=plan.axes, keepdims=True, dtype=dt)
+        ms = reduce_sum(x * x, plan.axes, dt, mean=True)
         y = x / np.sqrt(ms + dt(plan.epsilon))
     for name, op in ((plan.scale, np.multiply), (plan.bias, np.add), (plan.fused_add, np.add)):
         if name is not None:
@@ -245,14 +263,14 @@ def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dic
     scale = _arr(inputs, plan.scale, dt)
     axes = plan.axes
     inv_sd = dt(1.0) / np.sqrt(var + dt(plan.epsilon))
-    scale_grad = np.sum(dy * (x - mean), axis=axes, keepdims=True, dtype=dt) * inv_sd
-    bias_grad = np.sum(dy, axis=axes, keepdims=True, dtype=dt)
+    scale_grad = reduce_sum(dy * (x - mean), axes, dt) * inv_sd
+    bias_grad = reduce_sum(dy, axes, dt)
     if plan.statistics == "given":
         dx = dy * (scale * inv_sd)
     else:
-        xc = x - np.mean(x, axis=axes, keepdims=True, dtype=dt)
-        dyc = dy - np.mean(dy, axis=axes, keepdims=True, dtype=dt)
-        coef1 = np.mean(dy * xc, axis=axes, keepdims=True, dtype=dt)
+        xc = x - reduce_sum(x, axes, dt, mean=True)
+        dyc = dy - reduce_sum(dy, axes, dt, mean=True)
+        coef1 = reduce_sum(dy * xc, axes, dt, mean=True)
         dx = scale * inv_sd * (dyc - xc * coef1 / (var + dt(plan.epsilon)))
     return {plan.output: dx, plan.scale_gradient_output: scale_grad, plan.bias_gradient_output: bias_grad}
 
