@@ -230,36 +230,3 @@ def budgets(
     model = spec.operator(desc.operator).tolerance.get("model", "normalization")
     fn = MODELS.get(model, rms_budgets)
     return fn(desc, reference, inputs, spec, overrides)
-
-
-def compare(
-    desc: OperatorDesc,
-    outputs_backend: dict[str, Any],
-    outputs_reference: dict[str, np.ndarray],
-    inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: dict[str, Any] | None = None,
-    also_inputs: tuple[dict[str, Any], ...] = (),
-) -> tolerance.Comparison:
-    """:func:`dmlconform.tolerance.compare` for the descs :func:`handles` accepts."""
-    spec = spec or load_spec()
-    names = [m.name for m in spec.operator(desc.operator).input_members]
-    nonfinite = any(
-        not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs
-    )
-    b = budgets(desc, outputs_reference, inputs, spec, overrides)
-    for other in also_inputs:
-        wider = budgets(desc, outputs_reference, other, spec, overrides).by_member
-        b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
-    outputs = {
-        name: tolerance._compare_member(
-            name, outputs_backend.get(name), outputs_reference[name], b.by_member[name], b.coefficients[name]
-        )
-        for name in b.by_member
-    }
-    passed = all(o.passed for o in outputs.values())
-    lines = [o.message for o in outputs.values()]
-    if nonfinite:
-        lines.insert(0, "inputs hold NaN or Inf: behaviour undefined by DirectML, reported as information")
-        passed = True
-    return tolerance.Comparison(passed, outputs, nonfinite, "\n".join(lines))
