@@ -472,6 +472,21 @@ def pre_activation_error(
     return z, y, e_y, sd, rel_sd
 
 
+def with_output_rounding(err: Any, ref: np.ndarray, co: Coefficients) -> np.ndarray:
+    """``err`` plus the rounding of the result to the output type, scaled and offset by the
+    overrides. The implementation rounds a value that may lie anywhere within ``err`` of the
+    reference, so the rounding is output_ulps ULP at |reference| + err: at a reference of 0 (a
+    cancellation) an ULP of the reference itself would be a denormal's. Unbounded stays
+    unbounded (0/0 elements, whose reference and ULP are NaN)."""
+    ref = np.asarray(ref)
+    dtype = ref.dtype if ref.dtype.kind == "f" else np.dtype(np.float32)
+    shaped = np.broadcast_to(np.asarray(err, dtype=np.float64), ref.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        reach = np.minimum(np.abs(ref.astype(np.float64)) + shaped, float(np.finfo(dtype).max))
+        out = co.ulp_scale * (shaped + co.output_ulps * ulp_of(reach, dtype)) + co.atol
+    return np.where(np.isposinf(shaped), np.inf, np.asarray(out, dtype=np.float64))
+
+
 def budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
@@ -529,14 +544,8 @@ def budgets(
 
     def total(err: np.ndarray, member: str, tensor_coeffs: Coefficients) -> np.ndarray:
         ref = np.asarray(reference[member])
-        dtype = ref.dtype if ref.dtype.kind == "f" else np.dtype(np.float32)
         shaped = np.broadcast_to(err, ref.shape) if np.ndim(err) == ref.ndim else np.reshape(err, ref.shape)
-        out = (
-            tensor_coeffs.ulp_scale * (shaped + tensor_coeffs.output_ulps * ulp_of(ref, dtype))
-            + tensor_coeffs.atol
-        )
-        # an unbounded error stays unbounded where the reference is NaN (0/0) and its ULP is too
-        return np.where(np.isposinf(shaped), np.inf, np.asarray(out, dtype=np.float64))
+        return with_output_rounding(shaped, ref, tensor_coeffs)
 
     result = {plan.output: total(e_act, plan.output, co)}
     coeffs = {plan.output: co}

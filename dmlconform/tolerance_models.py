@@ -74,12 +74,7 @@ def _activation_error(
     return e + co.cancellation * u * tolerance.cancellation_scale(plan, y, spec)
 
 
-def _total(err: Any, ref: np.ndarray, co: tolerance.Coefficients) -> np.ndarray:
-    """err plus the output's own rounding, scaled and offset by the overrides; inf stays inf."""
-    ref = np.asarray(ref)
-    shaped = np.broadcast_to(np.asarray(err, dtype=np.float64), ref.shape)
-    out = co.ulp_scale * (shaped + co.output_ulps * tolerance.ulp_of(ref, ref.dtype)) + co.atol
-    return np.where(np.isposinf(shaped), np.inf, out)
+_total = tolerance.with_output_rounding
 
 
 def _coefficients(
