@@ -13,7 +13,6 @@ errored (check), 2 unusable input.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shlex
 import sys
 import time
@@ -43,7 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
     )
     e.add_argument("--seed", type=int, metavar="S", help="generator seed (default 0)")
-    e.add_argument("--tier", metavar="TIER", help="size tier (when the case selection has tiers)")
+    e.add_argument(
+        "--tier", choices=("smoke", "default", "stress"), help="size tier, as for 'run' (default: default)"
+    )
+    e.add_argument(
+        "--max-elements", type=int, metavar="N", help="largest input of a tier's size case, in elements"
+    )
     e.add_argument("--force", action="store_true", help="write into a directory that is not empty")
     add_spec_dir(e)
     e.set_defaults(run=run_export)
@@ -104,7 +108,16 @@ def _spec(args: argparse.Namespace):  # -> Spec
 def _command(args: argparse.Namespace, action: str) -> str:
     """The command line that reproduces this call (for results.json and the manifest)."""
     parts = ["dmlconform", "dxdispatch", action, str(args.dir)]
-    for name in ("feature_level", "cases", "seed", "tier", "report", "directml_version", "backend"):
+    for name in (
+        "feature_level",
+        "cases",
+        "seed",
+        "tier",
+        "max_elements",
+        "report",
+        "directml_version",
+        "backend",
+    ):
         value = getattr(args, name, None)
         if value is not None:
             parts += ["--" + name.replace("_", "-"), str(value)]
@@ -154,11 +167,12 @@ def build_selection(args: argparse.Namespace, spec):  # -> Selection
         "kinds": kinds,
         "validation": True,
     }
-    # Hook for size tiers: passed through once case selection has a ``tier`` field.
     if args.tier is not None:
-        if "tier" not in {f.name for f in dataclasses.fields(Selection)}:
-            raise ValueError("--tier: this version's case selection has no size tiers")
         fields["tier"] = args.tier
+    if getattr(args, "max_elements", None) is not None:
+        if args.max_elements < 1:
+            raise ValueError("--max-elements must be at least 1")
+        fields["max_elements"] = args.max_elements
     return Selection(**fields)
 
 
