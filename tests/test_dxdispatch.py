@@ -257,9 +257,11 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture):
     assert "not empty" in capsys.readouterr().err
     assert cli("export", str(tmp_path / "n"), "--operators", "NOPE") == 2
     assert "unknown operator" in capsys.readouterr().err
-    if "tier" not in Selection.__dataclass_fields__:
-        assert cli("export", str(tmp_path / "t"), "--tier", "small") == 2
-        assert "no size tiers" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse: one line, exit 2
+        cli("export", str(tmp_path / "t"), "--tier", "small")
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert cli("export", str(tmp_path / "m"), "--max-elements", "0") == 2
+    assert "--max-elements must be at least 1" in capsys.readouterr().err
     assert cli("emulate", str(tmp_path), "--backend", "reference") == 2
 
 
