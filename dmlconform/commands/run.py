@@ -92,6 +92,10 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         str(SUITE_DIR / "pytest.ini"),
         "-p",
         "no:cacheprovider",
+        "-p",  # a conformance run times nothing; pytest-benchmark would warn under -n (xdist)
+        "no:benchmark",
+        "-W",  # the CLI imported the plugin's package already; it has no asserts to rewrite
+        "ignore::pytest.PytestAssertRewriteWarning",
         "--dml-backend",
         args.backend,
         "--dml-report",
