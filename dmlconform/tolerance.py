@@ -229,6 +229,10 @@ class AggregateModel:
     scale: np.ndarray
     residual: np.ndarray
     rounding: np.ndarray
+    #: elements the fit leaves out: their error interval holds a branch point of the activation,
+    #: where the output's sensitivity to z is no slope (a jump or a kink); the per-element bound
+    #: judges them
+    excluded: np.ndarray | bool = False
 
 
 def growth(kind: str, n: int) -> float:
@@ -519,6 +523,7 @@ def budgets(
             unit = 1.0 if plan.normalize_variance else np.sqrt(var)
             e_y = np.minimum(e_y, co.ceiling * output_scale(z, unit, scale, bias, add) + e_floor)
             del e_floor
+        straddles: np.ndarray | bool = False  # elements whose error interval holds a branch point
         if plan.activation in (None, "ACTIVATION_IDENTITY"):
             f, e_act, slope = y, e_y, 1.0
         else:
@@ -529,12 +534,11 @@ def budgets(
             # sensitivity of the output to y: the activation's secant over the error interval
             slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
             del lo, hi
-            e_act = np.maximum(
-                e_act,
-                _branch_jumps(
-                    plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
-                ),
+            jumps = _branch_jumps(
+                plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
             )
+            straddles = np.asarray(jumps) > 0
+            e_act = np.maximum(e_act, jumps)
             e_act = e_act + co.activation_ulps * u * np.abs(f)
             e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
         if plan.normalize_variance:
@@ -565,7 +569,14 @@ def budgets(
         ref_out, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)
     )
     aggregate = AggregateModel(
-        plan, zb, w, shift_bound, np.broadcast_to(rel_sd, np.shape(shift_bound)), residual, rounding
+        plan,
+        zb,
+        w,
+        shift_bound,
+        np.broadcast_to(rel_sd, np.shape(shift_bound)),
+        residual,
+        rounding,
+        straddles,
     )
     for name, err, own_scale, floor_err in (
         (plan.mean_output, e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
@@ -624,6 +635,7 @@ def aggregate_check(
     with np.errstate(invalid="ignore", over="ignore"):
         d = got.astype(np.float64) - ref.astype(np.float64)
     usable = np.isfinite(d) & np.isfinite(budget) & np.isfinite(model.w) & np.isfinite(model.z)
+    usable &= ~np.broadcast_to(model.excluded, got.shape)
     d = np.where(usable, d, 0.0)
     w = np.where(usable, model.w, 0.0)
     z = np.where(usable, model.z, 0.0)

@@ -167,3 +167,44 @@ def test_torch_passes_at_long_reductions():
         for regime in ("standard_normal", "large_offset", "constant_slices"):
             c = verdict(desc, backend, regime)
             assert c.passed, c.message
+
+
+def test_aggregate_leaves_out_elements_that_straddle_an_activation_jump():
+    """Elements whose error interval holds a discontinuity (THRESHOLDED_RELU at Alpha) may land
+    on either side, an error of the jump's size that no shift or scale explains: the fit leaves
+    them to the per-element bound (torch, FLOAT16 batch norm at n = 2^20 + 1, stress tier)."""
+    from dataclasses import replace
+
+    from dmlconform.tolerance import aggregate_check, budgets
+
+    t = {"DataType": "FLOAT32", "Sizes": [2, 3001]}
+    desc = dc.parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {
+                "InputTensor": t,
+                "BiasTensor": {"DataType": "FLOAT32", "Sizes": [1, 1]},
+                "OutputTensor": t,
+                "Axes": [1],
+                "NormalizeVariance": True,
+                "FusedActivation": {"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 0.5},
+            },
+        }
+    )
+    # a third of each slice at its mean: z = 0, y = Bias = 0.5, the threshold itself
+    x = np.repeat(np.array([[-1.0, 0.0, 1.0]], np.float32), 1000, axis=0).T.reshape(1, -1)
+    x = np.concatenate([x, [[0.0]]], axis=1).repeat(2, axis=0) * np.float32([[1.0], [3.0]])
+    inputs = {"InputTensor": x.astype(np.float32), "BiasTensor": np.full((1, 1), 0.5, np.float32)}
+    ref = dc.execute(desc, inputs)
+    b = budgets(desc, ref, inputs)
+    straddle = np.broadcast_to(b.aggregate.excluded, ref["OutputTensor"].shape)
+    assert straddle.sum() == 2 * 1001
+    got = ref["OutputTensor"].copy()
+    got[straddle] = 0.5  # just above the threshold instead of at it: the jump, allowed per element
+    c = compare(desc, {"OutputTensor": got}, ref, inputs)
+    assert c.passed and max(c.outputs["OutputTensor"].aggregate.values()) <= 1.0, c.message
+    # fitted with them, the same errors look like a shift: the exclusion is what passes them
+    kept = replace(b.aggregate, excluded=False)
+    co = b.coefficients["OutputTensor"]
+    figures = aggregate_check(kept, got, ref["OutputTensor"], b.by_member["OutputTensor"], co)
+    assert max(figures.values()) > 1.0, figures
