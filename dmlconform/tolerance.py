@@ -379,29 +379,36 @@ def sum_growth(m: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growt
     return Growth(g_mean + g_corr, np.maximum(growth(co.spread_growth, m), g_rep), g_mean + g_corr_var)
 
 
-def capped_growth(n: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
-    """The growth terms under the model's cap.
+def block_length(co: Coefficients, n: int) -> int:
+    """The block of the strict model's blocked summation, for a reduction of n terms."""
+    return int(min(n, max(co.block, 1.0)))
+
+
+def cap(full: Any, one_block: Any, co: Coefficients, n: int) -> Any:
+    """A growth term under the model's cap.
 
     ``growth_cap: blocked`` (the strict model) is the accuracy of blocked summation: any order
     within blocks of ``block`` terms (a sequential loop included), pairwise across blocks, so
-    every term is at most its value for one block plus log2(n / block). Terms that only a
-    sequential loop needs (sqrt(n), repeated values, correlated rounding) are thus bounded by
-    the block's, and the error grows like log2(n) beyond it. ``log2``: pairwise summation alone;
-    ``none`` (the lenient model): the terms as they are, growing with n."""
-    full = sum_growth(n, ss, co, u)
+    a term is at most its value for one block (``one_block``) plus log2(n / block). Terms that
+    only a sequential loop needs (sqrt(n), repeated values, correlated rounding) are thus
+    bounded by the block's, and the error grows like log2(n) beyond it. ``log2``: pairwise
+    summation alone; ``none`` (the lenient model): the term as it is, growing with n."""
     if co.growth_cap in ("none", "") or n <= 1:
         return full
     if co.growth_cap == "blocked":
-        b = int(min(n, max(co.block, 1.0)))
-        blk = sum_growth(b, ss, co, u)
-        extra = math.log2(n / b)
-        return Growth(
-            np.minimum(full.mean, blk.mean + extra),
-            np.minimum(full.spread, blk.spread + extra),
-            np.minimum(full.squares, blk.squares + extra),
-        )
-    cap = growth(co.growth_cap, n)
-    return Growth(np.minimum(full.mean, cap), np.minimum(full.spread, cap), np.minimum(full.squares, cap))
+        return np.minimum(full, one_block + math.log2(n / block_length(co, n)))
+    return np.minimum(full, growth(co.growth_cap, n))
+
+
+def capped_growth(n: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
+    """The growth terms of a slice's sums under the model's cap (:func:`cap`)."""
+    full = sum_growth(n, ss, co, u)
+    blk = sum_growth(block_length(co, n), ss, co, u) if co.growth_cap == "blocked" else full
+    return Growth(
+        cap(full.mean, blk.mean, co, n),
+        cap(full.spread, blk.spread, co, n),
+        cap(full.squares, blk.squares, co, n),
+    )
 
 
 def statistics_errors(

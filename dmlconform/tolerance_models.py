@@ -16,7 +16,6 @@ log2(n) + 1 by the strict model).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,16 +41,9 @@ def handles(desc: OperatorDesc, spec: Spec) -> bool:
 
 
 def sum_growth(n: int, co: tolerance.Coefficients) -> float:
-    """The growth of a float32 sum of n terms under the model's cap (as the normalization
-    model's): ``blocked`` -- any order within ``block`` terms, pairwise across -- the growth of
-    one block plus log2(n / block); ``log2`` etc. a plain cap; ``none`` the uncapped growth."""
-    full = tolerance.growth(co.mean_growth, n)
-    if co.growth_cap in ("none", "") or n <= 1:
-        return full
-    if co.growth_cap == "blocked":
-        b = int(min(n, max(co.block, 1.0)))
-        return min(full, tolerance.growth(co.mean_growth, b) + math.log2(n / b))
-    return min(full, tolerance.growth(co.growth_cap, n))
+    """The growth of a float32 sum of n terms under the model's cap (:func:`tolerance.cap`)."""
+    one_block = tolerance.growth(co.mean_growth, tolerance.block_length(co, n))
+    return float(tolerance.cap(tolerance.growth(co.mean_growth, n), one_block, co, n))
 
 
 def _f64(inputs: dict[str, Any], name: str | None, fill: float) -> Any:
