@@ -317,7 +317,8 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
 
 
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
-    """ValueError (one line) for an override no operator's tolerance section accepts."""
+    """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
+    coefficient or model name), before any case runs."""
     from dmlconform.tolerance import coefficients
 
     for op in spec.operators.values():

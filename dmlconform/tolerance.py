@@ -56,7 +56,7 @@ and a scale of z (bounded by e_mean and rel_sd) plus pointwise noise (bounded in
 systematic error fails there even where every element is within its own budget.
 
 Calibration (tests/test_tolerance.py, tests/test_long_reductions.py): numpy float32, a careful
-two-pass, PyTorch and ONNX Runtime (its blocked path at n >= 65536) pass at n = 2 .. 2^24 + 1
+two-pass, PyTorch and ONNX Runtime (its blocked path at n >= 16384) pass at n = 2 .. 2^24 + 1
 with at most ~0.26 of the budget; results 6 ULP off reach 0.93 of it on centred batch-norm data
 and 12 ULP off 1.85x; an output 2^-8 too large fails at every n (1.7-5x at n = 2^22..2^24 on
 |mean|/std ~ 1e3 data, 10^3 on centred data); statistics from sequential float32 sums fail from
@@ -370,7 +370,9 @@ class Growth:
 
 
 def sum_growth(m: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
-    """The growth terms of a sum of ``m`` of the slice's terms, each summed in any order."""
+    """The growth terms of a sum of ``m`` of the slice's terms, each summed in any order.
+    Repeated summands make any sum's rounding correlated: the mean's and the squares' alike (the
+    squares of a slice have no more distinct values than the slice)."""
     r = np.minimum(ss.repetition, m)  # a run of m terms repeats each value at most m times
     g_rep = repeated_growth(m, r)
     g_mean = np.maximum(growth(co.mean_growth, m), g_rep)
@@ -421,9 +423,7 @@ def statistics_errors(
     only what accumulates beyond a block."""
     mean, var = ss.mean, ss.var
     n = plan.reduction_length
-    g = capped_growth(min(n, max(int(co.block), 1)) if floor else n, ss, co, u)
-    # repeated summands make any sum's rounding correlated: the mean's and the squares' alike
-    # (the squares of a slice have no more distinct values than the slice)
+    g = capped_growth(block_length(co, n) if floor else n, ss, co, u)
     e_mean = co.mean * u * (g.mean * np.abs(mean) + g.spread * np.sqrt(var))
     # The variance is the mean of the squares (x - mean)^2: positive terms, so their sum grows like
     # the mean's |mean| part (a sound implementation may add them up recursively: a sequential

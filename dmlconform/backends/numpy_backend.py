@@ -29,6 +29,7 @@ from dmlconform.backends.base import (
     make_plan,
     validate_or_reject,
 )
+from dmlconform.data import to_slices
 from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
 from dmlconform.spec import load_spec
@@ -93,10 +94,7 @@ def reduce_sum(x: np.ndarray, axes: tuple[int, ...], dtype: type, mean: bool = F
     x = np.asarray(x)
     if not axes:
         return x.astype(dtype)
-    keep = [i for i in range(x.ndim) if i not in axes]
-    rows = np.ascontiguousarray(np.transpose(x, keep + list(axes))).reshape(
-        -1, math.prod(x.shape[a] for a in axes)
-    )
+    rows = np.ascontiguousarray(to_slices(x, axes))
     total = rows.mean(axis=1, dtype=dtype) if mean else rows.sum(axis=1, dtype=dtype)
     return total.reshape([1 if i in axes else s for i, s in enumerate(x.shape)])
 
