@@ -6,12 +6,15 @@ Runs, in one process and round-robin, MEAN_VARIANCE_NORMALIZATION1 over axes {2,
 BATCH_NORMALIZATION_TRAINING with a per-channel Scale (1, C, 1, 1) on a FLOAT32 (8, 64, 256, 256)
 tensor (``--small``: (2, 16, 64, 64)), and the floor: a numba copy of the same tensor, split over
 the kernel's thread pool in the same chunks (``kernels.parallel_copy``).
-Each operator runs twice and is compared with the matching floor: allocating a fresh output per
-call against a copy into a fresh array (both pay the page faults of a new 128 MiB output, about
-as much as the copy itself), and writing into outputs preallocated once (``execute(...,
-out=...)``) against a copy into a reused array. The four ratios (goal, issue 14: <= 1.3) are
-printed last; torch instance_norm / batch_norm (fresh outputs) are timed afterwards for comparison
-(not in the same rounds: their spinning OpenMP threads would slow the rest). The first call of
+Each operator runs twice and is compared with the matching floor: a fresh output per call
+against a copy into a fresh array, and writing into outputs preallocated once (``execute(...,
+out=...)``) against a copy into a reused array. A fresh output of the reference comes from its
+recycled buffers (``reference/buffers.py``): the previous call's dropped output, so it skips the
+page faults of new memory that the fresh copy pays (about a third of the copy's time). For
+comparison each operator also runs with recycling off, paying them too. The four ratios (goal,
+issue 14: <= 1.3) are printed last; torch instance_norm / batch_norm (fresh outputs) are timed
+afterwards for comparison (not in the same rounds: their spinning OpenMP threads would slow the
+rest). The first call of
 each is a warm-up (numba loads or compiles its kernel then).
 """
 
@@ -25,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dmlconform.desc import parse_desc
-from dmlconform.reference import execute
+from dmlconform.reference import buffers, execute
 from dmlconform.reference.kernels import parallel_copy
 
 
@@ -41,6 +44,16 @@ def median_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str,
             fn()
             times[name].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def without_recycling(fn: Callable[..., object], *args: object) -> object:
+    """``fn`` with the reference's output recycling off: every output is new memory, whose page
+    faults the reference then pays as the fresh copy does (shown for comparison)."""
+    kept, buffers.POOL_BYTES = buffers.POOL_BYTES, 0
+    try:
+        return fn(*args)
+    finally:
+        buffers.POOL_BYTES = kept
 
 
 def main() -> None:
@@ -94,6 +107,8 @@ def main() -> None:
         "MVN1 axes {2,3}, out= reused": lambda: execute(mvn1, mvn1_in, out=mvn1_out),
         "BATCH_NORM_TRAINING, fresh output": lambda: execute(bnt, bn_in),
         "BATCH_NORM_TRAINING, out= reused": lambda: execute(bnt, bn_in, out=bn_out),
+        "MVN1 axes {2,3}, fresh, recycling off": lambda: without_recycling(execute, mvn1, mvn1_in),
+        "BATCH_NORM_TRAINING, fresh, recycling off": lambda: without_recycling(execute, bnt, bn_in),
     }
     res = median_times(fns, args.repeat)
     # torch afterwards, not in the same rounds: its OpenMP threads keep spinning after each call
@@ -131,7 +146,7 @@ def main() -> None:
     for name, sec in res.items():
         floor = fresh if "fresh" in name or name.startswith("torch") else reused
         which = "fresh" if floor is fresh else "reused"
-        print(f"  {name:36s} {sec * 1e3:9.2f} ms   {sec / floor:5.2f}x copy ({which})")
+        print(f"  {name:42s} {sec * 1e3:9.2f} ms   {sec / floor:5.2f}x copy ({which})")
     print("ratios to the copy floor (goal <= 1.30):")
     for op in ("MVN1 axes {2,3}", "BATCH_NORM_TRAINING"):
         a = res[f"{op}, fresh output"] / fresh

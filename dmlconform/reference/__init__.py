@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
 from dmlconform.semantics import Plan, make_plan
@@ -177,11 +178,11 @@ def run_plan(
     ad = _factor(arrays.get(plan.fused_add) if plan.fused_add else None, plan, perm, 0.0)
     kernel_dtype = np.float32 if out_dtype == np.float32 else np.float64
     # write the output in logical order when its rows line up with the input's (the usual case)
-    target = out if out is not None and out.dtype == kernel_dtype else np.empty(plan.shape, kernel_dtype)
+    target = out if out is not None and out.dtype == kernel_dtype else buffers.empty(plan.shape, kernel_dtype)
     result = target
     o3 = _as_3d(target.transpose(perm), len(kept), x3.shape)
     if o3 is None or not target.flags.writeable:
-        o3 = np.empty(x3.shape, dtype=kernel_dtype)
+        o3 = buffers.empty(x3.shape, kernel_dtype)
         result = o3.reshape(xp.shape).transpose(inv_perm)
     o_flat, o_sk, o_sm = _rows(o3)
     mean = np.empty(n_slices)
