@@ -9,7 +9,9 @@ import argparse
 import importlib
 import sys
 
-VERBS = ("validate", "spec", "generate", "execute", "run", "replay", "report", "spec_diff", "dxdispatch")
+VERBS = (
+    "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch"
+)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):

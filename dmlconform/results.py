@@ -106,20 +106,36 @@ def write_reproducer(
 ) -> str:
     """Save a failing case as a self-contained directory; returns its path relative to the report."""
     rel = Path("failures") / sanitize(case.id)
-    out = report_dir / rel
+    record["reproducer"] = rel.as_posix()
+    save_reproducer(report_dir / rel, case, result, record, backend, options, tolerance)
+    return rel.as_posix()
+
+
+def save_reproducer(
+    out: Path,
+    case: Case,
+    result: CaseResult,
+    record: dict[str, Any],
+    backend: str,
+    options: dict[str, str],
+    tolerance: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Write ``desc.yaml``, ``inputs.npz`` and ``case.json`` (the record plus what ``replay``
+    needs: the case, the backend, the tolerance; ``extra`` adds fields) into ``out``; sets
+    ``record["replay"]``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "desc.yaml").write_text(case.desc.to_yaml(), encoding="utf-8")
     arrays = {k: np.asarray(v) for k, v in (result.inputs or {}).items() if v is not None}
     np.savez(out / "inputs.npz", **arrays)
-    record["reproducer"] = rel.as_posix()
     record["replay"] = replay_command(out, backend, options)
     case_json = dict(record)
     case_json["outcome"] = result.status
     case_json["case"] = case.to_dict()
     case_json["backend"] = {"name": backend, "options": dict(options)}
     case_json["tolerance"] = dict(tolerance or {})
+    case_json.update(extra or {})
     (out / "case.json").write_text(json.dumps(jsonable(case_json), indent=1), encoding="utf-8")
-    return rel.as_posix()
 
 
 def finish_record(

@@ -76,6 +76,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="K/N",
         help="run shard K of N (a deterministic 1/N of the cases); join with 'dmlconform report merge'",
     )
+    p.add_argument(
+        "--shrink",
+        action="store_true",
+        help="after the run, shrink each failure to a minimal reproducer (failures/<case>/shrunk/)",
+    )
+    p.add_argument(
+        "--shrink-time",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="time for --shrink in all, shared out over the failures (default 300)",
+    )
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     add_spec_dir(p)
     p.set_defaults(run=run)
@@ -160,6 +172,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_elements is not None and args.max_elements < 1:
         print("dmlconform run: error: --max-elements must be at least 1", file=sys.stderr)
         return 2
+    if args.shrink_time < 0:
+        print("dmlconform run: error: --shrink-time must not be negative", file=sys.stderr)
+        return 2
     report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
     command = _reconstruct(args)
     code = pytest.main(pytest_argv(args, report_dir, command))
@@ -178,9 +193,24 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
+            if args.shrink and code == pytest.ExitCode.TESTS_FAILED:
+                _shrink(args, report_dir)
             print(f"dmlconform: results in {report_dir}")
         return code
     return 2
+
+
+def _shrink(args: argparse.Namespace, report_dir: Path) -> None:
+    from dmlconform.shrink.files import shrink_report
+
+    print(f"dmlconform: shrinking the failures (at most {args.shrink_time:g} s in all)", flush=True)
+    shrink_report(
+        report_dir,
+        max_seconds=args.shrink_time,
+        isolate=args.isolate,
+        timeout=args.timeout if args.timeout is not None else 60.0,
+        log=lambda line: print(line, flush=True),
+    )
 
 
 def _reconstruct(args: argparse.Namespace) -> str:

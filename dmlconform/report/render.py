@@ -689,6 +689,35 @@ def _replay_field(case: CaseRecord, frame: tuple[str, str] | None) -> str | int 
     return case.replay
 
 
+def shrunk_line(shrunk: dict[str, Any]) -> str | None:
+    """One line on a ``run --shrink`` result: sizes before and after, time, how it stopped."""
+    if shrunk.get("error"):
+        return f"not shrunk: {shrunk['error']}"
+    before, after = shrunk.get("original") or {}, shrunk.get("shrunk") or {}
+    if not after:
+        return None
+    return (
+        f"{before.get('elements')} elements, {before.get('dimensions')} dims -> {after.get('elements')} "
+        f"elements, {after.get('dimensions')} dims in {format_number(shrunk.get('seconds'), 2)} s "
+        f"({shrunk.get('stopped')}; {len(shrunk.get('steps') or [])} steps)"
+    )
+
+
+def _shrunk_detail(case: CaseRecord) -> dict[str, Any] | None:
+    shrunk = case.raw.get("shrunk")
+    if not isinstance(shrunk, dict):
+        return None
+    out = {
+        "line": shrunk_line(shrunk),
+        "desc": _desc_yaml(shrunk.get("desc")),
+        "rep": shrunk.get("reproducer"),
+        "cmd": shrunk.get("replay"),
+        "m": shrunk.get("message"),
+        "steps": shrunk.get("steps") or None,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, Any]:
     """The embedded blob: one array per case, strings interned in shared tables."""
     tables: dict[str, dict[str, int]] = {
@@ -733,6 +762,7 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
                 "rule": case.rule,
                 "rep": case.reproducer,
                 "cmd": _replay_field(case, replay_frame),
+                "shr": _shrunk_detail(case) if full else None,
             }
         )
         details[-1] = {k: v for k, v in details[-1].items() if v is not None}
@@ -853,6 +883,7 @@ def build_context(results: Results) -> dict[str, Any]:
         "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "json_for_script": json_for_script,
         "desc_yaml": _desc_yaml,
+        "shrunk_line": shrunk_line,
         "top_failures": notable[:SUMMARY_TOP_FAILURES],
         "levels_sorted": _levels_sorted,
     }

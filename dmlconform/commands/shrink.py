@@ -1,0 +1,113 @@
+"""``dmlconform shrink FAILURE_DIR``: the smallest case that still fails the same way.
+
+Reads a reproducer (``failures/<case>/`` of a run), searches for a smaller desc and simpler data
+that fail with the same signature on the same backend (see ``dmlconform.shrink``), and writes
+the result as a reproducer of its own (``--out``, default ``FAILURE_DIR/shrunk``) that
+``dmlconform replay`` runs. Its desc.yaml starts with comments saying what was removed.
+
+Exit status: 0 a reproducer was written (smaller, or the original when nothing smaller fails),
+1 the case does not fail on this backend, 2 unusable reproducer or backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dmlconform.cli import add_spec_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "shrink",
+        help="shrink a failing case to a minimal reproducer",
+        description="Shrink a failing case saved by a run (failures/<case>/) to the smallest desc and data "
+        "that fail the same way. Exit status: 0 written, 1 the case does not fail, 2 unusable input.",
+    )
+    p.add_argument(
+        "case_dir", metavar="FAILURE_DIR", help="a reproducer directory (desc.yaml, inputs.npz, case.json)"
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="where to write the shrunk reproducer (default FAILURE_DIR/shrunk)"
+    )
+    p.add_argument("--backend", metavar="NAME", help="backend to run (default: the one that failed)")
+    p.add_argument(
+        "--backend-option",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="backend option (repeatable)",
+    )
+    p.add_argument(
+        "--max-time",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="stop after S seconds with the smallest case so far (default 60)",
+    )
+    p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
+    p.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="backend call timeout (default 60)"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_spec_dir(p)
+    p.set_defaults(run=run)
+
+
+def _err(message: str) -> int:
+    print(f"dmlconform shrink: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    if args.spec_dir:
+        os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
+    from dmlconform.pytest_plugin import parse_backend_options
+    from dmlconform.shrink.files import shrink_dir
+    from dmlconform.shrink.search import NotFailing
+
+    if args.max_time < 0:
+        return _err("--max-time must not be negative")
+    case_dir = Path(args.case_dir)
+    out = Path(args.out) if args.out else case_dir / "shrunk"
+    if out.resolve() == case_dir.resolve():
+        return _err("--out must not be FAILURE_DIR itself (the original stays as it was)")
+    try:
+        options = parse_backend_options(args.backend_option) if args.backend_option is not None else None
+        progress = None if args.quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+        found, backend = shrink_dir(
+            case_dir,
+            out,
+            backend=args.backend,
+            options=options,
+            isolate=args.isolate,
+            timeout=args.timeout,
+            max_seconds=args.max_time,
+            progress=progress,
+        )
+    except ValueError as exc:
+        return _err(str(exc))
+    except NotFailing as exc:
+        print(f"dmlconform shrink: {exc}; nothing to shrink", file=sys.stderr)
+        return 1
+    (e0, d0), (e1, d1) = found.original_size, found.size
+    print(f"case:     {found.case.id}")
+    print(f"backend:  {backend}")
+    print(f"failure:  {found.signature}")
+    print(f"original: {e0} elements, {d0} dims")
+    print(f"shrunk:   {e1} elements, {d1} dims ({len(found.steps)} steps, {found.tried} candidates run)")
+    for step in found.steps:
+        print(f"  {step}")
+    print(f"time:     {found.seconds:.1f} s ({found.stopped})")
+    print(f"written:  {out}")
+    print(f"replay:   {found_replay(out)}")
+    return 0
+
+
+def found_replay(out: Path) -> str:
+    import json
+
+    return str(json.loads((out / "case.json").read_text(encoding="utf-8")).get("replay") or "")

@@ -1,0 +1,136 @@
+"""Shrink a reproducer directory into another one, in the format ``dmlconform replay`` runs.
+
+Shared by ``dmlconform shrink`` and ``dmlconform run --shrink``: the backend, its options and
+the tolerance come from the reproducer's case.json unless the caller overrides the backend, and
+the backend runs behind the same guards as in a run (a raising, hanging or crashing backend
+fails the candidate, never the shrink).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dmlconform.shrink.search import Shrunk, shrink
+
+
+def shrink_dir(
+    case_dir: Path,
+    out: Path,
+    *,
+    backend: str | None = None,
+    options: dict[str, str] | None = None,
+    isolate: bool = False,
+    timeout: float = 60.0,
+    max_seconds: float = 60.0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Shrunk, str]:
+    """Shrink the case in ``case_dir`` and write the result into ``out``; returns it and the
+    backend's name. ValueError (one line) for an unusable reproducer or backend;
+    :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
+    from dmlconform.commands.replay import load_case_dir
+    from dmlconform.pytest_plugin import load_backend_info
+    from dmlconform.results import case_record, finish_record, save_reproducer
+    from dmlconform.runner.checks import run_case
+    from dmlconform.runner.guard import ProcessGuard, ThreadGuard
+    from dmlconform.spec import load_spec
+
+    spec = load_spec()
+    case, inputs, meta = load_case_dir(case_dir, spec)
+    saved = meta.get("backend") or {}
+    name = backend or saved.get("name")
+    if not name:
+        raise ValueError("no backend given and case.json names none")
+    if options is None:
+        options = dict(saved.get("options") or {}) if name == saved.get("name") else {}
+    tolerance = meta.get("tolerance") or None
+    handle, info = load_backend_info(name, options, isolate, timeout)
+    guard = handle if isinstance(handle, ProcessGuard) else ThreadGuard(handle, timeout or None)
+    data = inputs if case.kind != "validation" else None
+
+    def run(c: Any, inp: Any) -> Any:
+        return run_case(c, guard, spec, inputs=inp, tolerance=tolerance)
+
+    try:
+        found = shrink(case, data, run, spec, max_seconds, progress)
+    finally:
+        guard.close()
+    record = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result)
+    record = finish_record(record, "failed", found.result.message, 0.0)
+    record["reproducer"] = str(out)
+    extra = {"shrink": {"from": str(case_dir), **found.to_dict()}}
+    save_reproducer(out, found.case, found.result, record, name, options, tolerance, extra)
+    _annotate(out / "desc.yaml", case_dir, found)
+    return found, info.name
+
+
+def _annotate(path: Path, origin: Path, found: Shrunk) -> None:
+    """Head desc.yaml with what the shrink did (YAML comments: the file still loads as is)."""
+    (e0, d0), (e1, d1) = found.original_size, found.size
+    lines = [
+        f"# shrunk from {origin} ({e0} elements, {d0} dims -> {e1} elements, {d1} dims; {found.stopped})",
+        f"# fails the same way: {found.signature}",
+    ]
+    lines += [f"#   {step}" for step in found.steps]
+    path.write_text("\n".join(lines) + "\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def shrink_report(
+    report_dir: Path,
+    *,
+    max_seconds: float,
+    isolate: bool = False,
+    timeout: float = 60.0,
+    log: Callable[[str], None] = print,
+) -> int:
+    """``run --shrink``: shrink every failure of a finished run within ``max_seconds`` in all
+    (shared out evenly over the failures still to do), record each result as the case's
+    ``shrunk`` field in results.json and render the reports again. Returns how many shrank."""
+    import json
+    import time
+
+    from dmlconform.report.render import write_reports
+    from dmlconform.results import write_results
+    from dmlconform.shrink.search import NotFailing
+
+    path = report_dir / "results.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    todo = [r for r in data.get("cases") or [] if r.get("outcome") == "failed" and r.get("reproducer")]
+    end = time.monotonic() + max_seconds
+    shrunk = 0
+    for n, record in enumerate(todo, 1):
+        left = end - time.monotonic()
+        if left <= 0:
+            log(f"shrink: time budget spent; {len(todo) - n + 1} failures left as they are")
+            break
+        rel = Path(record["reproducer"]) / "shrunk"
+        try:
+            found, _ = shrink_dir(
+                report_dir / record["reproducer"],
+                report_dir / rel,
+                isolate=isolate,
+                timeout=timeout,
+                max_seconds=left / (len(todo) - n + 1),
+            )
+        except (ValueError, NotFailing) as exc:
+            record["shrunk"] = {"error": str(exc)}
+            log(f"shrink {n}/{len(todo)}: {record['id']}: not shrunk: {exc}")
+            continue
+        meta = json.loads((report_dir / rel / "case.json").read_text(encoding="utf-8"))
+        record["shrunk"] = {
+            "reproducer": rel.as_posix(),
+            "replay": meta.get("replay"),
+            "desc": meta.get("desc"),
+            "message": found.result.message,
+            **found.to_dict(),
+        }
+        shrunk += bool(found.steps)
+        (e0, d0), (e1, d1) = found.original_size, found.size
+        log(
+            f"shrink {n}/{len(todo)}: {record['id']}: {e0} elements, {d0} dims -> {e1}, {d1} "
+            f"({found.seconds:.1f} s, {found.stopped})"
+        )
+    write_results(report_dir, data)
+    write_reports(report_dir)
+    return shrunk
