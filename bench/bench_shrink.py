@@ -5,7 +5,7 @@
 For each backend in ``dmlconform.backends.broken``: run its cases in a run's order (numeric and
 metamorphic, 2 per group, the default tier; inputs up to 5000 elements, or, for the mutants that
 only long reductions catch, MEAN_VARIANCE_NORMALIZATION1 with its long-reduction cases) until
-the first failure, shrink it (``dmlconform.shrink``) within ``--max-time`` seconds, and check the
+the first failure (``--min-elements N``: the first of at least N input elements), shrink it (``dmlconform.shrink``) within ``--max-time`` seconds, and check the
 result: it must fail the same way on the broken backend and pass on the reference. Prints the
 original and shrunk sizes (input elements, dimensions), the steps and the time.
 """
@@ -24,6 +24,7 @@ from dmlconform.backends.reference import ReferenceBackend  # noqa: E402
 from dmlconform.runner.cases import Selection, collect  # noqa: E402
 from dmlconform.runner.checks import run_case  # noqa: E402
 from dmlconform.runner.guard import ThreadGuard, backend_info  # noqa: E402
+from dmlconform.runner.tiers import elements_and_length  # noqa: E402
 from dmlconform.shrink.search import shrink  # noqa: E402
 from dmlconform.shrink.signature import same_failure  # noqa: E402
 from dmlconform.spec import load_spec  # noqa: E402
@@ -37,7 +38,7 @@ def mutants() -> list[str]:
     )
 
 
-def first_failure(name: str, spec):  # type: ignore[no-untyped-def]
+def first_failure(name: str, spec, min_elements: int = 0):  # type: ignore[no-untyped-def]
     backend = getattr(broken, name)()
     guard = ThreadGuard(backend, 120)
     level = backend_info(backend).feature_level or spec.levels[-1].name
@@ -47,10 +48,12 @@ def first_failure(name: str, spec):  # type: ignore[no-untyped-def]
         operators=("MEAN_VARIANCE_NORMALIZATION1",) if big else (),
         kinds=("numeric",) if big else ("numeric", "metamorphic"),
         cases=2,
-        max_elements=None if big else 5000,
+        max_elements=None if big or min_elements else 5000,
     )
     t0 = time.perf_counter()
     for n, case in enumerate(collect(spec, sel), 1):
+        if min_elements and (elements_and_length(case.desc, spec)[0] or 0) < min_elements:
+            continue
         result = run_case(case, guard, spec)
         if result.status == "failed":
             return guard, case, result, n, time.perf_counter() - t0
@@ -60,6 +63,13 @@ def first_failure(name: str, spec):  # type: ignore[no-untyped-def]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-time", type=float, default=60.0, help="shrink time per failure (default 60)")
+    ap.add_argument(
+        "--min-elements",
+        type=int,
+        default=0,
+        metavar="N",
+        help="shrink the first failure of at least N input elements",
+    )
     ap.add_argument("--only", nargs="+", metavar="NAME", help="these broken backends only")
     args = ap.parse_args()
     spec = load_spec()
@@ -68,7 +78,7 @@ def main() -> None:
         f"{'broken backend':38s} {'original':>18s} {'shrunk':>14s} {'steps':>5s} {'run':>5s} {'time':>7s}  replay"
     )
     for name in args.only or mutants():
-        guard, case, result, n, _ = first_failure(name, spec)
+        guard, case, result, n, _ = first_failure(name, spec, args.min_elements)
         if case is None:
             print(f"{name:38s} no failure found")
             continue

@@ -196,34 +196,57 @@ DESC_MOVES: tuple[Callable[[OperatorDesc, Inputs, Spec], Iterator[Move]], ...] =
 # ------------------------------------------------------------------------------- data moves
 
 
-def _simpler_values(x: np.ndarray) -> Iterator[tuple[np.ndarray, str]]:
-    """Simpler versions of ``x``, simplest first (each keeps the sign pattern where it can)."""
+def _simpler_values(x: np.ndarray) -> list[np.ndarray]:
+    """Versions of ``x`` by simplicity level (index): all 0, all 1, small integers -4..4 (``x``
+    scaled to that range and rounded: the sign pattern and rough shape stay), integers,
+    4 significant bits."""
     xf = x.astype(np.float64)
     finite = xf[np.isfinite(xf)]
     peak = float(np.abs(finite).max()) if finite.size else 0.0
-    yield np.zeros_like(xf), "all 0"
-    yield np.ones_like(xf), "all 1"
-    if peak > 0:
-        yield np.where(np.isfinite(xf), np.round(xf / peak * 4.0), xf), "small integers (-4..4)"
-    yield np.round(xf), "rounded to integers"
+    small = np.where(np.isfinite(xf), np.round(xf / peak * 4.0), xf) if peak > 4.0 else np.round(xf)
     mant, expo = np.frexp(xf)
-    yield np.ldexp(np.round(mant * 16.0) / 16.0, expo), "4 significant bits"
+    return [
+        np.zeros_like(xf),
+        np.ones_like(xf),
+        small,
+        np.round(xf),
+        np.ldexp(np.round(mant * 16.0) / 16.0, expo),
+    ]
+
+
+LEVELS = ("all 0", "all 1", "small integers (-4..4)", "rounded to integers", "4 significant bits")
+
+
+def simplicity(x: np.ndarray) -> int:
+    """The simplest level ``x`` already is (len(LEVELS) when none): data moves only go down, so
+    the search cannot cycle between equally simple values."""
+    xf = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        checks = (
+            not xf.any(),
+            bool((xf == 1.0).all()),
+            bool((np.abs(xf) <= 4.0).all() and (xf == np.round(xf)).all()),
+            bool((xf == np.round(xf)).all()),
+            bool((np.frexp(xf)[0] * 16.0 == np.round(np.frexp(xf)[0] * 16.0)).all()),
+        )
+    return next((level for level, ok in enumerate(checks) if ok), len(LEVELS))
 
 
 def simplify_data(desc: OperatorDesc, inputs: Inputs, spec: Spec) -> Iterator[Move]:
-    """Each input tensor's values made simpler, one member at a time (the others kept)."""
+    """Each input tensor's values made simpler than they are, one member at a time (the others
+    kept), simplest first."""
     if not inputs:
         return
     for name in sorted(inputs):
         x = inputs[name]
         if x.dtype.kind != "f":
             continue
-        for values, what in _simpler_values(x):
+        now = simplicity(x)
+        for level, values in enumerate(_simpler_values(x)[:now]):
             with np.errstate(over="ignore", invalid="ignore"):
                 simpler = values.astype(x.dtype)
-            if np.array_equal(simpler, x, equal_nan=True):
-                continue
-            yield Move(desc, {**inputs, name: simpler}, f"{name}: {what}")
+            if simplicity(simpler) < now:
+                yield Move(desc, {**inputs, name: simpler}, f"{name}: {LEVELS[level]}")
 
 
 def candidates(desc: OperatorDesc, inputs: Inputs, spec: Spec) -> Iterator[Move]:

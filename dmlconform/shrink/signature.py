@@ -7,7 +7,9 @@ each failure is reduced to a signature, and a candidate is accepted only when it
 carries the original's:
 
 - numeric and metamorphic cases out of budget: the output member that failed (the worst
-  element's, else the one whose aggregate figures broke their bound) must fail again;
+  element's) must fail again per element, at least as far past its budget as the original
+  (capped at twice the budget); one that failed only in aggregate (a systematic error every
+  element hides) must fail in aggregate again, likewise;
 - a legal desc the backend rejected: rejected again; an illegal desc it accepted: accepted again
   (the candidate breaking the same one rule is checked before it runs, see ``search``);
 - anything else (the backend raised, hung, returned the wrong shape; a relation's own check):
@@ -17,6 +19,7 @@ carries the original's:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -27,45 +30,66 @@ from dmlconform.runner.checks import CaseResult
 
 @dataclass(frozen=True)
 class Signature:
-    """How a case failed: ``kind`` (out-of-budget | rejected-legal | accepted-illegal | failed)
-    and ``detail`` (the failing output member, the broken rule, or the message's head)."""
+    """How a case failed: ``kind`` (out-of-budget | systematic | rejected-legal |
+    accepted-illegal | failed), ``detail`` (the failing output member, the broken rule, or the
+    message's head) and, for the two budget kinds, ``strength``: the error / budget a candidate
+    must reach again (the original's, capped at 2, so a shrunk case never fails by a hair when
+    the original failed clearly)."""
 
     kind: str
     detail: str = ""
+    strength: float = 0.0
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.detail}" if self.detail else self.kind
+        text = f"{self.kind}: {self.detail}" if self.detail else self.kind
+        return text + (f" (>= {self.strength:.3g}x its bound)" if self.strength else "")
 
 
-def failing_members(errors: dict[str, Any] | None) -> list[str]:
-    """Output members out of budget (per element or in aggregate), the worst element's first."""
-    if not errors:
-        return []
-    out: list[str] = []
-    worst = errors.get("worst") or {}
-    ratio = errors.get("ratio")
-    if worst.get("member") and _over(ratio):
-        out.append(str(worst["member"]))
-    for member, figures in sorted((errors.get("outputs") or {}).items()):
-        if not isinstance(figures, dict) or member in out:
-            continue
-        agg = figures.get("aggregate") or {}
-        if _over(figures.get("ratio")) or any(_over(v) for v in agg.values()):
-            out.append(member)
+STRENGTH_CAP = 2.0
+
+
+def _figure(value: Any) -> float | None:
+    """A ratio from the JSON-safe errors: infinities and NaN arrive as strings; NaN (a NaN where
+    the reference has a number) counts as infinitely far out."""
+    if isinstance(value, str) and value.lower() in ("inf", "nan", "-inf"):
+        return math.inf
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.inf if math.isnan(value) else float(value)
+    return None
+
+
+def element_ratios(errors: dict[str, Any] | None) -> dict[str, float]:
+    """Per output member: the worst element's error / budget."""
+    out: dict[str, float] = {}
+    for member, figures in ((errors or {}).get("outputs") or {}).items():
+        r = _figure(figures.get("ratio")) if isinstance(figures, dict) else None
+        if r is not None:
+            out[member] = r
     return out
 
 
-def _over(value: Any) -> bool:
-    """Past its bound: > 1, or NaN (a NaN where the reference has a number is no pass). The
-    figures are JSON-safe already, so infinities and NaN arrive as the strings "inf", "nan"."""
-    if isinstance(value, str) and value.lower() in ("inf", "nan"):
-        return True
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not value <= 1.0
+def aggregate_ratios(errors: dict[str, Any] | None) -> dict[str, float]:
+    """Per output member: the largest aggregate figure / bound (shift, scale, residual)."""
+    out: dict[str, float] = {}
+    for member, figures in ((errors or {}).get("outputs") or {}).items():
+        agg = figures.get("aggregate") if isinstance(figures, dict) else None
+        values = [v for v in map(_figure, (agg or {}).values()) if v is not None]
+        if values:
+            out[member] = max(values)
+    return out
 
 
 def _message_head(message: str | None) -> str:
     head = (message or "").split(":", 1)[0]
     return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", head).strip()[:120]
+
+
+def _strongest(ratios: dict[str, float], prefer: str | None) -> tuple[str, float] | None:
+    over = {m: r for m, r in ratios.items() if r > 1.0}
+    if not over:
+        return None
+    member = prefer if prefer in over else max(sorted(over), key=lambda m: over[m])
+    return member, over[member]
 
 
 def signature(case: Case, result: CaseResult) -> Signature | None:
@@ -78,16 +102,23 @@ def signature(case: Case, result: CaseResult) -> Signature | None:
         return Signature("rejected-legal")
     if (result.message or "").startswith("backend rejected a legal desc"):
         return Signature("rejected-legal")
-    members = failing_members(result.errors)
-    if members:
-        return Signature("out-of-budget", members[0])
+    worst = ((result.errors or {}).get("worst") or {}).get("member")
+    for kind, ratios in (
+        ("out-of-budget", element_ratios(result.errors)),
+        ("systematic", aggregate_ratios(result.errors)),
+    ):
+        found = _strongest(ratios, worst)
+        if found:
+            return Signature(kind, found[0], min(found[1], STRENGTH_CAP))
     return Signature("failed", _message_head(result.message))
 
 
 def same_failure(original: Signature, case: Case, result: CaseResult) -> bool:
-    """Does ``result`` show the failure ``original`` describes?"""
+    """Does ``result`` show the failure ``original`` describes, at least as clearly?"""
     if result.status != "failed":
         return False
-    if original.kind == "out-of-budget":
-        return original.detail in failing_members(result.errors)
-    return signature(case, result) == original
+    if original.kind in ("out-of-budget", "systematic"):
+        ratios = element_ratios if original.kind == "out-of-budget" else aggregate_ratios
+        return ratios(result.errors).get(original.detail, 0.0) >= max(original.strength, 1.0 + 1e-9)
+    found = signature(case, result)
+    return found is not None and (found.kind, found.detail) == (original.kind, original.detail)
