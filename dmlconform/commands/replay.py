@@ -30,6 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "case_dir", metavar="CASE_DIR", help="a reproducer directory (desc.yaml, inputs.npz, case.json)"
     )
+    add_backend_arguments(p)
+    add_spec_dir(p)
+    p.set_defaults(run=run)
+
+
+def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that say which backend re-runs a saved case (replay and shrink)."""
     p.add_argument("--backend", metavar="NAME", help="backend to run (default: the one that failed)")
     p.add_argument(
         "--backend-option",
@@ -42,8 +49,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, default=60.0, metavar="S", help="backend call timeout (default 60)"
     )
-    add_spec_dir(p)
-    p.set_defaults(run=run)
+
+
+def open_backend(
+    meta: dict[str, Any],
+    backend: str | None,
+    options: dict[str, str] | None,
+    isolate: bool,
+    timeout: float,
+) -> tuple[Any, Any, str, dict[str, str]]:
+    """(guard, BackendInfo, backend name, options) for re-running a saved case: the backend and
+    options saved in case.json unless others are given; ValueError with one line."""
+    from dmlconform.pytest_plugin import load_backend_info
+    from dmlconform.runner.guard import ProcessGuard, ThreadGuard
+
+    saved = meta.get("backend") or {}
+    name = backend or saved.get("name")
+    if not name:
+        raise ValueError("no --backend given and case.json names none")
+    if options is None:
+        options = dict(saved.get("options") or {}) if name == saved.get("name") else {}
+    handle, info = load_backend_info(name, options, isolate, timeout)
+    guard = handle if isinstance(handle, ProcessGuard) else ThreadGuard(handle, timeout or None)
+    return guard, info, name, options
 
 
 def _err(message: str) -> int:
@@ -88,9 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    from dmlconform.pytest_plugin import load_backend_info, parse_backend_options
+    from dmlconform.pytest_plugin import parse_backend_options
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.guard import ProcessGuard, ThreadGuard
     from dmlconform.spec import load_spec
 
     spec = load_spec()
@@ -99,19 +126,11 @@ def run(args: argparse.Namespace) -> int:
         case, inputs, meta = load_case_dir(case_dir, spec)
     except ValueError as exc:
         return _err(str(exc))
-    saved = meta.get("backend") or {}
-    backend = args.backend or saved.get("name")
-    if not backend:
-        return _err("no --backend given and case.json names none")
     try:
-        if args.backend_option is not None:
-            options = parse_backend_options(args.backend_option)
-        else:
-            options = dict(saved.get("options") or {}) if backend == saved.get("name") else {}
-        handle, info = load_backend_info(backend, options, args.isolate, args.timeout)
+        options = parse_backend_options(args.backend_option) if args.backend_option is not None else None
+        guard, info, _, _ = open_backend(meta, args.backend, options, args.isolate, args.timeout)
     except ValueError as exc:
         return _err(str(exc))
-    guard = handle if isinstance(handle, ProcessGuard) else ThreadGuard(handle, args.timeout or None)
     try:
         result = run_case(case, guard, spec, inputs=inputs, tolerance=meta.get("tolerance") or None)
     except Exception as exc:

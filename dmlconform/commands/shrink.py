@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dmlconform.cli import add_spec_dir
+from dmlconform.commands.replay import add_backend_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,24 +32,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", metavar="DIR", help="where to write the shrunk reproducer (default FAILURE_DIR/shrunk)"
     )
-    p.add_argument("--backend", metavar="NAME", help="backend to run (default: the one that failed)")
-    p.add_argument(
-        "--backend-option",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="backend option (repeatable)",
-    )
+    add_backend_arguments(p)
     p.add_argument(
         "--max-time",
         type=float,
         default=60.0,
         metavar="S",
         help="stop after S seconds with the smallest case so far (default 60)",
-    )
-    p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
-    p.add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="backend call timeout (default 60)"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_spec_dir(p)

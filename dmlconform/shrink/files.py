@@ -29,24 +29,15 @@ def shrink_dir(
     """Shrink the case in ``case_dir`` and write the result into ``out``; returns it and the
     backend's name. ValueError (one line) for an unusable reproducer or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
-    from dmlconform.commands.replay import load_case_dir
-    from dmlconform.pytest_plugin import load_backend_info
+    from dmlconform.commands.replay import load_case_dir, open_backend
     from dmlconform.results import case_record, finish_record, save_reproducer
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.guard import ProcessGuard, ThreadGuard
     from dmlconform.spec import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
-    saved = meta.get("backend") or {}
-    name = backend or saved.get("name")
-    if not name:
-        raise ValueError("no backend given and case.json names none")
-    if options is None:
-        options = dict(saved.get("options") or {}) if name == saved.get("name") else {}
     tolerance = meta.get("tolerance") or None
-    handle, info = load_backend_info(name, options, isolate, timeout)
-    guard = handle if isinstance(handle, ProcessGuard) else ThreadGuard(handle, timeout or None)
+    guard, info, name, options = open_backend(meta, backend, options, isolate, timeout)
     data = inputs if case.kind != "validation" else None
 
     def run(c: Any, inp: Any) -> Any:
