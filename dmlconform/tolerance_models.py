@@ -179,6 +179,12 @@ def reduction_grad_budgets(
                     co.pointwise * u * (np.abs(dy) + abs_dy + np.abs(xc) * abs_c1 / ve)
                     + co.mean * u * g * (abs_dy + np.abs(xc) * abs_c1 / ve)
                     + e_xc * (np.abs(c1) / ve + np.abs(xc) * abs_dy / ve)
+                    # second order: the centring error in xc times its error in c1. The first-
+                    # order terms vanish on a constant slice (xc = c1 = 0 exactly), where a
+                    # float32 mean off by one ULP still leaves e_xc^2 |dy| / (var + eps): with
+                    # Epsilon 1e-12, ~2e5 (the numpy backend failed the constant_slices regime
+                    # of BATCH_NORMALIZATION_TRAINING_GRAD at --cases 32 without it)
+                    + e_xc * e_xc * abs_dy / ve
                 )
             )
         undefined = ve == 0

@@ -129,6 +129,37 @@ def test_training_gradient_without_the_batch_terms_fails():
     assert not _compare(desc, wrong, inputs).passed
 
 
+def test_training_gradient_of_a_constant_slice_allows_the_float32_mean_and_no_more():
+    """A constant slice, Variance 0, Epsilon 1e-12 (the constant_slices regime; the numpy backend
+    failed it, and ``dmlconform shrink`` showed why): the exact input gradient is 0, but a
+    float32 batch mean one ULP off leaves x - mean ~ 2e-7, and the gradient's second-order term
+    (that error squared over var + eps) makes it ~2e5. That is float32's limit on this input, so
+    it passes; a result 100 times further off does not."""
+    desc = parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING_GRAD",
+            "desc": {
+                **{k: T((7, 7)) for k in ("InputTensor", "InputGradientTensor", "OutputGradientTensor")},
+                **{k: T((1, 1)) for k in ("MeanTensor", "VarianceTensor", "ScaleTensor")},
+                **{k: T((1, 1)) for k in ("OutputScaleGradientTensor", "OutputBiasGradientTensor")},
+                "Epsilon": 1e-12,
+            },
+        }
+    )
+    inputs = {
+        "InputTensor": np.full((7, 7), -3.5779676, np.float32),
+        "InputGradientTensor": np.ones((7, 7), np.float32),
+        "MeanTensor": np.full((1, 1), -3.5779676, np.float32),  # the statistics of that data
+        "VarianceTensor": np.zeros((1, 1), np.float32),
+        "ScaleTensor": np.ones((1, 1), np.float32),
+    }
+    got = NumpyBackend().execute(desc, inputs)
+    assert np.abs(got["OutputGradientTensor"]).max() > 1e4  # float32's cancellation, not 0
+    assert _compare(desc, got, inputs).passed
+    worse = dict(got, OutputGradientTensor=(got["OutputGradientTensor"] * 100).astype(np.float32))
+    assert not _compare(desc, worse, inputs).passed
+
+
 def test_mvn2_without_the_mean_step_is_not_the_centred_variance():
     desc = parse_desc(
         {
