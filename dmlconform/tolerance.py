@@ -230,8 +230,8 @@ class AggregateModel:
     residual: np.ndarray
     rounding: np.ndarray
     #: elements the fit leaves out: their error interval holds a branch point of the activation,
-    #: where the output's sensitivity to z is no slope (a jump or a kink); the per-element bound
-    #: judges them
+    #: where the output's sensitivity to z is no slope (a jump or a kink), or is so wide that the
+    #: activation curves over it (an ill-conditioned slice); the per-element bound judges them
     excluded: np.ndarray | bool = False
 
 
@@ -310,6 +310,32 @@ def _branch_jumps(
         )
         jump = np.max(np.abs(sides[:, None] - np.ravel(f)[None, :]), axis=0).reshape(np.shape(f))
         out = np.maximum(out, np.where(inside, jump, 0.0))
+    return out
+
+
+CURVED_FROM = 2.0**-6
+"""Error intervals narrower than this (in pre-activation units) are taken as linear: every
+activation's curvature scale is about 1 there (or its parameters', which are O(1) in the docs'
+examples), so only ill-conditioned slices (a constant slice under a tiny Epsilon) reach it."""
+CURVATURE_RTOL = 2.0**-4
+
+
+def _curved(plan: Plan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    """Elements where the activation is not linear over their error interval: its secant over
+    the interval differs from the slope over a sixteenth of it by more than CURVATURE_RTOL. The
+    aggregate fit weighs each element's error by one slope, which holds only where the output
+    is linear in the error; the per-element bound judges the others."""
+    shape = np.shape(slope)
+    y, e_y = np.broadcast_to(y, shape), np.broadcast_to(e_y, shape)
+    wide = np.isfinite(e_y) & (e_y > CURVED_FROM)
+    out = np.zeros(shape, dtype=bool)
+    if wide.any():
+        yw, ew = y[wide], e_y[wide] / 16.0
+        hi = numpy_ref.activation(plan.activation, yw + ew, plan.activation_params)
+        lo = numpy_ref.activation(plan.activation, yw - ew, plan.activation_params)
+        near = (hi - lo) / (2.0 * ew)
+        full = np.broadcast_to(slope, shape)[wide]
+        out[wide] = np.abs(full - near) > CURVATURE_RTOL * np.maximum(np.abs(full), np.abs(near))
     return out
 
 
@@ -544,7 +570,7 @@ def budgets(
             jumps = _branch_jumps(
                 plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
             )
-            straddles = np.asarray(jumps) > 0
+            straddles = (np.asarray(jumps) > 0) | _curved(plan, y, e_y, slope)
             e_act = np.maximum(e_act, jumps)
             e_act = e_act + co.activation_ulps * u * np.abs(f)
             e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
@@ -617,7 +643,7 @@ def _weighted_fit(w: np.ndarray, z: np.ndarray, d: np.ndarray) -> tuple[np.ndarr
     dd = np.sum(w * d, axis=1)
     ee = np.sum(wz * d, axis=1)
     det = aa * cc - bb * bb
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         full = det > 1e-12 * np.maximum(aa * cc, 1e-300)
         a = np.where(full, (cc * dd - bb * ee) / det, np.where(aa > 0, dd / aa, 0.0))
         b = np.where(full, (aa * ee - bb * dd) / det, 0.0)
@@ -828,6 +854,14 @@ def _judge_aggregate(
         main.message += f"; aggregate {figures} of the bound"
 
 
+def budget_model(desc: OperatorDesc, spec: Spec) -> Any:
+    """The budget function for ``desc``'s kernel: :func:`budgets` for the centred normalization,
+    else the spec's ``tolerance.model`` in :mod:`dmlconform.tolerance_models`."""
+    from dmlconform import tolerance_models
+
+    return tolerance_models.budgets if tolerance_models.handles(desc, spec) else budgets
+
+
 def compare(
     desc: OperatorDesc,
     outputs_backend: dict[str, Any],
@@ -843,9 +877,7 @@ def compare(
     computed from (a metamorphic relation's second run); each element gets the largest of the
     budgets, since either run's data may be the worse conditioned."""
     spec = spec or load_spec()
-    from dmlconform import tolerance_models  # the other kernels' models (tolerance.model)
-
-    budgets_of = tolerance_models.budgets if tolerance_models.handles(desc, spec) else budgets
+    budgets_of = budget_model(desc, spec)
     names = [m.name for m in spec.operator(desc.operator).input_members]
     nonfinite = any(
         not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs
