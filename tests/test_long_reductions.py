@@ -158,6 +158,35 @@ def test_onnxruntime_takes_blocked_sums_at_long_reductions_and_passes(regime):
         assert c.passed, c.message
 
 
+def test_onnxruntime_rms_normalization_takes_blocked_sums_at_long_reductions():
+    """MEAN_VARIANCE_NORMALIZATION2 without the mean step (mean of squares): ReduceMean's
+    sequential sum failed it at n = 17087 (--cases 32 --seed 11, shrunk by dmlconform shrink).
+    The backend's decomposition now takes the blocked sum there and passes; the plain ReduceMean
+    decomposition (forced below LONG_ROW off) fails, so the test sees the difference."""
+    pytest.importorskip("onnxruntime")
+    from dmlconform.backends import load_backend, onnxruntime_backend
+
+    t = {"DataType": "FLOAT32", "Sizes": [65535, 1]}
+    desc = dc.parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION2",
+            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [0], "UseMean": False, "UseVariance": True},
+        }
+    )
+    backend = load_backend("onnxruntime", {})
+    c = verdict(desc, backend, "standard_normal")
+    assert backend.last_info()["path"] == "RMSNormalization-decomposed, blocked"
+    assert c.passed, c.message
+    kept = onnxruntime_backend.LONG_ROW
+    onnxruntime_backend.LONG_ROW = 2**30
+    try:
+        plain = verdict(desc, backend, "standard_normal")
+    finally:
+        onnxruntime_backend.LONG_ROW = kept
+    assert backend.last_info()["path"] == "RMSNormalization-decomposed"
+    assert not plain.passed
+
+
 def test_torch_passes_at_long_reductions():
     pytest.importorskip("torch")
     from dmlconform.backends import load_backend

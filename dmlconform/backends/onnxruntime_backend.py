@@ -590,7 +590,8 @@ def _per_channel(sizes: tuple[int, ...], rank: int) -> bool:
 def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
     """(graph, path) for given statistics (ONNX BatchNormalization in inference mode where Mean,
     Variance, Scale and Bias are per-channel, else its elementwise decomposition) and for the
-    second moment about zero (RMSNormalization's decomposition: ReduceMean(x * x), Sqrt, Div).
+    second moment about zero (RMSNormalization's decomposition: ReduceMean(x * x), Sqrt, Div;
+    the mean a blocked sum from LONG_ROW elements on, path "RMSNormalization-decomposed, blocked").
     The gradients have no ONNX inference operator: Unsupported."""
     spec = load_spec()
     kernel = semantics.kernel(desc, spec)
@@ -627,7 +628,12 @@ def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset
         x = inp(p2.input)
         y = x
         if p2.normalize_variance:
-            ms = g.reduce_mean(g.node("Mul", [x, x]), p2.axes)
+            squares = g.node("Mul", [x, x])
+            if p2.axes and p2.reduction_length >= LONG_ROW:  # ReduceMean sums long rows sequentially
+                path += ", blocked"
+                ms = g.blocked_mean(squares, tuple(p2.shape), tuple(p2.axes))
+            else:
+                ms = g.reduce_mean(squares, p2.axes)
             y = g.node("Div", [x, g.node("Sqrt", [g.node("Add", [ms, g.const(p2.epsilon)])])])
         if p2.scale is not None:
             y = g.node("Mul", [y, inp(p2.scale)])
