@@ -446,14 +446,14 @@ def chain(
 
 
 DERIVATIVE_STEP = 2.0**-8
-"""Central-difference step, relative to each slice's spread (or |x| on a constant slice)."""
+"""Central-difference step, relative to each slice's sqrt(var + Epsilon)."""
 OWN_STATISTICS_RTOL = 2.0**-10
 """MeanTensor and VarianceTensor count as the slice's own statistics within this fraction of
 sqrt(var + Epsilon), resp. var + Epsilon (their float32 rounding is 2^-24 relative; the data
 regimes' substitutes differ by O(1))."""
 WELL_CONDITIONED = 2.0**-7
-"""A slice takes part when four float32 ULPs of its data are at most this fraction of
-sqrt(var + Epsilon)."""
+"""A slice takes part when four ULPs of its data (in the input's type) are at most this fraction
+of sqrt(var + Epsilon)."""
 DERIVATIVE_RTOL = 2.0**-5
 """Allowed |difference - prediction| relative to sum |gradient * step|: the step's truncation
 error is ~step^2, far below; formula-level mistakes (a missing term) are O(1)."""
@@ -517,19 +517,21 @@ def directional_derivative(
     own_var = spread * spread
     own_mean = xf.mean(axis=axes, keepdims=True) if axes else xf
     own = np.abs(given_var - own_var) <= OWN_STATISTICS_RTOL * (own_var + eps)
-    own &= np.abs(given_mean - own_mean) <= OWN_STATISTICS_RTOL * np.sqrt(own_var + eps) + 2.0**-22 * np.abs(
+    two_ulps = 2 * float(np.finfo(x.dtype).eps)  # relative: a rounded statistic is this close
+    own &= np.abs(given_mean - own_mean) <= OWN_STATISTICS_RTOL * np.sqrt(own_var + eps) + two_ulps * np.abs(
         own_mean
     )
     # a slice where a few ULPs of the data are not small against sqrt(var + Epsilon) has a
-    # gradient no float32 implementation computes to DERIVATIVE_RTOL (the mean's error enters
-    # it divided by that, and squared over var + Epsilon): it says nothing either way
-    few_ulps = 2.0**-22 * (np.max(np.abs(xf), axis=axes, keepdims=True) if axes else np.abs(xf))
+    # gradient no implementation in the input's precision computes to DERIVATIVE_RTOL (the
+    # mean's error enters it divided by that, and squared over var + Epsilon): it says nothing
+    few_ulps = 2 * two_ulps * (np.max(np.abs(xf), axis=axes, keepdims=True) if axes else np.abs(xf))
     own &= few_ulps <= WELL_CONDITIONED * np.sqrt(own_var + eps)
     if x.size > given_var.size:  # one element per slice: the gradient is 0 whatever the statistics
         ok &= np.broadcast_to(own, f_plus.shape)
     if not ok.any():
         result.message = (
-            f"relation {rel.id}: every element is undefined (0/0) on this data: nothing to compare"
+            f"relation {rel.id}: no element where it applies on this data (0/0, statistics not the "
+            "slice's own, or too ill-conditioned): nothing to compare"
         )
         return
     grad_b = np.broadcast_to(grad, f_plus.shape)
