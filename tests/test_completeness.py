@@ -31,7 +31,17 @@ def start_run(*args: str, cwd: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_as_from_a_shell,
     )
+
+
+def _as_from_a_shell() -> None:
+    """Start the run with SIGINT as a shell gives it (default handling, unblocked), whatever the
+    test process has: an ignored signal stays ignored across exec, and in full ``-n 2`` runs the
+    pytest-xdist worker running this test had SIGINT set to SIG_IGN (seen with
+    signal.getsignal), so the run ignored the Ctrl-C below and went on to the end."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_until(proc: subprocess.Popen[str], passed: int, timeout: float = 300) -> list[str]:
