@@ -367,3 +367,12 @@ def test_a_shrunk_case_id_says_it_is_shrunk(failed_run: Path) -> None:
     case = Case.from_dict(meta["case"], SPEC)
     assert case.size == "shrunk" and "shrunk" in case.id and case.id != record["id"]
     assert replace(case, size=None).desc == case.desc
+
+
+def test_attributes_with_a_plain_default_can_take_it() -> None:
+    desc = _mvn1([2, 8], [1], Epsilon=0.0)
+    (move,) = list(moves.default_attributes(desc, None, SPEC))
+    assert "Epsilon" not in move.desc.members and move.note == "Epsilon: 0.0 -> default 1e-05"
+    assert move.desc.get("Epsilon", SPEC) == 1e-5
+    assert not list(moves.default_attributes(_mvn1([2, 8], [1], Epsilon=1e-5), None, SPEC))
+    assert not list(moves.default_attributes(_mvn1([2, 8], [1]), None, SPEC))  # AxisCount: no plain default

@@ -92,6 +92,20 @@ def drop_members(desc: OperatorDesc, inputs: Inputs, spec: Spec) -> Iterator[Mov
         yield Move(new, data, f"removed {note}")
 
 
+def default_attributes(desc: OperatorDesc, inputs: Inputs, spec: Spec) -> Iterator[Move]:
+    """Omit attributes the spec gives a plain default (Epsilon, say) where the desc sets another
+    value: one line less, and the value every reader assumes."""
+    op = spec.operator(desc.operator)
+    for m in op.members:
+        if m.kind != "attribute" or m.name not in desc.members or m.default is None:
+            continue
+        if isinstance(m.default, dict) or desc.members[m.name] == m.default:
+            continue
+        yield Move(
+            desc.replace(**{m.name: ...}), inputs, f"{m.name}: {desc.members[m.name]} -> default {m.default}"
+        )
+
+
 _EXPLICIT = ("strides", "flags", "total_tensor_size_in_bytes", "guaranteed_base_offset_alignment")
 
 
@@ -206,6 +220,7 @@ DESC_MOVES: tuple[Callable[[OperatorDesc, Inputs, Spec], Iterator[Move]], ...] =
     pack_tensors,
     drop_dims,
     shrink_sizes,
+    default_attributes,
 )
 
 
