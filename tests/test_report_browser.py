@@ -210,3 +210,31 @@ def test_real_run_report(browser: Browser, tmp_path: Path) -> None:
     assert_clean(browser, report)
     browser.evaluate("window.scrollTo(0, 0)")
     browser.screenshot(report / "screenshot.png")
+
+
+def test_minimal_reproducer_beside_the_original(browser: Browser, tmp_path: Path) -> None:
+    """After ``run --shrink`` a failure shows its minimal reproducer beside the original desc,
+    in the failures section and in the case table's detail panel."""
+    from dmlconform.cli import main
+
+    report = tmp_path / "shrunk"
+    code = main(
+        ["run", "--backend", "dmlconform.backends.broken:UnbiasedVariance", "--tier", "smoke", "--cases", "2",
+         "--operators", "MEAN_VARIANCE_NORMALIZATION1", "--kinds", "numeric", "--report", str(report),
+         "--shrink", "--shrink-time", "60"]
+    )  # fmt: skip
+    assert code == 1
+    load(browser, report)
+    failure = browser.evaluate("document.getElementById('failure-1').innerText")
+    assert "minimal reproducer" in failure and "elements" in failure and "/shrunk --backend" in failure
+    # side by side: the original desc on the left, the shrunk one on the right
+    lefts = browser.evaluate(
+        "Array.from(document.querySelectorAll('#failure-1 div.sidebyside pre.desc'))"
+        ".map(function (e) { return e.getBoundingClientRect().left; })"
+    )
+    assert len(lefts) == 2 and lefts[0] < lefts[1]
+    select(browser, "f-outcome", "failing")
+    browser.click("#case-rows tr.case")
+    detail = browser.evaluate("document.querySelector('#case-rows tr.detail').innerText")
+    assert "minimal reproducer" in detail and "steps" in detail
+    assert_clean(browser, report)
