@@ -854,14 +854,6 @@ def _judge_aggregate(
         main.message += f"; aggregate {figures} of the bound"
 
 
-def budget_model(desc: OperatorDesc, spec: Spec) -> Any:
-    """The budget function for ``desc``'s kernel: :func:`budgets` for the centred normalization,
-    else the spec's ``tolerance.model`` in :mod:`dmlconform.tolerance_models`."""
-    from dmlconform import tolerance_models
-
-    return tolerance_models.budgets if tolerance_models.handles(desc, spec) else budgets
-
-
 def compare(
     desc: OperatorDesc,
     outputs_backend: dict[str, Any],
@@ -877,7 +869,9 @@ def compare(
     computed from (a metamorphic relation's second run); each element gets the largest of the
     budgets, since either run's data may be the worse conditioned."""
     spec = spec or load_spec()
-    budgets_of = budget_model(desc, spec)
+    from dmlconform import tolerance_models  # the other kernels' models (tolerance.model)
+
+    budgets_of = tolerance_models.budgets if tolerance_models.handles(desc, spec) else budgets
     names = [m.name for m in spec.operator(desc.operator).input_members]
     nonfinite = any(
         not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs

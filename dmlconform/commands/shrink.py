@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = parse_backend_options(args.backend_option) if args.backend_option is not None else None
         progress = None if args.quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
-        found, backend = shrink_dir(
+        found, backend, record = shrink_dir(
             case_dir,
             out,
             backend=args.backend,
@@ -93,11 +93,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {step}")
     print(f"time:     {found.seconds:.1f} s ({found.stopped})")
     print(f"written:  {out}")
-    print(f"replay:   {found_replay(out)}")
+    print(f"replay:   {record.get('replay') or ''}")
     return 0
-
-
-def found_replay(out: Path) -> str:
-    import json
-
-    return str(json.loads((out / "case.json").read_text(encoding="utf-8")).get("replay") or "")

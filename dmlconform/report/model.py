@@ -57,15 +57,15 @@ class CaseRecord:
 
     @cached_property
     def max_ulp(self) -> float | None:
-        return _num(self.errors.get("max_ulp")) if self.errors else None
+        return json_number(self.errors.get("max_ulp")) if self.errors else None
 
     @cached_property
     def max_abs(self) -> float | None:
-        return _num(self.errors.get("max_abs")) if self.errors else None
+        return json_number(self.errors.get("max_abs")) if self.errors else None
 
     @cached_property
     def budget_ulp(self) -> float | None:
-        return _num(self.errors.get("budget_ulp")) if self.errors else None
+        return json_number(self.errors.get("budget_ulp")) if self.errors else None
 
     @cached_property
     def ratio(self) -> float | None:
@@ -74,12 +74,12 @@ class CaseRecord:
         records without an absolute budget, max_ulp / budget_ulp."""
         if not self.errors:
             return None
-        exact = _num(self.errors.get("ratio"))
+        exact = json_number(self.errors.get("ratio"))
         if exact is not None:
             return exact
         worst = self.errors.get("worst")
         if isinstance(worst, dict):  # the worst element is the one with the largest error / budget
-            err, allowed = _num(worst.get("abs")), _num(worst.get("budget_abs"))
+            err, allowed = json_number(worst.get("abs")), json_number(worst.get("budget_abs"))
             if err is not None and allowed is not None:
                 if err == 0 or allowed == math.inf:
                     return 0.0
@@ -100,7 +100,7 @@ class CaseRecord:
         for figures in outputs.values() if isinstance(outputs, dict) else ():
             agg = figures.get("aggregate") if isinstance(figures, dict) else None
             for key, value in agg.items() if isinstance(agg, dict) else ():
-                v = _num(value)
+                v = json_number(value)
                 if v is not None and (key not in out or not v <= out[key]):
                     out[str(key)] = v
         return out
@@ -126,7 +126,7 @@ class CaseRecord:
             data_type=str(data.get("data_type") or ""),
             index=index if isinstance(index, int) else None,
             message=None if data.get("message") is None else str(data.get("message")),
-            duration_s=_num(data.get("duration_s")),
+            duration_s=json_number(data.get("duration_s")),
             regime=None if data.get("regime") is None else str(data.get("regime")),
             expected=None if data.get("expected") is None else str(data.get("expected")),
             rule=None if data.get("rule") is None else str(data.get("rule")),
@@ -185,7 +185,7 @@ class Results:
         return counts
 
 
-def _num(value: Any) -> float | None:
+def json_number(value: Any) -> float | None:
     """A float from JSON, where a writer may have spelled infinity/NaN as strings."""
     if value is None or isinstance(value, bool):
         return None

@@ -25,9 +25,9 @@ def shrink_dir(
     timeout: float = 60.0,
     max_seconds: float = 60.0,
     progress: Callable[[str], None] | None = None,
-) -> tuple[Shrunk, str]:
-    """Shrink the case in ``case_dir`` and write the result into ``out``; returns it and the
-    backend's name. ValueError (one line) for an unusable reproducer or backend;
+) -> tuple[Shrunk, str, dict[str, Any]]:
+    """Shrink the case in ``case_dir`` and write the result into ``out``; returns it, the
+    backend's name and the shrunk case's record (as in case.json). ValueError (one line) for an unusable reproducer or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
     from dmlconform.commands.replay import load_case_dir, open_backend
     from dmlconform.results import case_record, finish_record, save_reproducer
@@ -53,7 +53,7 @@ def shrink_dir(
     extra = {"shrink": {"from": str(case_dir), **found.to_dict()}}
     save_reproducer(out, found.case, found.result, record, name, options, tolerance, extra)
     _annotate(out / "desc.yaml", case_dir, found)
-    return found, info.name
+    return found, info.name, record
 
 
 def _annotate(path: Path, origin: Path, found: Shrunk) -> None:
@@ -97,7 +97,7 @@ def shrink_report(
             break
         rel = Path(record["reproducer"]) / "shrunk"
         try:
-            found, _ = shrink_dir(
+            found, _, shrunk_record = shrink_dir(
                 report_dir / record["reproducer"],
                 report_dir / rel,
                 isolate=isolate,
@@ -108,11 +108,10 @@ def shrink_report(
             record["shrunk"] = {"error": str(exc)}
             log(f"shrink {n}/{len(todo)}: {record['id']}: not shrunk: {exc}")
             continue
-        meta = json.loads((report_dir / rel / "case.json").read_text(encoding="utf-8"))
         record["shrunk"] = {
             "reproducer": rel.as_posix(),
-            "replay": meta.get("replay"),
-            "desc": meta.get("desc"),
+            "replay": shrunk_record.get("replay"),
+            "desc": shrunk_record.get("desc"),
             "message": found.result.message,
             **found.to_dict(),
         }

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dmlconform.report.model import json_number
 from dmlconform.runner.cases import Case
 from dmlconform.runner.checks import CaseResult
 
@@ -49,13 +50,10 @@ STRENGTH_CAP = 2.0
 
 
 def _figure(value: Any) -> float | None:
-    """A ratio from the JSON-safe errors: infinities and NaN arrive as strings; NaN (a NaN where
+    """A ratio from the JSON-safe errors (infinities and NaN arrive as strings); NaN (a NaN where
     the reference has a number) counts as infinitely far out."""
-    if isinstance(value, str) and value.lower() in ("inf", "nan", "-inf"):
-        return math.inf
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return math.inf if math.isnan(value) else float(value)
-    return None
+    number = json_number(value)
+    return math.inf if number is not None and math.isnan(number) else number
 
 
 def element_ratios(errors: dict[str, Any] | None) -> dict[str, float]:
