@@ -10,7 +10,6 @@ is far from the mean (the kernel's second pass)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_reference import path
 
 from dmlconform import reference
 from dmlconform.desc import parse_desc
@@ -30,16 +30,6 @@ from dmlconform.spec import load_spec
 
 SPEC = load_spec()
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@contextlib.contextmanager
-def path(which):
-    before = reference.MIRROR_MAX_ELEMENTS
-    reference.MIRROR_MAX_ELEMENTS = -1 if which == "numba" else 1 << 62
-    try:
-        yield
-    finally:
-        reference.MIRROR_MAX_ELEMENTS = before
 
 
 def both_paths(desc, inputs, **kw):
