@@ -10,7 +10,8 @@ import importlib
 import sys
 
 VERBS = (
-    "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch"
+    "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch",
+    "directml",
 )  # fmt: skip
 
 

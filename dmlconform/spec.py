@@ -77,6 +77,7 @@ class DataType:
     numpy: str | None
     is_float: bool = False
     since: str | None = None
+    value: int | None = None  # DML_TENSOR_DATA_TYPE, for descs packed for DirectML itself
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class Activation:
     parameters: tuple[ActivationParameter, ...]
     branch_points: tuple[Any, ...] = ()
     cancellation: str | None = None  # error scale for the tolerance model (activations.yaml)
+    value: int | None = None  # DML_OPERATOR_TYPE; parameters are in its desc struct's order
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -246,6 +248,7 @@ class Operator:
     summary: str = ""
     path: str = ""
     relations: tuple[Relation, ...] = ()
+    operator_type: int | None = None  # DML_OPERATOR_TYPE, for descs packed for DirectML itself
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -571,7 +574,9 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
     )
     dt = files["common/data_types.yaml"]
     data_types = {
-        x["name"]: DataType(x["name"], x["size"], x.get("numpy"), bool(x.get("float", False)), x.get("since"))
+        x["name"]: DataType(
+            x["name"], x["size"], x.get("numpy"), bool(x.get("float", False)), x.get("since"), x.get("value")
+        )
         for x in dt["data_types"]
     }
     flags = tuple(
@@ -586,6 +591,7 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
             tuple(ActivationParameter(p["name"], p.get("default")) for p in x.get("parameters", [])),
             tuple(x.get("branch_points", [])),
             x.get("cancellation"),
+            x.get("value"),
         )
         for x in act["activations"]
     }
@@ -630,6 +636,7 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
             summary=data.get("summary", ""),
             path=str(paths.get(rel, spec_dir / rel)),
             relations=tuple(Relation.from_dict(r) for r in data.get("relations") or ()),
+            operator_type=(data.get("operator_type") or {}).get("value"),
         )
         if op.name in operators:
             raise SpecError(f"operator {op.name} defined twice", str(paths.get(rel, spec_dir / rel)))

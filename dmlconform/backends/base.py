@@ -43,6 +43,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "numpy": "dmlconform.backends.numpy_backend:NumpyBackend",
     "onnxruntime": "dmlconform.backends.onnxruntime_backend:OnnxRuntimeBackend",
     "torch": "dmlconform.backends.torch_backend:TorchBackend",
+    "directml": "dmlconform.backends.directml.backend:DirectMLBackend",
 }
 
 #: Third-party packages a backend may need, and the pip extra that installs them.

@@ -1,0 +1,200 @@
+"""``--backend directml``: the real DirectML.dll, under Wine, judged like any other backend.
+
+``execute`` packs the desc (``pack.py``), sends it with the inputs' buffers to the runner, and
+reads the outputs back from their strided buffers. ``check`` asks CreateOperator (and
+CompileOperator: every desc DirectML accepted also compiled, but a refusal there is DirectML's
+too): E_INVALIDARG is :class:`Rejected`, so a legal desc that DirectML refuses and an illegal
+one it accepts become the suite's ordinary validation findings. The feature level is the one
+the DLL reports, unless the user asks for a lower one.
+
+Outputs are pre-filled with 0xFF bytes by the runner, so an output DirectML never wrote comes
+back NaN and fails its comparison; S_OK alone is never taken as a result (with a lavapipe that
+lacks descriptor indexing, DirectML returns S_OK and writes garbage: the self-test catches that).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dmlconform.backends.base import BackendBase, BackendError, Option
+from dmlconform.backends.directml import pack
+from dmlconform.backends.directml.client import MODE_COMPILE, MODE_EXECUTE, RunnerError
+from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
+from dmlconform.backends.directml.selftest import run_self_test
+from dmlconform.backends.directml.stack import Session, StackMissing, locate
+from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.errors import Rejected, Unsupported
+from dmlconform.spec import load_spec
+
+E_INVALIDARG = 0x80070057
+#: HRESULTs DirectML returns for a desc it refuses (E_INVALIDARG; E_NOTIMPL for a combination
+#: this release does not implement).
+REFUSALS = {E_INVALIDARG: "E_INVALIDARG", 0x80004001: "E_NOTIMPL"}
+#: DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION (DirectML.h, enum DML_EXECUTION_FLAGS).
+ALLOW_HALF_PRECISION = 0x1
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _level_or_auto(text: str) -> str:
+    return text if text == "auto" else load_spec().level(text).name
+
+
+class DirectMLBackend(BackendBase):
+    name: ClassVar[str] = "directml"
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
+        Option("version", DEFAULT_DML_VERSION, "DirectML release installed by dmlconform directml setup"),
+        Option("dll", "", "path of a DirectML.dll to use instead of an installed release"),
+        Option("timeout", "120", "seconds one case may take before the runner is killed", parse=_positive_float),
+        Option(
+            "feature_level",
+            "auto",
+            "the level to judge at (auto: the highest the DLL reports)",
+            parse=_level_or_auto,
+        ),
+        Option(
+            "half_precision",
+            "no",
+            "pass DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION",
+            choices=("no", "yes"),
+            parse=lambda t: t == "yes",
+        ),
+    )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.spec = load_spec()
+        try:
+            self.stack = locate(self.options["version"], self.options["dll"] or None)
+        except StackMissing as exc:
+            raise BackendError(str(exc)) from None
+        self.session: Session | None = None
+        self.stack_info: dict[str, str] = {}
+        self._open()
+        atexit.register(self.close)
+
+    # -- the runner ----------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Start the runner and ask DirectML what it is; fails in one line if it cannot."""
+        try:
+            self.session = Session(self.stack)
+            self.stack_info = query_stack(self.session, self.spec)
+            test = run_self_test(self.session.runner)
+        except (RunnerError, OSError, RuntimeError) as exc:
+            self.close()
+            raise BackendError(f"backend 'directml': the runner did not start: {exc}") from None
+        if not test.passed:
+            self.close()
+            raise BackendError(f"backend 'directml': the self-test failed, this stack computes garbage: {test.detail}")
+        reported = self.stack_info.get("max_feature_level", "")
+        if not reported:
+            self.close()
+            raise BackendError("backend 'directml': DirectML reports no feature level (the device did not start)")
+        if self.options["feature_level"] == "auto":
+            self.feature_level = reported
+        elif self.spec.level(self.options["feature_level"]).index > self.spec.level(reported).index:
+            self.close()
+            raise BackendError(
+                f"backend 'directml': feature_level={self.options['feature_level']} is above "
+                f"DirectML {self.stack.dml_version}'s maximum {reported}"
+            )
+        else:
+            self.feature_level = self.options["feature_level"]
+
+    def close(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            with contextlib.suppress(Exception):
+                session.close()
+
+    @property
+    def _runner(self) -> Any:
+        if self.session is None:
+            raise RunnerError("the DirectML backend is closed")
+        return self.session.runner
+
+    # -- protocol ----------------------------------------------------------------------------
+
+    def versions(self) -> dict[str, str]:
+        return {**super().versions(), **{f"directml.{k}" if k != "directml" else k: v for k, v in self.stack_info.items()}}
+
+    def describe(self) -> str:
+        info = self.stack_info
+        return (
+            f"directml {info.get('directml', '?')} (feature level {self.feature_level}; "
+            f"{info.get('adapter', '?')}; {info.get('vulkan_driver', '?')}; {info.get('wine', '?')})"
+        )
+
+    def check(self, desc: OperatorDesc) -> None:
+        packed = self._pack(desc)
+        reply = self._runner.run(
+            MODE_COMPILE, packed.arena, packed.relocations, [], [], self.options["timeout"], self._flags()
+        )
+        if reply.ok:
+            return
+        refusal = REFUSALS.get(reply.hresult & 0xFFFFFFFF)
+        if refusal and reply.stage in (1, 2):
+            raise Rejected(f"DirectML {reply.describe()} ({refusal})")
+        raise RuntimeError(f"DirectML {reply.describe()}")
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        packed = self._pack(desc)
+        for name, _ in packed.inputs:
+            tensor = desc.members.get(name)
+            if isinstance(tensor, TensorDesc) and tensor.effective_flags != "NONE":
+                raise Unsupported(f"{name} has Flags {tensor.flags}: the runner binds no DML-owned inputs")
+        buffers = pack.input_buffers(packed, desc, inputs)
+        outputs = [size for _, size in packed.outputs]
+        reply = self._runner.run(
+            MODE_EXECUTE, packed.arena, packed.relocations, buffers, outputs, self.options["timeout"], self._flags()
+        )
+        self._last_info = {
+            "directml_ms": {
+                k: round(v, 3) for k, v in zip(("create", "compile", "init", "execute", "readback"), reply.timings_ms)
+            }
+        }
+        if not reply.ok:
+            refusal = REFUSALS.get(reply.hresult & 0xFFFFFFFF)
+            if refusal and reply.stage in (1, 2):
+                raise Rejected(f"DirectML {reply.describe()} ({refusal})")
+            raise RuntimeError(f"DirectML {reply.describe()}")
+        out: dict[str, np.ndarray] = {}
+        for (name, _), data in zip(packed.outputs, reply.outputs, strict=True):
+            tensor = desc.members.get(name)
+            if isinstance(tensor, TensorDesc) and data is not None:
+                out[name] = pack.output_array(data, tensor)
+        return out
+
+    def _pack(self, desc: OperatorDesc) -> pack.Packed:
+        try:
+            return pack.pack(desc, self.spec)
+        except (KeyError, ValueError) as exc:
+            raise Unsupported(f"cannot pack this desc for DirectML: {exc}") from None
+
+    def _flags(self) -> int:
+        return ALLOW_HALF_PRECISION if self.options["half_precision"] else 0
+
+
+def query_stack(session: Session, spec: Any, timeout: float = 180.0) -> dict[str, str]:
+    """DirectML's own account of the stack (release, maximum feature level, FLOAT16, adapter)
+    beside what setup installed (Wine, vkd3d, lavapipe)."""
+    levels = sorted(spec.levels, key=lambda lv: lv.value, reverse=True)
+    types = [spec.data_types[name].value for name in ("FLOAT32", "FLOAT16")]
+    raw = session.runner.info([lv.value for lv in levels], types, timeout)
+    by_value = {lv.value: lv.name for lv in levels}
+    info = session.stack.describe()
+    info["max_feature_level"] = by_value.get(int(raw.get("max_feature_level", "0"), 16), "")
+    info["adapter"] = raw.get("adapter", "?")
+    info["float16"] = "supported" if raw.get(f"data_type_{types[1]}") == "1" else "not supported"
+    return info

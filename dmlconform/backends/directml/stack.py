@@ -1,0 +1,153 @@
+"""The DirectML stack on this machine: which pieces setup left where, the runner's build, and a
+started runner with the display it needs.
+
+A verdict on DirectML means nothing without the stack it ran on (the DLL's release, vkd3d's
+translation, lavapipe's arithmetic), so :meth:`Stack.describe` travels into every report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from dmlconform.backends.directml import provision
+from dmlconform.backends.directml.client import Runner, RunnerCommand
+from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION, release
+
+SETUP_COMMAND = "dmlconform directml setup"
+#: The compiler setup builds the runner with (Debian's gcc-mingw-w64-x86-64).
+MINGW_GCC = "x86_64-w64-mingw32-gcc"
+
+
+class StackMissing(RuntimeError):
+    """A piece of the stack is absent; the message is one line naming it and the fix."""
+
+
+def runner_source() -> bytes:
+    return resources.files("dmlconform.backends.directml").joinpath("runner.c").read_bytes()
+
+
+def runner_path(home: Path | None = None) -> Path:
+    """Where the runner built from this package's ``runner.c`` lives: named by the source's
+    hash, so an edited runner is rebuilt and two versions of the project can share a home."""
+    digest = hashlib.sha256(runner_source()).hexdigest()[:12]
+    return (home or provision.home()) / "runner" / f"runner-{digest}.exe"
+
+
+def build_runner(log: provision.Log = None) -> Path:
+    """Compile the runner with mingw-w64 (idempotent: an existing build of this source is kept)."""
+    exe = runner_path()
+    if exe.is_file():
+        return exe
+    if shutil.which(MINGW_GCC) is None:
+        raise provision.ProvisionError(
+            f"{MINGW_GCC} not found (package gcc-mingw-w64-x86-64): run {SETUP_COMMAND} as root"
+        )
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    src = exe.with_suffix(".c")
+    src.write_bytes(runner_source())
+    tmp = exe.with_name(exe.name + ".tmp")
+    cmd = [MINGW_GCC, "-O2", "-Wall", "-municode", "-o", str(tmp), str(src), "-ld3d12", "-ldxgi"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 or not tmp.is_file():
+        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if "error" in ln] or ["(no output)"]
+        raise provision.ProvisionError(f"building the DirectML runner failed: {lines[0].strip()}")
+    os.replace(tmp, exe)
+    if log:
+        log(f"runner: built {exe.name} with {MINGW_GCC}")
+    return exe
+
+
+def windows_path(path: Path) -> str:
+    """A Linux path as Wine's Z: drive shows it (Wine maps Z: to /)."""
+    return "Z:" + str(path.resolve()).replace("/", "\\")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The installed pieces one runner needs."""
+
+    dll: Path
+    runner: Path
+    prefix: Path
+    icd_json: Path
+    dml_version: str
+
+    def file_version(self) -> str:
+        return provision.file_version(self.dll)
+
+    def command(self, display: str) -> RunnerCommand:
+        env = provision.environment(self.prefix, self.icd_json, display)
+        return RunnerCommand(["wine", str(self.runner), windows_path(self.dll)], env, cwd=str(self.runner.parent))
+
+    def describe(self) -> dict[str, str]:
+        """The stack without starting anything (the runner adds what only DirectML can say)."""
+        return {
+            "directml": self.file_version(),
+            "directml_dll": str(self.dll),
+            "wine": provision.wine_version(),
+            "vkd3d": "bundled with Wine (vkd3d 1.6 in Debian's Wine 8.0)",
+            "vulkan_driver": f"lavapipe (Mesa {provision.lavapipe_version(self.icd_json)})",
+        }
+
+
+def locate(version: str | None = None, dll: str | Path | None = None) -> Stack:
+    """The installed stack for a DirectML ``version`` (or an explicit ``dll``), or StackMissing
+    naming the missing piece and the setup command that provides it."""
+    home = provision.home()
+    missing = provision.missing_system_pieces()
+    if missing:
+        raise StackMissing(f"DirectML stack: missing {', '.join(missing)}: run {SETUP_COMMAND}")
+    if dll:
+        dll_path = Path(dll).expanduser()
+        if not dll_path.is_file():
+            raise StackMissing(f"DirectML stack: dll={dll_path} does not exist")
+        dml_version = "custom"
+    else:
+        dml_version = version or DEFAULT_DML_VERSION
+        try:
+            release(dml_version)
+        except KeyError as exc:
+            raise StackMissing(str(exc).strip("'\"")) from None
+        dll_path = home / "dll" / dml_version / "DirectML.dll"
+        if not dll_path.is_file():
+            raise StackMissing(
+                f"DirectML {dml_version} is not installed under {home}: run {SETUP_COMMAND} --version {dml_version}"
+            )
+    icd = provision._installed_lavapipe(home / "lavapipe")
+    if icd is None:
+        raise StackMissing(f"DirectML stack: lavapipe (Mesa 25) is not installed under {home}: run {SETUP_COMMAND}")
+    prefix = home / "prefix"
+    if not (prefix / "system.reg").is_file():
+        raise StackMissing(f"DirectML stack: no Wine prefix under {home}: run {SETUP_COMMAND}")
+    exe = runner_path(home)
+    if not exe.is_file():
+        raise StackMissing(f"DirectML stack: the runner for this dmlconform is not built: run {SETUP_COMMAND}")
+    return Stack(dll_path, exe, prefix, icd, dml_version)
+
+
+class Session:
+    """A started runner and its private X server. One per process (each pytest-xdist worker
+    has its own); both die with the process that started them."""
+
+    def __init__(self, stack: Stack, start_timeout: float = 120.0) -> None:
+        self.stack = stack
+        self._xvfb, display = provision.start_xvfb()
+        self.runner = Runner(stack.command(display), start_timeout=start_timeout)
+
+    def close(self) -> None:
+        try:
+            self.runner.stop()
+        finally:
+            provision.stop_xvfb(self._xvfb)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
