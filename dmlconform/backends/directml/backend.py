@@ -55,7 +55,9 @@ class DirectMLBackend(BackendBase):
     OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("version", DEFAULT_DML_VERSION, "DirectML release installed by dmlconform directml setup"),
         Option("dll", "", "path of a DirectML.dll to use instead of an installed release"),
-        Option("timeout", "120", "seconds one case may take before the runner is killed", parse=_positive_float),
+        Option(
+            "timeout", "120", "seconds one case may take before the runner is killed", parse=_positive_float
+        ),
         Option(
             "feature_level",
             "auto",
@@ -96,11 +98,15 @@ class DirectMLBackend(BackendBase):
             raise BackendError(f"backend 'directml': the runner did not start: {exc}") from None
         if not test.passed:
             self.close()
-            raise BackendError(f"backend 'directml': the self-test failed, this stack computes garbage: {test.detail}")
+            raise BackendError(
+                f"backend 'directml': the self-test failed, this stack computes garbage: {test.detail}"
+            )
         reported = self.stack_info.get("max_feature_level", "")
         if not reported:
             self.close()
-            raise BackendError("backend 'directml': DirectML reports no feature level (the device did not start)")
+            raise BackendError(
+                "backend 'directml': DirectML reports no feature level (the device did not start)"
+            )
         if self.options["feature_level"] == "auto":
             self.feature_level = reported
         elif self.spec.level(self.options["feature_level"]).index > self.spec.level(reported).index:
@@ -127,7 +133,10 @@ class DirectMLBackend(BackendBase):
     # -- protocol ----------------------------------------------------------------------------
 
     def versions(self) -> dict[str, str]:
-        return {**super().versions(), **{f"directml.{k}" if k != "directml" else k: v for k, v in self.stack_info.items()}}
+        return {
+            **super().versions(),
+            **{f"directml.{k}" if k != "directml" else k: v for k, v in self.stack_info.items()},
+        }
 
     def describe(self) -> str:
         info = self.stack_info
@@ -150,18 +159,25 @@ class DirectMLBackend(BackendBase):
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         packed = self._pack(desc)
-        for name, _ in packed.inputs:
-            tensor = desc.members.get(name)
-            if isinstance(tensor, TensorDesc) and tensor.effective_flags != "NONE":
-                raise Unsupported(f"{name} has Flags {tensor.flags}: the runner binds no DML-owned inputs")
         buffers = pack.input_buffers(packed, desc, inputs)
         outputs = [size for _, size in packed.outputs]
+        owned = [name in packed.owned for name, _ in packed.inputs]
         reply = self._runner.run(
-            MODE_EXECUTE, packed.arena, packed.relocations, buffers, outputs, self.options["timeout"], self._flags()
+            MODE_EXECUTE,
+            packed.arena,
+            packed.relocations,
+            buffers,
+            outputs,
+            self.options["timeout"],
+            self._flags(),
+            owned,
         )
         self._last_info = {
             "directml_ms": {
-                k: round(v, 3) for k, v in zip(("create", "compile", "init", "execute", "readback"), reply.timings_ms)
+                k: round(v, 3)
+                for k, v in zip(
+                    ("create", "compile", "init", "execute", "readback"), reply.timings_ms, strict=True
+                )
             }
         }
         if not reply.ok:

@@ -174,7 +174,9 @@ class Runner:
                 raise self._restart_after(f"the DirectML runner answered garbage (magic 0x{magic:08x})")
             body = self._read(length, deadline)
         except TimeoutError:
-            raise self._restart_after(f"the DirectML runner did not answer within {timeout:g} s (killed)") from None
+            raise self._restart_after(
+                f"the DirectML runner did not answer within {timeout:g} s (killed)"
+            ) from None
         except (EOFError, BrokenPipeError, OSError):
             status = self.proc.poll() if self.proc is not None else None
             if status is None and self.proc is not None:
@@ -201,18 +203,22 @@ class Runner:
         outputs: list[int],
         timeout: float,
         execution_flags: int = 0,
+        owned: list[bool] | None = None,
     ) -> RunReply:
+        """One desc: ``inputs`` are the input bindings' bytes in binding order (None for a null
+        tensor), ``owned`` flags the DML-owned ones, ``outputs`` the output bindings' sizes."""
         parts = [
             struct.pack("<IIQ", mode, execution_flags, len(arena)),
             arena,
             struct.pack(f"<I{len(relocations)}Q", len(relocations), *relocations),
             struct.pack("<I", len(inputs)),
         ]
-        for data in inputs:
+        for i, data in enumerate(inputs):
+            flag = int(bool(owned and owned[i]))
             if data is None:
-                parts.append(struct.pack("<Q", NO_BINDING))
+                parts.append(struct.pack("<QI", NO_BINDING, flag))
             else:
-                parts.append(struct.pack("<Q", len(data)))
+                parts.append(struct.pack("<QI", len(data), flag))
                 parts.append(data)
         parts.append(struct.pack(f"<I{len(outputs)}Q", len(outputs), *outputs))
         body = self.request(CMD_RUN, b"".join(parts), timeout)

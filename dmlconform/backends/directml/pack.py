@@ -11,9 +11,12 @@ ABI of the member type, the same for every operator, with natural alignment and 
 as DirectML's x64 build lays them out.
 
 A desc is packed as written, illegal ones too (that is how the runner asks DirectML whether it
-accepts them): an omitted tensor is a null pointer, an omitted number 0, a DimensionCount that
-disagrees with Sizes is sent as given (the Sizes array is padded with zeros so that DirectML
-never reads past it).
+accepts them): an omitted tensor is a null pointer. What a C struct cannot say is refused with
+:class:`Unrepresentable` instead of being guessed at: an omitted BOOL, UINT or FLOAT (C has no
+"absent" number), an array whose length disagrees with its count member (C arrays carry no
+length: DirectML reads AxisCount entries, or DimensionCount Sizes and Strides, whatever the desc
+file listed), an activation parameter with no value, a value that overflows its field. Those
+rules belong to the desc format, and DirectML cannot be asked about them.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 from dmlconform import layout
 from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
 from dmlconform.errors import Unsupported
-from dmlconform.spec import Operator, Spec, load_spec
+from dmlconform.spec import Member, Operator, Spec, load_spec
 
 #: DML_TENSOR_TYPE_BUFFER (DirectML.h, enum DML_TENSOR_TYPE).
 TENSOR_TYPE_BUFFER = 1
@@ -36,6 +39,10 @@ TENSOR_TYPE_BUFFER = 1
 NO_BINDING = 2**64 - 1
 
 _FORMATS = {"u32": ("<I", 4), "f32": ("<f", 4), "u64": ("<Q", 8), "ptr": ("<Q", 8)}
+
+
+class Unrepresentable(Unsupported):
+    """A desc that DirectML's C structs cannot express (see the module docstring)."""
 
 
 class Arena:
@@ -71,8 +78,8 @@ class Arena:
             struct.pack_into(fmt, self.data, base + off, value)
         return base
 
-    def uints(self, values: tuple[int, ...], min_count: int = 0) -> int:
-        count = max(len(values), min_count, 1)
+    def uints(self, values: tuple[int, ...]) -> int:
+        count = max(len(values), 1)
         for v in values:
             _fits(v, 32, "array element")
         base = self.reserve(4 * count, 8)
@@ -83,18 +90,20 @@ class Arena:
 @dataclass(frozen=True)
 class Packed:
     """What the runner needs for one desc: the arena, its relocations, and the buffer size of
-    each input and output binding in DirectML's binding order (``NO_BINDING`` for a null one)."""
+    each input and output binding in DirectML's binding order (``NO_BINDING`` for a null one);
+    ``owned`` names the inputs flagged OWNED_BY_DML (bound to the initializer instead)."""
 
     arena: bytes
     relocations: tuple[int, ...]
     inputs: tuple[tuple[str, int], ...]
     outputs: tuple[tuple[str, int], ...]
+    owned: frozenset[str] = frozenset()
 
 
 def _fits(value: int, bits: int, what: str) -> int:
     """A C unsigned integer field holds the value, or the desc cannot be put to DirectML at all."""
     if not 0 <= value < 1 << bits:
-        raise Unsupported(f"{what} {value} does not fit a {bits}-bit unsigned C field")
+        raise Unrepresentable(f"{what} {value} does not fit a {bits}-bit unsigned C field")
     return value
 
 
@@ -116,8 +125,13 @@ def _tensor(arena: Arena, tensor: TensorDesc | None, spec: Spec) -> int | None:
     data_type = spec.data_types[tensor.data_type]
     flags = {f.name: f.value for f in spec.tensor_flags}
     rank = tensor.rank
-    sizes = arena.uints(tuple(tensor.sizes), rank)
-    strides = arena.uints(tuple(tensor.strides), rank) if tensor.strides is not None else None
+    if len(tensor.sizes) != rank or (tensor.strides is not None and len(tensor.strides) != rank):
+        raise Unrepresentable(
+            f"DimensionCount {rank} with {len(tensor.sizes)} Sizes and "
+            f"{'no' if tensor.strides is None else len(tensor.strides)} Strides: C arrays carry no length"
+        )
+    sizes = arena.uints(tuple(tensor.sizes))
+    strides = arena.uints(tuple(tensor.strides)) if tensor.strides is not None else None
     buffer_desc = arena.struct(
         [
             ("u32", data_type.value if data_type.value is not None else 0),
@@ -139,10 +153,12 @@ def _activation(arena: Arena, act: ActivationDesc | None, spec: Spec) -> int | N
     if info is None or info.value is None:
         raise Unsupported(f"activation {act.type} has no DML_OPERATOR_TYPE in the spec")
     written = act.param_dict
-    params = [
-        ("f32", float(written.get(p.name, p.default if p.default is not None else 0.0)))
-        for p in info.parameters
-    ]
+    params: list[tuple[str, float | int | None]] = []
+    for p in info.parameters:
+        value = written.get(p.name, p.default)
+        if value is None:
+            raise Unrepresentable(f"{act.type} {p.name} has no value (a C FLOAT cannot be absent)")
+        params.append(("f32", float(value)))
     fields = [
         ("ptr", _tensor(arena, act.input_tensor, spec)),
         ("ptr", _tensor(arena, act.output_tensor, spec)),
@@ -151,8 +167,11 @@ def _activation(arena: Arena, act: ActivationDesc | None, spec: Spec) -> int | N
     return arena.struct([("u32", info.value), ("ptr", body)])
 
 
-def _member_field(arena: Arena, kind: str, value: object, spec: Spec) -> tuple[str, float | int | None]:
+def _member_field(arena: Arena, member: Member, value: object, spec: Spec) -> tuple[str, float | int | None]:
     """The C field of one member, by its spec type (the same for every operator)."""
+    kind = member.type
+    if value is None and kind in ("bool", "uint", "float", "uint_array") and not member.nullable:
+        raise Unrepresentable(f"{member.name} is omitted (a C {kind} member cannot be absent)")
     if kind == "tensor":
         return ("ptr", _tensor(arena, value if isinstance(value, TensorDesc) else None, spec))
     if kind == "activation":
@@ -174,7 +193,15 @@ def pack(desc: OperatorDesc, spec: Spec | None = None) -> Packed:
         raise Unsupported(f"{op.name} has no operator_type (DML_OPERATOR_TYPE) in the spec")
     arena = Arena()
     root = arena.reserve(16, 8)  # DML_OPERATOR_DESC {Type, Desc} must sit at offset 0
-    fields = [_member_field(arena, m.type, desc.get(m.name, spec), spec) for m in op.members]
+    values = {m.name: desc.get(m.name, spec) for m in op.members}
+    for m in op.members:
+        counted = values[m.name]
+        if m.size_member and isinstance(counted, tuple) and values.get(m.size_member) != len(counted):
+            raise Unrepresentable(
+                f"{m.size_member} is {values.get(m.size_member)} but {m.name} lists {len(counted)}: "
+                "DirectML reads the count, a C array carries no length"
+            )
+    fields = [_member_field(arena, m, values[m.name], spec) for m in op.members]
     body = arena.struct(fields)
     struct.pack_into("<IIQ", arena.data, root, op.operator_type, 0, body)
     arena.relocations.append(root + 8)
@@ -186,8 +213,17 @@ def pack(desc: OperatorDesc, spec: Spec | None = None) -> Packed:
             out.append((m.name, tensor_bytes(tensor, spec) if isinstance(tensor, TensorDesc) else NO_BINDING))
         return tuple(out)
 
+    owned = frozenset(
+        m.name
+        for m in op.input_members
+        if isinstance(t := desc.members.get(m.name), TensorDesc) and t.effective_flags == "OWNED_BY_DML"
+    )
     return Packed(
-        bytes(arena.data), tuple(arena.relocations), bindings(op.input_members), bindings(op.output_members)
+        bytes(arena.data),
+        tuple(arena.relocations),
+        bindings(op.input_members),
+        bindings(op.output_members),
+        owned,
     )
 
 

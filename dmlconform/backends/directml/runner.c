@@ -18,8 +18,9 @@
  *              Reply: text lines "key=value".
  *   RUN   (2): payload u32 mode (0 create, 1 create+compile, 2 execute), u32 execution flags,
  *              u64 arena length, arena, u32 relocation count, u64 offsets, u32 input count,
- *              per input u64 size (NO_BINDING for a null tensor) and its bytes, u32 output count,
- *              per output u64 size (or NO_BINDING).
+ *              per input u64 size (NO_BINDING for a null tensor), u32 owned (1 when the tensor
+ *              has DML_TENSOR_FLAG_OWNED_BY_DML: bound to the initializer, not the execution)
+ *              and its bytes, u32 output count, per output u64 size (or NO_BINDING).
  *              Reply: u32 stage reached (STAGE_*), i32 HRESULT, 5 x f64 milliseconds (create,
  *              compile, initialize, execute, read back), u32 output count, per output u64 size
  *              and its bytes (outputs are pre-filled with 0xFF bytes, a NaN in every float type,
@@ -53,7 +54,7 @@ typedef struct { UINT MaxSupportedFeatureLevel; } DML_FEATURE_DATA_FEATURE_LEVEL
 typedef struct { UINT DataType; } DML_FEATURE_QUERY_TENSOR_DATA_TYPE_SUPPORT;
 typedef struct { BOOL IsSupported; } DML_FEATURE_DATA_TENSOR_DATA_TYPE_SUPPORT;
 
-enum { DML_BINDING_TYPE_NONE = 0, DML_BINDING_TYPE_BUFFER = 1 };
+enum { DML_BINDING_TYPE_NONE = 0, DML_BINDING_TYPE_BUFFER = 1, DML_BINDING_TYPE_BUFFER_ARRAY = 2 };
 enum { DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT = 0, DML_FEATURE_FEATURE_LEVELS = 1 };
 
 typedef struct IDMLDispatchable IDMLDispatchable;
@@ -389,11 +390,14 @@ static void do_run(Cursor *c)
     const unsigned char *relocs = take(c, 8ull * reloc_count);
     UINT32 input_count = take_u32(c);
     UINT64 input_size[64], input_offset[64];
+    UINT32 input_owned[64], owned_count = 0;
     const unsigned char *input_data[64];
     UINT64 total = 0;
     if (input_count > 64) c->ok = 0;
     for (UINT32 i = 0; c->ok && i < input_count; i++) {
         input_size[i] = take_u64(c);
+        input_owned[i] = take_u32(c);
+        owned_count += input_owned[i] != 0;
         input_data[i] = NULL;
         if (input_size[i] != NO_BINDING) {
             input_data[i] = take(c, input_size[i]);
@@ -501,6 +505,19 @@ static void do_run(Cursor *c)
     DML_BUFFER_BINDING temp_buffer = {temp, 0, temp_size}, persistent_buffer = {persistent, 0, ep.PersistentResourceSize};
     DML_BINDING_DESC temp_binding = {DML_BINDING_TYPE_BUFFER, &temp_buffer};
     DML_BINDING_DESC persistent_binding = {DML_BINDING_TYPE_BUFFER, &persistent_buffer};
+    DML_BUFFER_BINDING in_buffers[64], out_buffers[64];
+    DML_BINDING_DESC in_bindings[64], out_bindings[64];
+    if (owned_count) {
+        /* DML-owned inputs go to the initializer as one buffer array over every input, the
+         * others left null (DML_BUFFER_ARRAY_BINDING). */
+        for (UINT32 i = 0; i < input_count; i++)
+            in_buffers[i] = input_owned[i] && input_size[i] != NO_BINDING
+                                ? (DML_BUFFER_BINDING){tensors, input_offset[i], input_size[i]}
+                                : (DML_BUFFER_BINDING){NULL, 0, 0};
+        struct { UINT BindingCount; const DML_BUFFER_BINDING *Bindings; } array = {input_count, in_buffers};
+        DML_BINDING_DESC array_binding = {DML_BINDING_TYPE_BUFFER_ARRAY, &array};
+        table->lpVtbl->BindInputs(table, 1, &array_binding);
+    }
     if (ip.TemporaryResourceSize) table->lpVtbl->BindTemporaryResource(table, &temp_binding);
     if (persistent) table->lpVtbl->BindOutputs(table, 1, &persistent_binding);
     g_recorder->lpVtbl->RecordDispatch(g_recorder, (ID3D12CommandList *)g_list, (IDMLDispatchable *)init, table);
@@ -514,12 +531,11 @@ static void do_run(Cursor *c)
     td.GPUDescriptorHandle.ptr = gpu.ptr + (UINT64)increment * ip.RequiredDescriptorCount;
     td.SizeInDescriptors = ep.RequiredDescriptorCount;
     if (FAILED(r.hr = table->lpVtbl->Reset(table, &td))) goto finish;
-    DML_BUFFER_BINDING in_buffers[64], out_buffers[64];
-    DML_BINDING_DESC in_bindings[64], out_bindings[64];
     for (UINT32 i = 0; i < input_count; i++) {
+        int bound = input_size[i] != NO_BINDING && !input_owned[i];
         in_buffers[i] = (DML_BUFFER_BINDING){tensors, input_offset[i], input_size[i]};
-        in_bindings[i] = (DML_BINDING_DESC){input_size[i] == NO_BINDING ? DML_BINDING_TYPE_NONE : DML_BINDING_TYPE_BUFFER,
-                                            input_size[i] == NO_BINDING ? NULL : &in_buffers[i]};
+        in_bindings[i] = (DML_BINDING_DESC){bound ? DML_BINDING_TYPE_BUFFER : DML_BINDING_TYPE_NONE,
+                                            bound ? &in_buffers[i] : NULL};
     }
     for (UINT32 i = 0; i < r.output_count; i++) {
         out_buffers[i] = (DML_BUFFER_BINDING){tensors, r.output_offset[i], r.output_size[i]};

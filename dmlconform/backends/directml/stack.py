@@ -83,7 +83,9 @@ class Stack:
 
     def command(self, display: str) -> RunnerCommand:
         env = provision.environment(self.prefix, self.icd_json, display)
-        return RunnerCommand(["wine", str(self.runner), windows_path(self.dll)], env, cwd=str(self.runner.parent))
+        return RunnerCommand(
+            ["wine", str(self.runner), windows_path(self.dll)], env, cwd=str(self.runner.parent)
+        )
 
     def describe(self) -> dict[str, str]:
         """The stack without starting anything (the runner adds what only DirectML can say)."""
@@ -119,15 +121,19 @@ def locate(version: str | None = None, dll: str | Path | None = None) -> Stack:
             raise StackMissing(
                 f"DirectML {dml_version} is not installed under {home}: run {SETUP_COMMAND} --version {dml_version}"
             )
-    icd = provision._installed_lavapipe(home / "lavapipe")
+    icd = provision.installed_lavapipe()
     if icd is None:
-        raise StackMissing(f"DirectML stack: lavapipe (Mesa 25) is not installed under {home}: run {SETUP_COMMAND}")
+        raise StackMissing(
+            f"DirectML stack: lavapipe (Mesa 25) is not installed under {home}: run {SETUP_COMMAND}"
+        )
     prefix = home / "prefix"
     if not (prefix / "system.reg").is_file():
         raise StackMissing(f"DirectML stack: no Wine prefix under {home}: run {SETUP_COMMAND}")
     exe = runner_path(home)
     if not exe.is_file():
-        raise StackMissing(f"DirectML stack: the runner for this dmlconform is not built: run {SETUP_COMMAND}")
+        raise StackMissing(
+            f"DirectML stack: the runner for this dmlconform is not built: run {SETUP_COMMAND}"
+        )
     return Stack(dll_path, exe, prefix, icd, dml_version)
 
 
