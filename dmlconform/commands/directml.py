@@ -41,7 +41,9 @@ def _err(message: str) -> int:
 def _step(name: str, fn: Any, *args: Any) -> Any:
     start = time.monotonic()
     result = fn(*args)
-    print(f"  {name:<10} {time.monotonic() - start:6.1f} s  {result if isinstance(result, str) else ''}".rstrip())
+    print(
+        f"  {name:<10} {time.monotonic() - start:6.1f} s  {result if isinstance(result, str) else ''}".rstrip()
+    )
     return result
 
 
@@ -123,5 +125,7 @@ def run_versions(args: argparse.Namespace) -> int:
         dll = home / "dll" / r.dml_version / "DirectML.dll"
         wheel = f"{r.package}=={r.package_version}"
         status = "runs" if r.runs_here else f"does not run: {r.note}"
-        print(f"{r.dml_version:<9} {wheel:<30} {r.max_feature_level or '-':<7} {'yes' if dll.is_file() else 'no':<10} {status}")
+        print(
+            f"{r.dml_version:<9} {wheel:<30} {r.max_feature_level or '-':<7} {'yes' if dll.is_file() else 'no':<10} {status}"
+        )
     return 0

@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dmlconform.report.model import OK, CaseRecord, Results
+from dmlconform.report.model import OK, CaseRecord, Results, Stack
 
 DEFAULT_FACTOR = 1.5
 # Below one ULP a change in the error is noise (0.1 -> 0.3 ULP is a factor of three), so ratios are
@@ -53,6 +53,18 @@ class ErrorChange:
 
 
 @dataclass
+class StackChange:
+    """A fact of the backend's stack (``versions`` key ``<backend>.<fact>``) that differs between
+    the runs: the comparison is then also one of, say, two DirectML releases or two drivers."""
+
+    stack: str
+    key: str
+    label: str
+    before: str | None
+    after: str | None
+
+
+@dataclass
 class Diff:
     """The comparison of two results files; ``regressions`` decides the exit status."""
 
@@ -65,6 +77,7 @@ class Diff:
     error_changes: list[ErrorChange] = field(default_factory=list)
     added: int = 0
     removed: list[str] = field(default_factory=list)
+    stack_changes: list[StackChange] = field(default_factory=list)
     factor: float = DEFAULT_FACTOR
 
     @property
@@ -87,6 +100,7 @@ class Diff:
             f"{len(self.error_changes)} error change(s), {self.added} new case(s), "
             f"{len(self.removed)} removed",
         ]
+        lines += [f"{title}: {_stack_line(changes)}" for title, changes in _by_stack(self.stack_changes)]
         if self.regressions:
             lines.append("")
             lines.append("Regressions:")
@@ -125,6 +139,8 @@ class Diff:
             f"**{len(self.regressions)} regression(s)**, {len(self.fixed)} fixed, "
             f"{len(self.error_changes)} error change(s), {self.added} new case(s), {len(self.removed)} removed."
         )
+        for title, changes in _by_stack(self.stack_changes):
+            lines += ["", f"**{_md(title)} changed**: " + _stack_line(changes, code=True)]
         for title, changes in (("Regressions", self.regressions), ("Fixed", self.fixed)):
             if not changes:
                 continue
@@ -182,8 +198,49 @@ def diff_results(old: Results, new: Results, factor: float = DEFAULT_FACTOR) -> 
         if change is not None:
             diff.error_changes.append(change)
     diff.removed = [c.id for c in old.cases if c.id not in new_ids]
+    diff.stack_changes = stack_changes(old.stacks, new.stacks)
     diff.error_changes.sort(key=lambda e: (not e.worse, -_log_ratio(e)))
     return diff
+
+
+def stack_changes(old: list[Stack], new: list[Stack]) -> list[StackChange]:
+    """Facts that differ between two runs' stacks of the same name (a stack only one run has,
+    as when two different backends are compared, is not a change of stack)."""
+    changes = []
+    new_by_name = {stack.name: stack for stack in new}
+    for before in old:
+        after = new_by_name.get(before.name)
+        if after is None:
+            continue
+        old_values = {f.key: f.value for f in before.facts}
+        new_values = {f.key: f.value for f in after.facts}
+        labels = {f.key: f.label for f in [*after.facts, *before.facts]}
+        for key in labels:
+            if old_values.get(key) != new_values.get(key):
+                changes.append(
+                    StackChange(after.title, key, labels[key], old_values.get(key), new_values.get(key))
+                )
+    return changes
+
+
+def _by_stack(changes: list[StackChange]) -> list[tuple[str, list[StackChange]]]:
+    grouped: dict[str, list[StackChange]] = {}
+    for change in changes:
+        grouped.setdefault(change.stack, []).append(change)
+    return list(grouped.items())
+
+
+def _stack_line(changes: list[StackChange], code: bool = False) -> str:
+    def show(value: str | None) -> str:
+        if value is None:
+            return "(not reported)"
+        if not code:
+            return value
+        return "`" + value.replace("`", "'").replace("\r", " ").replace("\n", " ") + "`"  # shown literally
+
+    return "; ".join(
+        f"{_md(c.label) if code else c.label} {show(c.before)} -> {show(c.after)}" for c in changes
+    )
 
 
 def _change(before: CaseRecord | None, after: CaseRecord) -> CaseChange:

@@ -22,6 +22,8 @@ FAILING = frozenset({"failed", "error"})
 # unexpected pass, which means an xfail mark is stale.
 NOTABLE = frozenset({"failed", "error", "xpassed"})
 OK = frozenset({"passed", "xfailed"})
+# How a stack's name reads in a report header ("DirectML stack"); other names show as written.
+STACK_TITLES = {"directml": "DirectML"}
 
 
 class ResultsError(Exception):
@@ -140,6 +142,80 @@ class CaseRecord:
 
 
 @dataclass
+class StackFact:
+    """One fact of a backend's stack: its ``versions`` key, a label for people, and its value;
+    ``values`` has one entry per distinct value when the shards of a merged run differ, each with
+    the shards ("2/4") that had it (empty when there is a single value)."""
+
+    key: str
+    label: str
+    values: list[tuple[str, list[str]]]
+
+    @property
+    def value(self) -> str:
+        """The value, or every distinct value with its shards: "a (shard 1/2); b (shard 2/2)"."""
+        if len(self.values) == 1:
+            return self.values[0][0]
+        return "; ".join(f"{v} ({_shards_text(shards)})" for v, shards in self.values)
+
+
+def _shards_text(shards: list[str]) -> str:
+    return ("shard " if len(shards) == 1 else "shards ") + ", ".join(shards)
+
+
+@dataclass
+class Stack:
+    """What a backend reported of the software and hardware it ran on: the ``versions`` keys
+    ``<name>.<fact>``, and ``<name>`` itself, its release. Generic: a backend adds stack facts by
+    adding such keys (the directml backend: ``directml``, ``directml.wine``, ...)."""
+
+    name: str
+    facts: list[StackFact]
+
+    @property
+    def title(self) -> str:
+        return f"{STACK_TITLES.get(self.name, self.name)} stack"
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(f.key for f in self.facts)
+
+
+def stacks_of(
+    versions: dict[str, Any],
+    backend_name: str | None = None,
+    shards: list[tuple[str, dict[str, Any]]] | None = None,
+) -> list[Stack]:
+    """The stacks in a ``versions`` table: one per name N with keys ``N.<fact>`` where N is the
+    backend's name or itself a key (so a package named "zope.interface" is no stack). Facts keep
+    the order the backend wrote them in, the release (key N) first. ``shards``: (shard, versions)
+    of each shard of a merged run, whose differing values are all shown."""
+    tables = shards or [("", versions)]
+    keys: list[str] = list(dict.fromkeys(k for _, table in tables for k in table))
+    names: list[str] = []
+    for key in keys:
+        name, dot, fact = key.partition(".")
+        if dot and fact and name not in names and (name == backend_name or any(name in t for _, t in tables)):
+            names.append(name)
+    stacks = []
+    for name in names:
+        facts = []
+        for key in [name, *(k for k in keys if k.startswith(name + ".") and k != name + ".")]:
+            if not any(key in t for _, t in tables):
+                continue
+            grouped: dict[str, list[str]] = {}
+            for shard, table in tables:
+                grouped.setdefault(str(table[key]) if key in table else "(not reported)", []).append(shard)
+            fact = key[len(name) + 1 :] if key != name else "release"
+            if fact.startswith(name + "_"):
+                fact = fact[len(name) + 1 :]  # "directml.directml_dll" reads "dll"
+            values = list(grouped.items()) if len(grouped) > 1 else [(next(iter(grouped)), [])]
+            facts.append(StackFact(key, fact.replace("_", " "), values))
+        stacks.append(Stack(name, facts))
+    return stacks
+
+
+@dataclass
 class Results:
     """A whole results.json; ``data`` is the parsed document for fields the model does not lift."""
 
@@ -155,6 +231,28 @@ class Results:
     @property
     def backend_name(self) -> str:
         return str(self.backend.get("name") or "?")
+
+    @property
+    def versions(self) -> dict[str, Any]:
+        versions = self.data.get("versions")
+        return versions if isinstance(versions, dict) else {}
+
+    @property
+    def stacks(self) -> list[Stack]:
+        """The backend's stack facts (see :func:`stacks_of`); for a merged run, over its shards
+        (``merged_from`` carries the versions of a shard whose versions differ from the first's)."""
+        merged = self.data.get("merged_from")
+        shards = None
+        if isinstance(merged, list) and merged:
+            shards = [
+                (
+                    str(m.get("shard") or i + 1),
+                    m["versions"] if isinstance(m.get("versions"), dict) else self.versions,
+                )
+                for i, m in enumerate(merged)
+                if isinstance(m, dict)
+            ]
+        return stacks_of(self.versions, self.backend_name, shards or None)
 
     @property
     def coverage(self) -> dict[str, dict[str, dict[str, int]]]:

@@ -47,6 +47,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     )
     env.filters["num"] = format_number
     env.filters["md"] = markdown_cell
+    env.filters["mdcode"] = markdown_code
     return env
 
 
@@ -74,6 +75,11 @@ def markdown_cell(text: Any) -> str:
         .replace("\r", " ")
         .replace("\n", " ")
     )
+
+
+def markdown_code(text: Any) -> str:
+    """Text as a markdown code span, shown literally (a "~" in "8.0~repack" is no strikethrough)."""
+    return "`" + str(text).replace("`", "'").replace("\r", " ").replace("\n", " ") + "`"
 
 
 def level_key(level: str) -> tuple[int, ...]:
@@ -855,7 +861,10 @@ def build_context(results: Results) -> dict[str, Any]:
     matrix = build_matrix(results)
     ran = summary["total"] - summary["skipped"]
     ok = summary["passed"] + summary["xfailed"]
-    versions = data.get("versions") if isinstance(data.get("versions"), dict) else {}
+    stacks = results.stacks
+    in_stacks = frozenset().union(*(stack.keys for stack in stacks))
+    # The header's versions line leaves out what the stack lines show.
+    versions = {k: v for k, v in results.versions.items() if k not in in_stacks}
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     return {
         "results": results,
@@ -866,6 +875,7 @@ def build_context(results: Results) -> dict[str, Any]:
         if isinstance(results.backend.get("options"), dict)
         else {},
         "versions": versions,
+        "stacks": stacks,
         "tool": tool,
         "summary": summary,
         "pass_rate": (ok / ran) if ran else None,
