@@ -202,12 +202,6 @@ def test_garbled_requests_are_bad_requests_and_the_runner_keeps_serving(runner: 
     assert_serves(runner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RunnerError,
-    reason="runner.c bug: a relocation target equal to the arena length passes `target > arena_len` "
-    "(off by one); DirectML then reads the operator struct past the arena and the runner crashes",
-)
 def test_relocation_target_at_arena_end_is_a_bad_request(runner: Any) -> None:
     p = pack.pack(mvn1(), SPEC)
     arena = bytearray(p.arena)
@@ -247,12 +241,6 @@ def test_crash_is_reported_and_the_next_request_works(runner: Any) -> None:
     assert_serves(runner)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RunnerError,
-    reason="client.py bug: after a restart (restarts > 0) the new process's start-up (0.5-3 s under "
-    "Wine) is charged to the request's own timeout; only the very first start gets start_timeout",
-)
 def test_restart_start_up_is_not_charged_to_the_next_request(runner: Any) -> None:
     with pytest.raises(RunnerError, match="crashed"):
         runner.crash(timeout=30)
@@ -324,13 +312,6 @@ def test_backend_refuses_a_stack_that_computes_garbage(
     assert "\n" not in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="backend.py: Stack.describe() runs before the self-test and needs a version.txt beside the "
-    "ICD, so the garbage stack is reported as 'the runner did not start: no .../version.txt: re-run "
-    "ensure_lavapipe (delete /usr/share/vulkan/icd.d)' instead of the failed self-test",
-)
 def test_backend_names_the_self_test_with_the_system_icd_as_installed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -433,13 +414,6 @@ def test_check_accepts_legal_and_rejects_an_axis_out_of_range(backend: Any) -> N
         backend.check(mvn1().replace(NormalizeVariance=...))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=MemoryError,
-    reason="backend.py bug: execute() builds every input buffer (TotalTensorSizeInBytes as written) in "
-    "numpy before DirectML has seen the desc; a huge size is a MemoryError (or a real multi-GB "
-    "allocation) instead of CreateOperator's E_INVALIDARG",
-)
 def test_execute_refuses_a_huge_input_size_without_allocating_it(backend: Any) -> None:
     huge = TensorDesc("FLOAT32", (1, 2, 2, 3), total_tensor_size_in_bytes=2**50)
     desc = mvn1().replace(InputTensor=huge)
@@ -447,12 +421,6 @@ def test_execute_refuses_a_huge_input_size_without_allocating_it(backend: Any) -
         backend.execute(desc, {"InputTensor": X})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="client.py: the runner's stderr goes to /dev/null, so a runner that exits at start-up with "
-    "its reason ('LoadLibrary(DirectML.dll) failed: 0x...') is reported only as 'crashed (exit status 2)'",
-)
 def test_a_dll_that_does_not_load_is_named(tmp_path: Path) -> None:
     dll = tmp_path / "DirectML.dll"
     dll.write_bytes(b"MZ" + b"\0" * 1022)

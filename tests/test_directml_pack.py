@@ -780,12 +780,6 @@ def test_unrepresentable(case: str) -> None:
         pack.pack(desc, SPEC)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="pack bug: a FLOAT beyond float32's range (Epsilon 1e39, which the validator accepts) "
-    "raises OverflowError from struct.pack instead of Unrepresentable",
-)
 @pytest.mark.parametrize(
     "members",
     [{"Epsilon": 1e39}, {"FusedActivation": {"Type": "ACTIVATION_LINEAR", "Alpha": -1e39, "Beta": 0.0}}],

@@ -35,6 +35,10 @@ E_INVALIDARG = 0x80070057
 #: HRESULTs DirectML returns for a desc it refuses (E_INVALIDARG; E_NOTIMPL for a combination
 #: this release does not implement).
 REFUSALS = {E_INVALIDARG: "E_INVALIDARG", 0x80004001: "E_NOTIMPL"}
+#: The most bytes of bindings one case sends through the pipe (inputs and outputs, here and in
+#: the runner's upload, default and readback buffers): a 2^26-element FLOAT32 case with its
+#: statistics is about 0.6 GiB.
+MAX_BOUND_BYTES = 4 << 30
 #: DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION (DirectML.h, enum DML_EXECUTION_FLAGS).
 ALLOW_HALF_PRECISION = 0x1
 
@@ -159,6 +163,12 @@ class DirectMLBackend(BackendBase):
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         packed = self._pack(desc)
+        bound = sum(size for _, size in (*packed.inputs, *packed.outputs) if size != pack.NO_BINDING)
+        if bound > MAX_BOUND_BYTES:
+            self.check(desc)  # DirectML's verdict first: refusing 2^40 bytes needs no buffers
+            raise Unsupported(
+                f"bindings of {bound} bytes exceed the {MAX_BOUND_BYTES >> 30} GiB a case may send"
+            )
         buffers = pack.input_buffers(packed, desc, inputs)
         outputs = [size for _, size in packed.outputs]
         owned = [name in packed.owned for name, _ in packed.inputs]

@@ -80,13 +80,17 @@ class Runner:
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self.stderr_path: Path | None = None
+        self._answered = False
 
     # -- process ------------------------------------------------------------------------------
 
     def start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        self._stderr = open(os.devnull, "wb")  # noqa: SIM115 -- closed in stop()
+        self._answered = False  # each new process gets start_timeout on its first request
+        log_dir = Path(self.command.env.get("XDG_RUNTIME_DIR") or "/tmp")
+        self.stderr_path = log_dir / f"dmlconform-runner-{os.getpid()}.log"
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 -- closed in stop()
         try:
             self.proc = subprocess.Popen(
                 self.command.argv,
@@ -115,6 +119,15 @@ class Runner:
                 stream.close()  # type: ignore[union-attr]
         with contextlib.suppress(Exception):
             self._stderr.close()
+
+    def _last_stderr_line(self) -> str:
+        """The runner's own last word (e.g. which call failed), if it said one."""
+        try:
+            lines = self.stderr_path.read_text(errors="replace").splitlines() if self.stderr_path else []
+        except OSError:
+            return ""
+        ours = [ln.strip() for ln in lines if ln.startswith("dmlconform runner:")]
+        return ours[-1] if ours else ""
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -164,7 +177,7 @@ class Runner:
         kills the runner (the next request starts a new one) and raises RunnerError."""
         self.start()
         assert self.proc is not None
-        first_use = self.restarts == 0 and not getattr(self, "_answered", False)
+        first_use = not self._answered
         deadline = time.monotonic() + timeout + (self.start_timeout if first_use else 0.0)
         try:
             self._send(self.proc, command, payload)
@@ -182,7 +195,10 @@ class Runner:
             if status is None and self.proc is not None:
                 with contextlib.suppress(Exception):
                     status = self.proc.wait(timeout=5)
-            raise self._restart_after(f"the DirectML runner crashed (exit status {status})") from None
+            said = self._last_stderr_line()
+            raise self._restart_after(
+                f"the DirectML runner crashed (exit status {status}){': ' + said if said else ''}"
+            ) from None
         self._answered = True
         return body
 

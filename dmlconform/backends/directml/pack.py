@@ -100,10 +100,20 @@ class Packed:
     owned: frozenset[str] = frozenset()
 
 
-def _fits(value: int, bits: int, what: str) -> int:
-    """A C unsigned integer field holds the value, or the desc cannot be put to DirectML at all."""
-    if not 0 <= value < 1 << bits:
+def _fits(value: int, bits: int, what: str, reserved: int | None = None) -> int:
+    """A C unsigned integer field holds the value, or the desc cannot be put to DirectML at all
+    (``reserved``: a value the protocol keeps for itself, NO_BINDING for buffer sizes)."""
+    if not 0 <= value < 1 << bits or value == reserved:
         raise Unrepresentable(f"{what} {value} does not fit a {bits}-bit unsigned C field")
+    return value
+
+
+def _f32(value: float, what: str) -> float:
+    """A value a C FLOAT can hold (NaN and infinities are FLOATs too), or Unrepresentable."""
+    try:
+        struct.pack("<f", value)
+    except OverflowError:
+        raise Unrepresentable(f"{what} {value!r} does not fit a 32-bit C FLOAT") from None
     return value
 
 
@@ -139,7 +149,7 @@ def _tensor(arena: Arena, tensor: TensorDesc | None, spec: Spec) -> int | None:
             ("u32", _u32(rank)),
             ("ptr", sizes),
             ("ptr", strides),
-            ("u64", _fits(tensor_bytes(tensor, spec), 64, "TotalTensorSizeInBytes")),
+            ("u64", _fits(tensor_bytes(tensor, spec), 64, "TotalTensorSizeInBytes", NO_BINDING)),
             ("u32", _u32(tensor.guaranteed_base_offset_alignment or 0)),
         ]
     )
@@ -158,7 +168,7 @@ def _activation(arena: Arena, act: ActivationDesc | None, spec: Spec) -> int | N
         value = written.get(p.name, p.default)
         if value is None:
             raise Unrepresentable(f"{act.type} {p.name} has no value (a C FLOAT cannot be absent)")
-        params.append(("f32", float(value)))
+        params.append(("f32", _f32(float(value), f"{act.type} {p.name}")))
     fields = [
         ("ptr", _tensor(arena, act.input_tensor, spec)),
         ("ptr", _tensor(arena, act.output_tensor, spec)),
@@ -179,7 +189,7 @@ def _member_field(arena: Arena, member: Member, value: object, spec: Spec) -> tu
     if kind == "uint_array":
         return ("ptr", arena.uints(tuple(value)) if isinstance(value, tuple) else None)
     if kind == "float":
-        return ("f32", float(value) if isinstance(value, (int, float)) else 0.0)
+        return ("f32", _f32(float(value), member.name) if isinstance(value, (int, float)) else 0.0)
     if kind in ("bool", "uint"):
         return ("u32", _u32(value))
     raise Unsupported(f"member type {kind!r} has no C layout in the DirectML packer")

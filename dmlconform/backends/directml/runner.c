@@ -135,6 +135,7 @@ typedef HRESULT(WINAPI *DMLCreateDeviceFn)(ID3D12Device *, UINT, REFIID, void **
 #define MAGIC_REPLY 0x414C4D44u   /* "DMLA" */
 #define NO_BINDING UINT64_MAX
 #define TENSOR_ALIGNMENT 256u
+#define MAX_BUFFER (1ull << 40) /* a binding past 1 TiB is a garbled request, not a tensor */
 enum { CMD_INFO = 1, CMD_RUN = 2, CMD_SLEEP = 3, CMD_CRASH = 4, CMD_QUIT = 5 };
 enum { MODE_CREATE = 0, MODE_COMPILE = 1, MODE_EXECUTE = 2 };
 enum {
@@ -400,6 +401,7 @@ static void do_run(Cursor *c)
         owned_count += input_owned[i] != 0;
         input_data[i] = NULL;
         if (input_size[i] != NO_BINDING) {
+            if (input_size[i] > MAX_BUFFER) c->ok = 0;
             input_data[i] = take(c, input_size[i]);
             input_offset[i] = total;
             total = align_up(total + input_size[i], TENSOR_ALIGNMENT);
@@ -410,7 +412,8 @@ static void do_run(Cursor *c)
     UINT64 outputs_begin = total;
     for (UINT32 i = 0; c->ok && i < r.output_count; i++) {
         r.output_size[i] = take_u64(c);
-        if (r.output_size[i] != NO_BINDING) {
+        if (r.output_size[i] != NO_BINDING && r.output_size[i] > MAX_BUFFER) c->ok = 0;
+        if (c->ok && r.output_size[i] != NO_BINDING) {
             r.output_offset[i] = total;
             total = align_up(total + r.output_size[i], TENSOR_ALIGNMENT);
         }
@@ -425,9 +428,9 @@ static void do_run(Cursor *c)
     for (UINT32 i = 0; i < reloc_count; i++) {
         UINT64 at, target;
         memcpy(&at, relocs + 8ull * i, 8);
-        if (at + 8 > arena_len) { r.stage = STAGE_BAD_REQUEST; goto done; }
+        if (arena_len < 8 || at > arena_len - 8) { r.stage = STAGE_BAD_REQUEST; goto done; }
         memcpy(&target, arena + at, 8);
-        if (target > arena_len) { r.stage = STAGE_BAD_REQUEST; goto done; }
+        if (target >= arena_len) { r.stage = STAGE_BAD_REQUEST; goto done; }
         unsigned char *ptr = arena + target;
         memcpy(arena + at, &ptr, 8);
     }

@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -89,12 +90,19 @@ class Stack:
 
     def describe(self) -> dict[str, str]:
         """The stack without starting anything (the runner adds what only DirectML can say)."""
+
+        def safely(fn: Callable[[], str]) -> str:
+            try:
+                return fn()
+            except (provision.ProvisionError, OSError) as exc:
+                return f"unknown ({exc})"
+
         return {
-            "directml": self.file_version(),
+            "directml": safely(self.file_version),
             "directml_dll": str(self.dll),
-            "wine": provision.wine_version(),
+            "wine": safely(provision.wine_version),
             "vkd3d": "bundled with Wine (vkd3d 1.6 in Debian's Wine 8.0)",
-            "vulkan_driver": f"lavapipe (Mesa {provision.lavapipe_version(self.icd_json)})",
+            "vulkan_driver": f"lavapipe (Mesa {safely(lambda: provision.lavapipe_version(self.icd_json))})",
         }
 
 
@@ -102,7 +110,7 @@ def locate(version: str | None = None, dll: str | Path | None = None) -> Stack:
     """The installed stack for a DirectML ``version`` (or an explicit ``dll``), or StackMissing
     naming the missing piece and the setup command that provides it."""
     home = provision.home()
-    missing = provision.missing_system_pieces()
+    missing = [p for p in provision.missing_system_pieces() if p != "gcc-mingw-w64-x86-64"]  # build only
     if missing:
         raise StackMissing(f"DirectML stack: missing {', '.join(missing)}: run {SETUP_COMMAND}")
     if dll:
