@@ -761,7 +761,7 @@ def test_torch_activations(torch_backend: Any, act: dict[str, Any]) -> None:
 
 
 def test_torch_float16_and_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
+    torch = pytest.importorskip("torch")
 
     torch_backend = load_backend("torch", {"float16": "native"})
     assert load_backend("torch").options["float16"] == "float32"  # default: accumulate in float32

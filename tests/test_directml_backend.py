@@ -414,6 +414,28 @@ def test_check_accepts_legal_and_rejects_an_axis_out_of_range(backend: Any) -> N
         backend.check(mvn1().replace(NormalizeVariance=...))
 
 
+def test_check_below_the_dlls_level_skips_descs_whose_verdict_changes_on_the_way(backend: Any) -> None:
+    """DirectML validates at the level it implements (6_4), whatever a device asks for: at a
+    requested 5_0, a BiasTensor without ScaleTensor (illegal below 5_2, legal from it) cannot be
+    put to it, while a desc illegal at both levels is still DirectML's to refuse."""
+    low = load_backend("directml", {"feature_level": "5_0"})
+    try:
+        assert low.feature_level == "5_0"
+        bias = {"DataType": "FLOAT32", "Sizes": [1, 2, 1, 1]}
+        one_sided = mvn1().replace(
+            BiasTensor=parse_desc(
+                {"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": {"BiasTensor": bias}}
+            ).members["BiasTensor"]
+        )
+        backend.check(one_sided)  # legal at 6_4: DirectML accepts it
+        with pytest.raises(Unsupported, match="validates at 6_4"):
+            low.check(one_sided)
+        with pytest.raises(Rejected, match="E_INVALIDARG"):
+            low.check(mvn1(axes=[2, 7]))
+    finally:
+        low.close()
+
+
 def test_execute_refuses_a_huge_input_size_without_allocating_it(backend: Any) -> None:
     huge = TensorDesc("FLOAT32", (1, 2, 2, 3), total_tensor_size_in_bytes=2**50)
     desc = mvn1().replace(InputTensor=huge)

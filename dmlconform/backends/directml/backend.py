@@ -150,6 +150,18 @@ class DirectMLBackend(BackendBase):
         )
 
     def check(self, desc: OperatorDesc) -> None:
+        own = self.stack_info.get("max_feature_level") or self.feature_level
+        if own != self.feature_level:
+            # DirectML validates at the level it implements, whatever level a device asks for
+            # at least: a desc whose verdict changes between the two cannot be put to it.
+            from dmlconform.validate import validate
+
+            at_ours, at_its = validate(desc, self.feature_level), validate(desc, own)
+            if {v.rule for v in at_ours} != {v.rule for v in at_its}:
+                raise Unsupported(
+                    f"DirectML {self.stack.dml_version} validates at {own}, where this desc's verdict "
+                    f"differs from {self.feature_level}'s"
+                )
         packed = self._pack(desc)
         reply = self._runner.run(
             MODE_COMPILE, packed.arena, packed.relocations, [], [], self.options["timeout"], self._flags()
@@ -219,8 +231,12 @@ def query_stack(session: Session, spec: Any, timeout: float = 180.0) -> dict[str
     types = [spec.data_types[name].value for name in ("FLOAT32", "FLOAT16")]
     raw = session.runner.info([lv.value for lv in levels], types, timeout)
     by_value = {lv.value: lv.name for lv in levels}
-    info = session.stack.describe()
-    info["max_feature_level"] = by_value.get(int(raw.get("max_feature_level", "0"), 16), "")
-    info["adapter"] = raw.get("adapter", "?")
-    info["float16"] = "supported" if raw.get(f"data_type_{types[1]}") == "1" else "not supported"
-    return info
+    stack = session.stack.describe()
+    return {
+        "directml": stack.pop("directml"),
+        "max_feature_level": by_value.get(int(raw.get("max_feature_level", "0"), 16), ""),
+        "float16": "supported" if raw.get(f"data_type_{types[1]}") == "1" else "not supported",
+        # Wine names a GPU of its own choosing; the device behind it is lavapipe
+        "adapter": f"{raw.get('adapter', '?')} as Wine reports it",
+        **stack,
+    }

@@ -97,12 +97,14 @@ class Stack:
             except (provision.ProvisionError, OSError) as exc:
                 return f"unknown ({exc})"
 
+        wine = safely(provision.wine_version)
         return {
             "directml": safely(self.file_version),
+            "vulkan_driver": f"lavapipe (Mesa {safely(lambda: provision.lavapipe_version(self.icd_json))}, on the CPU)",
+            "wine": wine,
+            # Debian's changelog of Wine 8.0: "Bundled vkd3d upgraded to version 1.6" (not measured)
+            "vkd3d": "1.6, bundled with Wine 8.0" if wine.startswith("wine-8.0") else "bundled with Wine",
             "directml_dll": str(self.dll),
-            "wine": safely(provision.wine_version),
-            "vkd3d": "bundled with Wine (vkd3d 1.6 in Debian's Wine 8.0)",
-            "vulkan_driver": f"lavapipe (Mesa {safely(lambda: provision.lavapipe_version(self.icd_json))})",
         }
 
 
