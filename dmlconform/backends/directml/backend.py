@@ -23,7 +23,7 @@ import numpy as np
 
 from dmlconform.backends.base import BackendBase, BackendError, Option
 from dmlconform.backends.directml import pack
-from dmlconform.backends.directml.client import MODE_COMPILE, MODE_EXECUTE, RunnerError
+from dmlconform.backends.directml.client import MODE_COMPILE, MODE_EXECUTE, RunnerError, RunReply
 from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
 from dmlconform.backends.directml.selftest import run_self_test
 from dmlconform.backends.directml.stack import Session, StackMissing, locate
@@ -168,10 +168,7 @@ class DirectMLBackend(BackendBase):
         )
         if reply.ok:
             return
-        refusal = REFUSALS.get(reply.hresult & 0xFFFFFFFF)
-        if refusal and reply.stage in (1, 2):
-            raise Rejected(f"DirectML {reply.describe()} ({refusal})")
-        raise RuntimeError(f"DirectML {reply.describe()}")
+        _raise_for(reply)
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         packed = self._pack(desc)
@@ -203,10 +200,7 @@ class DirectMLBackend(BackendBase):
             }
         }
         if not reply.ok:
-            refusal = REFUSALS.get(reply.hresult & 0xFFFFFFFF)
-            if refusal and reply.stage in (1, 2):
-                raise Rejected(f"DirectML {reply.describe()} ({refusal})")
-            raise RuntimeError(f"DirectML {reply.describe()}")
+            _raise_for(reply)
         out: dict[str, np.ndarray] = {}
         for (name, _), data in zip(packed.outputs, reply.outputs, strict=True):
             tensor = desc.members.get(name)
@@ -222,6 +216,15 @@ class DirectMLBackend(BackendBase):
 
     def _flags(self) -> int:
         return ALLOW_HALF_PRECISION if self.options["half_precision"] else 0
+
+
+def _raise_for(reply: RunReply) -> None:
+    """A reply that did not get through: DirectML's refusal of the desc at CreateOperator or
+    CompileOperator is Rejected (a verdict); anything else is that case's error."""
+    refusal = REFUSALS.get(reply.hresult & 0xFFFFFFFF)
+    if refusal and reply.stage in (1, 2):
+        raise Rejected(f"DirectML {reply.describe()} ({refusal})")
+    raise RuntimeError(f"DirectML {reply.describe()}")
 
 
 def query_stack(session: Session, spec: Any, timeout: float = 180.0) -> dict[str, str]:
