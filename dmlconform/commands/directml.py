@@ -93,9 +93,8 @@ def run_info(args: argparse.Namespace) -> int:
 def _report(version: str | None, dll: str | None) -> int:
     """Start a runner on the stack, print what DirectML says of itself, run the self-test."""
     from dmlconform.backends.directml import stack
-    from dmlconform.backends.directml.backend import query_stack
+    from dmlconform.backends.directml.backend import account
     from dmlconform.backends.directml.client import RunnerError
-    from dmlconform.backends.directml.selftest import run_self_test
     from dmlconform.spec import load_spec
 
     try:
@@ -104,8 +103,7 @@ def _report(version: str | None, dll: str | None) -> int:
         return _err(str(exc))
     try:
         with stack.Session(found) as session:
-            info = query_stack(session, load_spec())
-            test = run_self_test(session.runner)
+            info, test = account(session, load_spec())
     except (RunnerError, OSError, RuntimeError) as exc:
         return _err(f"the runner did not start: {exc}")
     print(f"DirectML {info['directml']}")

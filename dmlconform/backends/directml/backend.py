@@ -23,11 +23,11 @@ import numpy as np
 
 from dmlconform.backends.base import BackendBase, BackendError, Option
 from dmlconform.backends.directml import pack
-from dmlconform.backends.directml.client import MODE_COMPILE, MODE_EXECUTE, RunnerError, RunReply
+from dmlconform.backends.directml.client import MODE_COMPILE, RunnerError, RunReply
 from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
-from dmlconform.backends.directml.selftest import run_self_test
+from dmlconform.backends.directml.selftest import SelfTest, run_self_test
 from dmlconform.backends.directml.stack import Session, StackMissing, locate
-from dmlconform.desc import OperatorDesc, TensorDesc
+from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.spec import load_spec
 
@@ -95,8 +95,7 @@ class DirectMLBackend(BackendBase):
         """Start the runner and ask DirectML what it is; fails in one line if it cannot."""
         try:
             self.session = Session(self.stack)
-            self.stack_info = query_stack(self.session, self.spec)
-            test = run_self_test(self.session.runner)
+            self.stack_info, test = account(self.session, self.spec)
         except (RunnerError, OSError, RuntimeError) as exc:
             self.close()
             raise BackendError(f"backend 'directml': the runner did not start: {exc}") from None
@@ -178,18 +177,8 @@ class DirectMLBackend(BackendBase):
             raise Unsupported(
                 f"bindings of {bound} bytes exceed the {MAX_BOUND_BYTES >> 30} GiB a case may send"
             )
-        buffers = pack.input_buffers(packed, desc, inputs)
-        outputs = [size for _, size in packed.outputs]
-        owned = [name in packed.owned for name, _ in packed.inputs]
-        reply = self._runner.run(
-            MODE_EXECUTE,
-            packed.arena,
-            packed.relocations,
-            buffers,
-            outputs,
-            self.options["timeout"],
-            self._flags(),
-            owned,
+        packed, reply = pack.execute(
+            self._runner, desc, inputs, self.options["timeout"], self._flags(), self.spec
         )
         self._last_info = {
             "directml_ms": {
@@ -201,12 +190,7 @@ class DirectMLBackend(BackendBase):
         }
         if not reply.ok:
             _raise_for(reply)
-        out: dict[str, np.ndarray] = {}
-        for (name, _), data in zip(packed.outputs, reply.outputs, strict=True):
-            tensor = desc.members.get(name)
-            if isinstance(tensor, TensorDesc) and data is not None:
-                out[name] = pack.output_array(data, tensor)
-        return out
+        return pack.outputs(packed, desc, reply)
 
     def _pack(self, desc: OperatorDesc) -> pack.Packed:
         try:
@@ -225,6 +209,12 @@ def _raise_for(reply: RunReply) -> None:
     if refusal and reply.stage in (1, 2):
         raise Rejected(f"DirectML {reply.describe()} ({refusal})")
     raise RuntimeError(f"DirectML {reply.describe()}")
+
+
+def account(session: Session, spec: Any) -> tuple[dict[str, str], SelfTest]:
+    """What the stack is and whether it computes: what the backend checks when it opens and
+    ``dmlconform directml info`` prints."""
+    return query_stack(session, spec), run_self_test(session.runner)
 
 
 def query_stack(session: Session, spec: Any, timeout: float = 180.0) -> dict[str, str]:

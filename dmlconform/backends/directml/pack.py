@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dmlconform import layout
+from dmlconform.backends.directml.client import MODE_EXECUTE, Runner, RunReply
 from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
 from dmlconform.errors import Unsupported
 from dmlconform.spec import Member, Operator, Spec, load_spec
@@ -255,6 +256,40 @@ def output_array(data: bytes, tensor: TensorDesc) -> np.ndarray:
     usable = len(data) // dtype.itemsize * dtype.itemsize
     flat = np.frombuffer(data[:usable], dtype=dtype)
     return layout.from_buffer(flat.astype(dtype.newbyteorder("="), copy=False), tensor)
+
+
+def execute(
+    runner: Runner,
+    desc: OperatorDesc,
+    inputs: Mapping[str, np.ndarray],
+    timeout: float,
+    flags: int = 0,
+    spec: Spec | None = None,
+) -> tuple[Packed, RunReply]:
+    """Send one desc with its inputs to the runner for execution: the request every execute
+    makes (the backend's and the self-test's)."""
+    packed = pack(desc, spec)
+    reply = runner.run(
+        MODE_EXECUTE,
+        packed.arena,
+        packed.relocations,
+        input_buffers(packed, desc, inputs),
+        [size for _, size in packed.outputs],
+        timeout,
+        flags,
+        [name in packed.owned for name, _ in packed.inputs],
+    )
+    return packed, reply
+
+
+def outputs(packed: Packed, desc: OperatorDesc, reply: RunReply) -> dict[str, np.ndarray]:
+    """The logical outputs of a successful execution, by member name."""
+    out: dict[str, np.ndarray] = {}
+    for (name, _), data in zip(packed.outputs, reply.outputs, strict=True):
+        tensor = desc.members.get(name)
+        if isinstance(tensor, TensorDesc) and data is not None:
+            out[name] = output_array(data, tensor)
+    return out
 
 
 def input_buffers(packed: Packed, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> list[bytes | None]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dmlconform.backends.directml import pack
-from dmlconform.backends.directml.client import MODE_EXECUTE, Runner, RunnerError
+from dmlconform.backends.directml.client import Runner, RunnerError
 from dmlconform.desc import OperatorDesc, parse_desc
 
 SELF_TEST_DESC = {
@@ -48,24 +48,16 @@ def run_self_test(runner: Runner, timeout: float = 180.0) -> SelfTest:
     from dmlconform import execute
 
     desc, inputs = self_test_case()
-    packed = pack.pack(desc)
     try:
-        reply = runner.run(
-            MODE_EXECUTE,
-            packed.arena,
-            packed.relocations,
-            pack.input_buffers(packed, desc, inputs),
-            [size for _, size in packed.outputs],
-            timeout,
-        )
+        packed, reply = pack.execute(runner, desc, inputs, timeout)
     except RunnerError as exc:
         return SelfTest(False, str(exc))
     if not reply.ok:
         return SelfTest(False, f"DirectML {reply.describe()} on the self-test desc")
-    data = reply.outputs[0]
-    if data is None:
+    got = pack.outputs(packed, desc, reply).get("OutputTensor")
+    if got is None:
         return SelfTest(False, "the runner returned no output")
-    got = pack.output_array(data, desc.members["OutputTensor"]).astype(np.float64)
+    got = got.astype(np.float64)
     want = execute(desc, inputs)["OutputTensor"].astype(np.float64)
     finite = np.isfinite(got)
     if not finite.all():
