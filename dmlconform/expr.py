@@ -61,3 +61,44 @@ def evaluate(text: str, **variables: Any) -> np.ndarray:
     """The value of ``text`` with ``variables`` bound (arrays broadcast)."""
     code = compile_expr(text, tuple(sorted(variables)))
     return np.asarray(eval(code, {"__builtins__": {}, **_FUNCTIONS}, variables), dtype=np.float64)  # noqa: S307
+
+
+_BINARY = {ast.Add: 2, ast.Sub: 3, ast.Mult: 4, ast.Div: 5}
+
+
+def postfix(text: str, variable: str, constants: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """``text`` as a postfix program for the judge's compiled interpreter
+    (:func:`dmlconform.judge_kernels.run_program`): (opcodes, constants), with every name but
+    ``variable`` replaced by its value from ``constants``. Same grammar as :func:`evaluate`."""
+    code = compile_expr(text, tuple(sorted({variable, *constants})))
+    tree = ast.parse(text, mode="eval")
+    del code  # checked above; the tree is walked below
+    ops: list[int] = []
+    consts: list[float] = []
+
+    def emit(op: int, value: float = 0.0) -> None:
+        ops.append(op)
+        consts.append(value)
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.Expression):
+            walk(node.body)
+        elif isinstance(node, ast.Constant):
+            emit(0, float(node.value))
+        elif isinstance(node, ast.Name):
+            emit(1) if node.id == variable else emit(0, float(constants[node.id]))
+        elif isinstance(node, ast.UnaryOp):
+            walk(node.operand)
+            emit(6)
+        elif isinstance(node, ast.BinOp):
+            walk(node.left)
+            walk(node.right)
+            emit(_BINARY[type(node.op)])
+        elif isinstance(node, ast.Call):
+            assert isinstance(node.func, ast.Name)
+            for arg in node.args:
+                walk(arg)
+            emit(7 if node.func.id == "abs" else 8)
+
+    walk(tree)
+    return np.asarray(ops, dtype=np.int64), np.asarray(consts, dtype=np.float64)

@@ -74,7 +74,7 @@ import numpy as np
 from dmlconform.data import resolve_branch_points, to_slices
 from dmlconform.desc import OperatorDesc
 from dmlconform.expr import evaluate
-from dmlconform.reference import numpy_ref
+from dmlconform.reference import more as model_activation
 from dmlconform.semantics import Plan, make_plan
 from dmlconform.spec import Spec, load_spec
 
@@ -303,7 +303,7 @@ def _branch_jumps(
     # plan.activation_params holds every parameter (defaults filled) as the C FLOAT it is passed as
     for b in resolve_branch_points(act, plan.activation_params):
         inside = np.abs(y - b) <= e_y
-        sides = numpy_ref.activation(
+        sides = model_activation.activation(
             plan.activation,
             np.array([np.nextafter(b, -np.inf), b, np.nextafter(b, np.inf)]),
             plan.activation_params,
@@ -331,8 +331,8 @@ def _curved(plan: Plan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np
     out = np.zeros(shape, dtype=bool)
     if wide.any():
         yw, ew = y[wide], e_y[wide] / 16.0
-        hi = numpy_ref.activation(plan.activation, yw + ew, plan.activation_params)
-        lo = numpy_ref.activation(plan.activation, yw - ew, plan.activation_params)
+        hi = model_activation.activation(plan.activation, yw + ew, plan.activation_params)
+        lo = model_activation.activation(plan.activation, yw - ew, plan.activation_params)
         near = (hi - lo) / (2.0 * ew)
         full = np.broadcast_to(slope, shape)[wide]
         out[wide] = np.abs(full - near) > CURVATURE_RTOL * np.maximum(np.abs(full), np.abs(near))
@@ -541,7 +541,7 @@ def budgets(
     u = UNIT_ROUNDOFF[co.working_precision]
     ss = slice_statistics(plan, x)
     st = statistics_errors(plan, ss, co, u)
-    mean, var, e_mean, e_var = ss.mean, ss.var, st.e_mean, st.e_var
+    mean, var, e_mean = ss.mean, ss.var, st.e_mean
     scale = np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0
     bias = np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0
     add = np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0
@@ -560,9 +560,9 @@ def budgets(
         if plan.activation in (None, "ACTIVATION_IDENTITY"):
             f, e_act, slope = y, e_y, 1.0
         else:
-            f = numpy_ref.activation(plan.activation, y, plan.activation_params)
-            lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
-            hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
+            f = model_activation.activation(plan.activation, y, plan.activation_params)
+            lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
+            hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
             e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
             # sensitivity of the output to y: the activation's secant over the error interval
             slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
@@ -611,9 +611,31 @@ def budgets(
         rounding,
         straddles,
     )
+    stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, overrides, u)
+    result.update(stats_budgets)
+    coeffs.update(stats_coeffs)
+    return Budgets(result, coeffs, aggregate)
+
+
+def statistics_output_budgets(
+    desc: OperatorDesc,
+    plan: Plan,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    reference: dict[str, np.ndarray],
+    spec: Spec,
+    overrides: dict[str, Any] | None,
+    u: float,
+) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
+    """The budgets of the mean and variance outputs (e_mean, e_var, each under the ceiling and
+    with the output rounding): per slice, so the compiled judge shares this with the model."""
+    tol = spec.operator(desc.operator).tolerance
+    mean, var = ss.mean, ss.var
+    result: dict[str, np.ndarray] = {}
+    coeffs: dict[str, Coefficients] = {}
     for name, err, own_scale, floor_err in (
-        (plan.mean_output, e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
-        (plan.variance_output, e_var, var, "e_var"),
+        (plan.mean_output, st.e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
+        (plan.variance_output, st.e_var, var, "e_var"),
     ):
         if name and name in reference:
             c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)
@@ -622,26 +644,53 @@ def budgets(
                 if floor_err == "e_var":
                     # deviations are taken around the computed mean: its error squared is in any
                     # variance, the only error there is on a constant slice (second order)
-                    fl = fl + e_mean**2
+                    fl = fl + st.e_mean**2
                 err = np.minimum(err, c.ceiling * own_scale + fl)
-            result[name] = total(np.reshape(err, np.shape(reference[name])), name, c)
+            shape = np.shape(reference[name])
+            result[name] = with_output_rounding(np.reshape(err, shape), np.asarray(reference[name]), c)
             coeffs[name] = c
-    return Budgets(result, coeffs, aggregate)
+    return result, coeffs
 
 
 # ---------------------------------------------------------------------------------------------
 # Aggregate check
 
 
-def _weighted_fit(w: np.ndarray, z: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Per row, the least-squares a, b of d ~ w (a + b z), and the (X^T X)^-1 diagonal that
-    scales noise into them. Rows where z does not vary (constant slices) fit a alone."""
+FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2")
+"""The per-slice sums the aggregate check needs, in this order (the compiled judge accumulates
+the same ones in one pass): sum w^2, w wz, wz^2, w d, wz d (wz = w z), the count of w != 0,
+sum d^2, the residual bounds' squares and the output roundings' squares, over usable elements."""
+
+
+def fit_sums(
+    w: np.ndarray, z: np.ndarray, d: np.ndarray, r_bound: np.ndarray, rounding: np.ndarray
+) -> np.ndarray:
+    """:data:`FIT_SUMS` of rows (one slice per row; unusable elements zeroed by the caller)."""
     wz = w * z
-    aa = np.sum(w * w, axis=1)
-    bb = np.sum(w * wz, axis=1)
-    cc = np.sum(wz * wz, axis=1)
-    dd = np.sum(w * d, axis=1)
-    ee = np.sum(wz * d, axis=1)
+    return np.stack(
+        [
+            np.sum(w * w, axis=1),
+            np.sum(w * wz, axis=1),
+            np.sum(wz * wz, axis=1),
+            np.sum(w * d, axis=1),
+            np.sum(wz * d, axis=1),
+            np.sum(w != 0, axis=1).astype(np.float64),
+            np.sum(d * d, axis=1),
+            np.sum(r_bound * r_bound, axis=1),
+            np.sum(rounding * rounding, axis=1),
+        ]
+    )
+
+
+def aggregate_from_sums(
+    sums: np.ndarray, shift: np.ndarray, scale: np.ndarray, co: Coefficients
+) -> dict[str, float]:
+    """The aggregate figures from each slice's :data:`FIT_SUMS` (``sums[i]`` per slice) and its
+    shift and scale bounds (the mean's error in units of sqrt(var + eps), the divisor's relative
+    error): per slice the least-squares a, b of d ~ w (a + b z) (rows where z does not vary fit
+    a alone), the residual's RMS from the sums (sum (d - w(a + b z))^2 expanded: its rounding is
+    ~1e-16 of sum d^2, far below any bound that matters), and each figure over its bound."""
+    aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
     det = aa * cc - bb * bb
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         full = det > 1e-12 * np.maximum(aa * cc, 1e-300)
@@ -649,7 +698,21 @@ def _weighted_fit(w: np.ndarray, z: np.ndarray, d: np.ndarray) -> tuple[np.ndarr
         b = np.where(full, (aa * ee - bb * dd) / det, 0.0)
         var_a = np.where(full, cc / det, np.where(aa > 0, 1.0 / aa, 0.0))
         var_b = np.where(full, aa / det, 0.0)
-    return a, b, var_a, var_b
+        count = np.maximum(count, 1.0)
+        res2 = d2 - 2 * a * dd - 2 * b * ee + a * a * aa + 2 * a * b * bb + b * b * cc
+        rms_r = np.sqrt(np.maximum(res2, 0.0) / count)
+        rms_bound = np.sqrt(rb2 / count)
+        # what the fit may see of the rounding to the output type at worst (Cauchy-Schwarz: the
+        # fit's row of (X^T X)^-1 X^T has norm sqrt(var)), and of the rest at four standard deviations
+        aligned = np.sqrt(round2)
+        noise = 4 * rms_bound
+        shift_bound = co.ulp_scale * co.aggregate_shift * (shift + (noise + aligned) * np.sqrt(var_a))
+        scale_bound = co.ulp_scale * co.aggregate_scale * (scale + (noise + aligned) * np.sqrt(var_b))
+        return {
+            "shift": _worst(np.abs(a), shift_bound),
+            "scale": _worst(np.abs(b), scale_bound),
+            "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
+        }
 
 
 def aggregate_check(
@@ -669,42 +732,15 @@ def aggregate_check(
         d = got.astype(np.float64) - ref.astype(np.float64)
     usable = np.isfinite(d) & np.isfinite(budget) & np.isfinite(model.w) & np.isfinite(model.z)
     usable &= ~np.broadcast_to(model.excluded, got.shape)
-    d = np.where(usable, d, 0.0)
-    w = np.where(usable, model.w, 0.0)
-    z = np.where(usable, model.z, 0.0)
-    r_bound = np.where(usable, model.residual, 0.0)
-    rounding = np.where(usable, model.rounding, 0.0)
     rows = [
-        to_slices(np.ascontiguousarray(np.broadcast_to(v, got.shape)), axes)
-        for v in (w, z, d, r_bound, rounding)
+        to_slices(np.ascontiguousarray(np.where(usable, np.broadcast_to(v, got.shape), 0.0)), axes)
+        for v in (model.w, model.z, d, model.residual, model.rounding)
     ]
-    w, z, d, r_bound, rounding = rows
-    a, b, var_a, var_b = _weighted_fit(w, z, d)
-    count = np.maximum(np.sum(w != 0, axis=1), 1)
-    residual = d - w * (a[:, None] + b[:, None] * z)
-    rms_r = np.sqrt(np.sum(residual * residual, axis=1) / count)
-    rms_bound = np.sqrt(np.sum(r_bound * r_bound, axis=1) / count)
-    # what the fit may see of the rounding to the output type at worst (Cauchy-Schwarz: the
-    # fit's row of (X^T X)^-1 X^T has norm sqrt(var)), and of the rest at four standard deviations
-    aligned = np.sqrt(np.sum(rounding * rounding, axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        noise = 4 * rms_bound
-        shift_bound = (
-            co.ulp_scale
-            * co.aggregate_shift
-            * (_per_row(model.shift, model.plan, got.shape) + (noise + aligned) * np.sqrt(var_a))
-        )
-        scale_bound = (
-            co.ulp_scale
-            * co.aggregate_scale
-            * (_per_row(model.scale, model.plan, got.shape) + (noise + aligned) * np.sqrt(var_b))
-        )
-        figures = {
-            "shift": _worst(np.abs(a), shift_bound),
-            "scale": _worst(np.abs(b), scale_bound),
-            "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
-        }
-    return figures
+    with np.errstate(invalid="ignore", over="ignore"):
+        sums = fit_sums(*rows)
+    shift = _per_row(model.shift, model.plan, got.shape)
+    scale = _per_row(model.scale, model.plan, got.shape)
+    return aggregate_from_sums(sums, shift, scale, co)
 
 
 def _per_row(stat: np.ndarray, plan: Plan, shape: tuple[int, ...]) -> np.ndarray:
@@ -768,6 +804,15 @@ class Comparison:
         }
 
 
+def overflowed_alike(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Where the reference overflowed to +-inf, the backend's value is right if it is that inf
+    or the largest finite value of that sign (a saturating conversion); anything else there,
+    NaN included, is an error of unbounded size."""
+    big = float(np.finfo(ref.dtype).max) if ref.dtype.kind == "f" else np.inf
+    with np.errstate(invalid="ignore"):
+        return np.isinf(ref) & (np.sign(got) == np.sign(ref)) & (np.abs(got.astype(np.float64)) >= big)
+
+
 def _compare_member(
     member: str, got: Any, ref: np.ndarray, budget: np.ndarray, co: Coefficients
 ) -> OutputComparison:
@@ -789,44 +834,112 @@ def _compare_member(
     ulps = ulp_distance(got_t, ref)
     with np.errstate(invalid="ignore"):
         err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
-    same = (got_t == ref) | (np.isnan(got_t) & np.isnan(ref))
+    same = (got_t == ref) | (np.isnan(got_t) & np.isnan(ref)) | overflowed_alike(got_t, ref)
     err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(err == 0, 0.0, err / budget)
-    # an element with an unbounded budget (0/0, undefined) accepts anything: never the worst
-    ratio = np.where(np.isposinf(budget), 0.0, np.where(np.isnan(ratio), np.inf, ratio))
+    # an element with an unbounded budget (0/0, undefined) accepts anything: never the worst;
+    # one whose reference overflowed to inf is not unbounded: only that overflow is right
+    unbounded = np.isposinf(budget) & ~np.isinf(ref)
+    ratio = np.where(unbounded, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
+    budget = np.where(np.isinf(ref) & ~same, 0.0, budget)
     if co.max_ulp is not None:  # a fixed ULP budget replaces the analysis
         with np.errstate(divide="ignore"):
             ratio = np.where(ulps == 0, 0.0, ulps / max(co.max_ulp, 1e-300))
         failing = ulps > co.max_ulp
     else:
         failing = err > budget
-    idx = np.unravel_index(int(np.argmax(ratio)), ratio.shape) if ratio.size else None
+    if not ratio.size:
+        return OutputComparison(member, True, 0.0, 0.0, message=f"{member}: ok; no elements")
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+    return member_comparison(
+        member,
+        failing=int(failing.sum()),
+        max_ulp=float(ulps.max()),
+        max_abs=float(err.max()),
+        index=idx,
+        got=float(got[idx]),
+        ref=float(ref[idx]),
+        budget=float(budget[idx]),
+        ratio=float(ratio[idx]),
+        co=co,
+        dtype=ref.dtype,
+    )
+
+
+def _fmt(v: float, digits: int = 3) -> str:
+    return f"{v:.{digits}g}"
+
+
+def member_comparison(
+    member: str,
+    *,
+    failing: int,
+    max_ulp: float,
+    max_abs: float,
+    index: tuple[int, ...],
+    got: float,
+    ref: float,
+    budget: float,
+    ratio: float,
+    co: Coefficients,
+    dtype: np.dtype,
+) -> OutputComparison:
+    """One member's verdict from its figures (the numpy model's and the compiled judge's alike).
+
+    The message says what decided: the worst element (largest error over its own budget), its
+    error and its budget in the unit that decided (absolute error for the model, ULP under a
+    fixed ``max_ulp``), and how they compare. A budget in ULP is given only where it means
+    something: not at a reference of 0 or a subnormal, whose ULP is a denormal's."""
+    dtype = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float32)
+    ulp_here = float(ulp_of(np.asarray([ref]), dtype)[0])
+    if co.max_ulp is not None:
+        budget = float(co.max_ulp * ulp_here)
+        budget_ulp: float | None = float(co.max_ulp)
+    else:
+        meaningful = math.isfinite(budget) and math.isfinite(ref) and abs(ref) >= float(np.finfo(dtype).tiny)
+        budget_ulp = budget / ulp_here if meaningful else None
     out = OutputComparison(
         member=member,
-        passed=not bool(failing.any()),
-        max_ulp=float(ulps.max()) if ulps.size else 0.0,
-        max_abs=float(err.max()) if err.size else 0.0,
-        failing_elements=int(failing.sum()),
+        passed=failing == 0,
+        max_ulp=max_ulp,
+        max_abs=max_abs,
+        failing_elements=failing,
+        worst_index=index,
+        backend_value=got,
+        reference_value=ref,
+        budget=budget,
+        budget_ulp=budget_ulp,
+        ratio=ratio,
     )
-    if idx is not None:
-        idx = tuple(int(i) for i in idx)
-        out.worst_index = idx
-        out.backend_value = float(got[idx])
-        out.reference_value = float(ref[idx])
-        out.budget = (
-            float(budget[idx]) if co.max_ulp is None else float(co.max_ulp * ulp_of(ref[idx], ref.dtype))
-        )
-        out.budget_ulp = float(out.budget / ulp_of(ref[idx], ref.dtype)) if co.max_ulp is None else co.max_ulp
-        out.ratio = float(ratio[idx])
-    verdict = "ok" if out.passed else f"FAIL ({out.failing_elements} elements over budget)"
-    out.message = f"{member}: {verdict}; max {out.max_ulp:g} ULP, max abs {out.max_abs:.3g}" + (
-        f"; worst at {list(out.worst_index)}: got {out.backend_value!r}, want {out.reference_value!r}, "
-        f"budget {out.budget:.3g} ({out.budget_ulp:.3g} ULP)"
-        if out.worst_index is not None
-        else ""
+    out.message = (
+        f"{member}: {'ok' if out.passed else f'FAIL ({failing} elements over budget)'}; "
+        + worst_element(out, co)
     )
     return out
+
+
+def worst_element(out: OutputComparison, co: Coefficients) -> str:
+    """``worst at [i]: got g, want r; <error> <relation> <budget> (<ratio> of it)`` in the unit
+    that decided; an element whose budget is unbounded (undefined by the docs) says so."""
+    where = f"worst at {list(out.worst_index or ())}: got {out.backend_value!r}, want {out.reference_value!r}"
+    if co.max_ulp is not None:
+        err_ulp = float(
+            ulp_distance(np.asarray([out.backend_value], np.float64), np.asarray([out.reference_value]))[0]
+        )
+        rel = ">" if err_ulp > co.max_ulp else "<="
+        return f"{where}; {_fmt(err_ulp, 4)} ULP {rel} max_ulp {_fmt(co.max_ulp, 4)}"
+    err = abs(out.backend_value - out.reference_value) if out.backend_value != out.reference_value else 0.0
+    if math.isnan(out.backend_value) and math.isnan(out.reference_value):
+        err = 0.0
+    elif math.isnan(err):
+        err = math.inf
+    if math.isinf(out.budget or 0.0) and (out.budget or 0.0) > 0:
+        return f"{where}; abs error {_fmt(err)}, budget unbounded (the docs leave the value undefined)"
+    if out.budget is None or math.isnan(out.budget):
+        return f"{where}; abs error {_fmt(err)}, no budget (the reference is not a number)"
+    rel = ">" if err > out.budget else "<="
+    return f"{where}; abs error {_fmt(err)} {rel} budget {_fmt(out.budget)} ({_fmt(out.ratio)} of it)"
 
 
 def _judge_aggregate(
@@ -845,11 +958,20 @@ def _judge_aggregate(
     main.aggregate = aggregate_check(
         b.aggregate, got, np.asarray(outputs_reference[name]), b.by_member[name], co
     )
+    _aggregate_verdict(main)
+
+
+def _aggregate_verdict(main: OutputComparison) -> None:
+    """Fold the aggregate figures into the main output's verdict and message; over 1 fails."""
+    assert main.aggregate is not None
     over = {k: v for k, v in main.aggregate.items() if v > 1.0}
     figures = ", ".join(f"{k} {v:.3g}" for k, v in main.aggregate.items())
     if over:
         main.passed = False
-        main.message = f"{name}: FAIL (aggregate: {figures} of the bound)" + main.message.partition(";")[2]
+        main.message = (
+            f"{main.member}: FAIL (aggregate: {figures} of the bound: a systematic error);"
+            + main.message.partition(";")[2]
+        )
     else:
         main.message += f"; aggregate {figures} of the bound"
 
@@ -876,18 +998,41 @@ def compare(
     nonfinite = any(
         not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs
     )
-    b = budgets_of(desc, outputs_reference, inputs, spec, overrides)
-    for other in also_inputs:
-        wider = budgets_of(desc, outputs_reference, other, spec, overrides).by_member
-        b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
-    outputs = {
-        name: _compare_member(
-            name, outputs_backend.get(name), outputs_reference[name], b.by_member[name], b.coefficients[name]
+    from dmlconform import judge  # numba-free; imports its kernels only for large cases
+
+    if judge.applies(desc, outputs_backend, outputs_reference, inputs, spec, also_inputs):
+        main, parts = judge.judge_normalization(
+            desc, outputs_backend[make_plan(desc, spec).output], outputs_reference[make_plan(desc, spec).output],
+            inputs, spec, overrides,
+        )  # fmt: skip
+        plan = parts["plan"]
+        by_member, coeffs = statistics_output_budgets(
+            desc, plan, parts["ss"], parts["st"], outputs_reference, spec, overrides, parts["u"]
         )
-        for name in b.by_member
-    }
-    if b.aggregate is not None and not also_inputs:
-        _judge_aggregate(b, outputs, outputs_backend, outputs_reference)
+        outputs = {plan.output: main}
+        for name in by_member:
+            outputs[name] = _compare_member(
+                name, outputs_backend.get(name), outputs_reference[name], by_member[name], coeffs[name]
+            )
+        if main.aggregate is not None:
+            _aggregate_verdict(main)
+    else:
+        b = budgets_of(desc, outputs_reference, inputs, spec, overrides)
+        for other in also_inputs:
+            wider = budgets_of(desc, outputs_reference, other, spec, overrides).by_member
+            b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
+        outputs = {
+            name: _compare_member(
+                name,
+                outputs_backend.get(name),
+                outputs_reference[name],
+                b.by_member[name],
+                b.coefficients[name],
+            )
+            for name in b.by_member
+        }
+        if b.aggregate is not None and not also_inputs:
+            _judge_aggregate(b, outputs, outputs_backend, outputs_reference)
     passed = all(o.passed for o in outputs.values())
     lines = [o.message for o in outputs.values()]
     if nonfinite:

@@ -23,7 +23,7 @@ import numpy as np
 
 from dmlconform import semantics, tolerance
 from dmlconform.desc import OperatorDesc
-from dmlconform.reference import numpy_ref
+from dmlconform.reference import more as model_activation
 from dmlconform.spec import Spec, load_spec
 
 
@@ -55,9 +55,9 @@ def _activation_error(
 ) -> np.ndarray:
     """The error interval [y - e_y, y + e_y] pushed through the float64 activation, its branch
     points, its own error and its cancellation scale (as the normalization model)."""
-    f = numpy_ref.activation(plan.activation, y, plan.activation_params)
-    lo = numpy_ref.activation(plan.activation, y - e_y, plan.activation_params)
-    hi = numpy_ref.activation(plan.activation, y + e_y, plan.activation_params)
+    f = model_activation.activation(plan.activation, y, plan.activation_params)
+    lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
+    hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
     e = np.maximum(np.abs(lo - f), np.abs(hi - f))
     jumps = tolerance._branch_jumps(
         plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec

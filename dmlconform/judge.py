@@ -1,0 +1,299 @@
+"""The compiled judge: the tolerance model and the comparison of a large case in two passes.
+
+:func:`dmlconform.tolerance.compare` hands a case here when its main input has more than
+:data:`KERNEL_MIN_ELEMENTS` elements (the reference's own compile threshold, so that a run of
+small cases never imports numba) and its model has a kernel. The numpy model stays the readable
+specification: the kernels compute the same formulas (``tests/test_judge.py`` holds the two
+together to a relative 1e-12 on hypothesis-drawn cases and every stress shape), and the
+per-slice terms (growth, statistics errors) are the numpy model's own functions applied to the
+kernels' per-slice statistics.
+
+Memory: beyond the inputs and outputs, a compare holds the per-slice arrays, the distinct-count
+scratch of one slice per thread (8 bytes per element of the slice), float32 copies of FLOAT16
+outputs (4 bytes per element each) and copies of arrays whose rows the kernel cannot address in
+place (a layout no reference output has).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dmlconform.data import resolve_branch_points
+from dmlconform.desc import OperatorDesc
+from dmlconform.expr import postfix
+from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows
+from dmlconform.reference import more as model_activation
+from dmlconform.reference.activations import activation_args
+from dmlconform.semantics import Plan, make_plan
+from dmlconform.spec import Spec
+
+KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
+"""Cases whose main input has fewer elements are judged by the numpy model: the kernels'
+compile time (or cache load) would not pay off, and cold start stays numba-free."""
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _slice_rows(arr: np.ndarray, perm: tuple[int, ...], n_kept: int, target: tuple[int, int, int] | None):
+    """``arr`` (float32) as (flat, sk, sm, (K, M, L)) rows in the kernel's slice order; a copy
+    only when its strides do not allow addressing it in place."""
+    view = arr.transpose(perm)
+    v3 = _as_3d(view, n_kept, target)
+    if v3 is None:
+        k = math.prod(view.shape[:n_kept]) if target is None else target[0]
+        v3 = np.ascontiguousarray(view).reshape((k, 1, -1) if target is None else target)
+    flat, sk, sm = _rows(v3)
+    return flat, sk, sm, v3.shape
+
+
+def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
+    """(float32 array, was FLOAT16): the kernels read float32; FLOAT16 widens exactly."""
+    a = np.asarray(arr)
+    if a.dtype == np.float16:
+        return a.astype(np.float32), True
+    return (a if a.dtype == np.float32 else a.astype(np.float32)), False
+
+
+def _run_chunks(n_slices: int, elements: int, call: Any) -> None:
+    """``call(k0, k1)`` over chunks of slices (or work items) on the reference's thread pool
+    (each is judged alone, so the split never changes a figure)."""
+    from dmlconform.reference import kernels as rk
+
+    chunks = min(n_slices, rk.THREADS * rk.CHUNKS_PER_THREAD)
+    if rk.THREADS <= 1 or chunks <= 1 or elements < rk.PARALLEL_MIN_ELEMENTS:
+        call(0, n_slices)
+        return
+    bounds = [n_slices * i // chunks for i in range(chunks + 1)]
+    for done in [rk._pool().submit(call, a, b) for a, b in zip(bounds, bounds[1:], strict=False)]:
+        done.result()
+
+
+def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
+    """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
+    kernel's slice order, computed by the compiled statistics kernel; and the rows layout."""
+    from dmlconform import judge_kernels as jk
+    from dmlconform.tolerance import SliceStatistics
+
+    x32, half = _as_float32(x)
+    perm = plan.kept_axes + plan.axes
+    flat, sk, sm, shape = _slice_rows(x32, perm, len(plan.kept_axes), None)
+    k_len, m_len, l_len = shape
+    mean, var, sqstd, distinct = (np.empty(k_len) for _ in range(4))
+    bits = flat.view(np.int32)
+
+    def call(k0: int, k1: int) -> None:
+        jk.slice_statistics(
+            flat, bits, sk, sm, k0, k1, m_len, l_len, half, mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1]
+        )  # fmt: skip
+
+    _run_chunks(k_len, x.size, call)
+    n = m_len * l_len
+    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), (flat, sk, sm, shape, perm)
+
+
+def _branch_tables(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
+    act = spec.activations.get(plan.activation) if plan.activation else None
+    points = resolve_branch_points(act, plan.activation_params) if act and act.branch_points else []
+    sides = np.zeros((len(points), 3))
+    for i, b in enumerate(points):
+        sides[i] = model_activation.activation(
+            plan.activation,
+            np.array([np.nextafter(b, -np.inf), b, np.nextafter(b, np.inf)]),
+            plan.activation_params,
+        )
+    return np.asarray(points, dtype=np.float64), sides
+
+
+def _cancellation(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
+    act = spec.activations.get(plan.activation) if plan.activation else None
+    if act is None or act.cancellation is None:
+        return np.zeros(0, np.int64), np.zeros(0)
+    return postfix(act.cancellation, "x", dict(plan.activation_params))
+
+
+def _logical_index(
+    k: np.ndarray, pos: np.ndarray, plan: Plan, n_kept_shape: tuple[int, ...], red_shape: tuple[int, ...]
+) -> np.ndarray:
+    """The C-order flat index in the logical array of element ``pos`` of slice ``k``."""
+    index = [np.zeros_like(k) for _ in plan.shape]
+    for axis, v in zip(
+        plan.kept_axes, np.unravel_index(k, n_kept_shape) if n_kept_shape else (), strict=False
+    ):
+        index[axis] = v
+    for axis, v in zip(plan.axes, np.unravel_index(pos, red_shape) if red_shape else (), strict=False):
+        index[axis] = v
+    return np.ravel_multi_index(tuple(index), plan.shape)
+
+
+MIN_ITEM = 1 << 15
+"""Elements per work item at least, when slices are split so that every thread has work."""
+
+
+def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slice, first, end) of each work item: whole slices when there are enough of them for
+    the thread pool, else each slice cut into equal runs (a reduction of 2^24 elements in one
+    slice still uses every thread)."""
+    from dmlconform.reference import kernels as rk
+
+    want = rk.THREADS * rk.CHUNKS_PER_THREAD
+    parts = 1 if k_len >= want else max(1, min(-(-want // k_len), n_slice // MIN_ITEM))
+    bounds = [n_slice * i // parts for i in range(parts + 1)]
+    item_k = np.repeat(np.arange(k_len, dtype=np.int64), parts)
+    item_p0 = np.tile(np.asarray(bounds[:-1], np.int64), k_len)
+    item_p1 = np.tile(np.asarray(bounds[1:], np.int64), k_len)
+    return item_k, item_p0, item_p1
+
+
+def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
+    """One figures row per slice from its work items' rows (in element order): sums add,
+    maxima take the max, the worst element is the first item's holding the largest ratio."""
+    from dmlconform import judge_kernels as jk
+
+    if item_k.size == k_len:
+        return fig
+    parts = item_k.size // k_len
+    rows = fig.reshape(k_len, parts, jk.N_FIGURES)
+    out = rows.sum(axis=1)
+    for col in (jk.F_ULP, jk.F_ABS):
+        out[:, col] = rows[:, :, col].max(axis=1)
+    first = np.argmax(rows[:, :, jk.F_RATIO], axis=1)
+    for col in (jk.F_RATIO, jk.F_POS, jk.F_GOT, jk.F_REF, jk.F_BUDGET):
+        out[:, col] = rows[np.arange(k_len), first, col]
+    return out
+
+
+def worst_of(fig: np.ndarray, plan: Plan) -> tuple[int, tuple[int, ...]]:
+    """(slice, logical index) of the worst element: the largest ratio, the first in C order
+    among equal ones (as np.argmax over the whole tensor)."""
+    from dmlconform import judge_kernels as jk
+
+    kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
+    red_shape = tuple(plan.shape[i] for i in plan.axes)
+    top = fig[:, jk.F_RATIO].max()
+    ks = np.flatnonzero(fig[:, jk.F_RATIO] == top)
+    flat = _logical_index(ks, fig[ks, jk.F_POS].astype(np.int64), plan, kept_shape, red_shape)
+    best = int(np.argmin(flat))
+    return int(ks[best]), tuple(int(i) for i in np.unravel_index(int(flat[best]), plan.shape))
+
+
+def judge_normalization(
+    desc: OperatorDesc,
+    got: np.ndarray,
+    ref: np.ndarray,
+    inputs: dict[str, Any],
+    spec: Spec,
+    overrides: dict[str, Any] | None,
+    budget_out: np.ndarray | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The normalization model's comparison of the main output, compiled. Returns the
+    :class:`~dmlconform.tolerance.OutputComparison` of the main output and what the numpy
+    model needs for the statistics outputs (``plan``, ``ss``, ``st``, ``co``, ``u``).
+    ``budget_out``: a float64 array of the output's shape that receives every budget (tests)."""
+    from dmlconform import judge_kernels as jk
+    from dmlconform import tolerance as tl
+    from dmlconform.semantics import make_plan
+
+    plan = make_plan(desc, spec)
+    tol = spec.operator(desc.operator).tolerance
+    co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, overrides)
+    u = tl.UNIT_ROUNDOFF[co.working_precision]
+    ss, (x_flat, x_sk, x_sm, shape, perm) = slice_statistics(plan, inputs[plan.input])
+    st = tl.statistics_errors(plan, ss, co, u)
+    var = ss.var
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        sd = np.sqrt(var + plan.epsilon) if plan.normalize_variance else np.ones_like(var)
+        rel_sd = tl.divisor_error(plan, ss, st, co, u)
+        d_shift = d_rel = unit = np.zeros_like(var)
+        if co.ceiling is not None:
+            floor = tl.statistics_errors(plan, ss, co, u, floor=True)
+            d_shift = (st.e_mean - floor.e_mean) / sd
+            d_rel = rel_sd - tl.divisor_error(plan, ss, floor, co, u)
+            unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
+    undefined = (var + plan.epsilon == 0) if plan.normalize_variance else np.zeros(var.shape, bool)
+    n_kept = len(plan.kept_axes)
+    got32, half = _as_float32(np.asarray(got).astype(np.asarray(ref).dtype, copy=False))
+    ref32, _ = _as_float32(ref)
+    g_flat, g_sk, g_sm, _ = _slice_rows(got32, perm, n_kept, shape)
+    r_flat, r_sk, r_sm, _ = _slice_rows(ref32, perm, n_kept, shape)
+    operands = [
+        _factor(inputs[name] if name else None, plan, perm, fill)
+        for name, fill in ((plan.scale, 1.0), (plan.bias, 0.0), (plan.fused_add, 0.0))
+    ]
+    code, pa, pb = activation_args(plan.activation, plan.activation_params)
+    branch, sides = _branch_tables(plan, spec)
+    canc_ops, canc_consts = _cancellation(plan, spec)
+    k_len, m_len, l_len = shape
+    n_slice = m_len * l_len
+    item_k, item_p0, item_p1 = work_items(k_len, n_slice)
+    fig = np.empty((item_k.size, jk.N_FIGURES))
+    store = np.empty(k_len * n_slice if budget_out is not None else 0)
+    nan = math.nan
+
+    def call(i0: int, i1: int) -> None:
+        jk.judge_normalization(
+            x_flat, x_sk, x_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm, r_flat, r_flat.view(np.int32), r_sk, r_sm,
+            item_k[i0:i1], item_p0[i0:i1], item_p1[i0:i1], l_len, n_slice, *operands[0], *operands[1], *operands[2],
+            ss.mean, sd, st.e_mean, rel_sd, d_shift, d_rel, unit, undefined,
+            co.pointwise, u, nan if co.ceiling is None else co.ceiling, code, pa, pb,
+            co.activation_ulps, co.cancellation, canc_ops, canc_consts, branch, sides,
+            tl.CURVED_FROM, tl.CURVATURE_RTOL, half, co.ulp_scale, co.output_ulps, co.atol,
+            nan if co.max_ulp is None else co.max_ulp, co.max_ulp is not None, fig[i0:i1], store,
+        )  # fmt: skip
+
+    _run_chunks(item_k.size, x_flat.size, call)
+    fig = merge_items(fig, item_k, k_len)
+    if budget_out is not None:
+        logical = store.reshape(tuple(plan.shape[i] for i in perm))
+        budget_out[...] = logical.transpose(tuple(np.argsort(perm)))
+    out = _member_from_figures(plan.output, fig, plan, co, np.asarray(ref).dtype)
+    if co.max_ulp is None:
+        out.aggregate = tl.aggregate_from_sums(
+            fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, st.e_mean / sd, rel_sd, co
+        )
+    return out, {"plan": plan, "ss": ss, "st": st, "co": co, "u": u}
+
+
+def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
+    from dmlconform import judge_kernels as jk
+    from dmlconform import tolerance as tl
+
+    k, index = worst_of(fig, plan)
+    row = fig[k]
+    return tl.member_comparison(
+        member,
+        failing=int(fig[:, jk.F_FAIL].sum()),
+        max_ulp=float(fig[:, jk.F_ULP].max()),
+        max_abs=float(fig[:, jk.F_ABS].max()),
+        index=index,
+        got=float(row[jk.F_GOT]),
+        ref=float(row[jk.F_REF]),
+        budget=float(row[jk.F_BUDGET]),
+        ratio=float(row[jk.F_RATIO]),
+        co=co,
+        dtype=dtype,
+    )
+
+
+def applies(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+            inputs: dict[str, Any], spec: Spec, also_inputs: tuple) -> bool:  # fmt: skip
+    """Whether the compiled judge takes this comparison (else the numpy model does)."""
+    from dmlconform import tolerance_models
+
+    if also_inputs or tolerance_models.handles(desc, spec):
+        return False
+    from dmlconform.semantics import SemanticsError, make_plan
+
+    try:
+        plan = make_plan(desc, spec)
+    except SemanticsError:
+        return False
+    x = np.asarray(inputs.get(plan.input))
+    if x.size < KERNEL_MIN_ELEMENTS or x.dtype not in _FLOATS:
+        return False
+    got, ref = outputs_backend.get(plan.output), outputs_reference.get(plan.output)
+    if not isinstance(got, np.ndarray) or got.shape != tuple(plan.shape) or got.dtype.kind != "f":
+        return False  # the numpy path words the mismatch
+    return isinstance(ref, np.ndarray) and ref.dtype in _FLOATS and ref.shape == got.shape

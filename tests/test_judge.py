@@ -1,0 +1,218 @@
+"""The compiled judge against the numpy model it implements (:mod:`dmlconform.judge`).
+
+The numpy model (:func:`dmlconform.tolerance.budgets`, :func:`aggregate_check`) is the readable
+specification; these tests hold the kernels to it: every budget within a relative 1e-12, and
+the same verdict, worst element, failing count and aggregate figures, on hypothesis-drawn legal
+descs of every operator the normalization model serves (every regime, both data types, fused
+activations, broadcast operands, strided layouts) and on every shape family of the stress tier.
+The kernels are called directly, whatever the size, so small drawn cases exercise them too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dmlconform as dc
+from dmlconform import data, judge, tolerance, tolerance_models
+from dmlconform import strategies as dst
+from dmlconform.runner import tiers
+from dmlconform.semantics import SemanticsError, make_plan
+
+SPEC = dc.load_spec()
+RTOL = 1e-12
+
+
+def normalization_pairs() -> list[tuple[str, str]]:
+    """(operator, level) pairs whose descs the normalization model (and so the kernel) judges."""
+    out = []
+    for op, level in dst.gen.operators_and_levels(SPEC):
+        model = dst.gen.model_for(op, level, SPEC)
+        if model.available and SPEC.operator(op).tolerance.get("model", "normalization") == "normalization":
+            out.append((op, level))
+    return out
+
+
+PAIRS = normalization_pairs()
+
+
+def kernel_and_model(desc, inputs, got=None, overrides=None):
+    """(kernel budgets, model budgets, the main reference output if an activation is fused)."""
+    ref = dc.execute(desc, inputs)
+    plan = make_plan(desc, SPEC)
+    model = tolerance.budgets(desc, ref, inputs, SPEC, overrides).by_member[plan.output]
+    kernel = np.empty(model.shape)
+    judge.judge_normalization(desc, ref[plan.output] if got is None else got, ref[plan.output], inputs, SPEC,
+                              overrides, budget_out=kernel)  # fmt: skip
+    fused = plan.activation not in (None, "ACTIVATION_IDENTITY")
+    return kernel, model, (ref[plan.output] if fused else None)
+
+
+ACTIVATION_NOISE = 2.0**-46
+"""With a fused activation the model takes e_act = max |f(y +- e_y) - f(y)|: a difference of
+nearly equal float64 values, whose rounding (a few 2^-53 |f|) is a large part of it when e_y is
+small. The kernel and the model compute the same f (the reference's scalar formulas) at y's that
+differ in their last bits (the slice statistics are summed in different orders), so there they
+agree to that rounding, not to 1e-12 of the budget: about 1e-7 of a FLOAT32 budget, far below
+any verdict."""
+
+
+def assert_budgets_agree(kernel: np.ndarray, model: np.ndarray, ref: np.ndarray | None = None) -> None:
+    assert np.array_equal(np.isnan(kernel), np.isnan(model))
+    assert np.array_equal(np.isposinf(kernel), np.isposinf(model))
+    finite = np.isfinite(model)
+    diff = np.abs(kernel[finite] - model[finite])
+    allowed = RTOL * np.abs(model[finite])
+    if ref is not None:
+        allowed = allowed + ACTIVATION_NOISE * np.maximum(np.abs(np.asarray(ref, np.float64)[finite]), 1.0)
+    over = diff / np.maximum(allowed, 1e-300)
+    worst = float(over.max()) if over.size else 0.0
+    assert worst <= 1.0, f"budgets differ by {worst:.3g} of the allowance"
+
+
+@st.composite
+def drawn_cases(draw):
+    op, level = draw(st.sampled_from(PAIRS))
+    desc = draw(dst.legal_descs(op, level, SPEC))
+    if tolerance_models.handles(desc, SPEC):  # MVN2 without UseMean: the RMS model
+        return None
+    regime = draw(st.sampled_from(data.regimes_for(desc, SPEC)))
+    seed = draw(st.integers(0, 2**16))
+    return desc, data.make_inputs(desc, regime, seed=seed)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
+@given(drawn_cases(), st.sampled_from([None, {"model": "lenient"}, {"ulp_scale": 3.0, "atol": 1e-7}]))
+def test_kernel_budgets_equal_the_numpy_model_on_drawn_cases(case, overrides):
+    if case is None:
+        return
+    desc, inputs = case
+    if not all(np.isfinite(np.asarray(v, np.float64)).all() for v in inputs.values()):
+        return  # nonfinite inputs: reported as information, never judged
+    try:
+        kernel, model, ref = kernel_and_model(desc, inputs, overrides=overrides)
+    except SemanticsError:
+        return
+    assert_budgets_agree(kernel, model, ref)
+
+
+def verdicts(desc, inputs, got_main):
+    """(kernel comparison, numpy comparison) of the same outputs."""
+    ref = dc.execute(desc, inputs)
+    plan = make_plan(desc, SPEC)
+    got = {**ref, plan.output: got_main(ref[plan.output])}
+    saved = judge.KERNEL_MIN_ELEMENTS
+    try:
+        judge.KERNEL_MIN_ELEMENTS = 1
+        fast = tolerance.compare(desc, got, ref, inputs, SPEC)
+        judge.KERNEL_MIN_ELEMENTS = 1 << 62
+        slow = tolerance.compare(desc, got, ref, inputs, SPEC)
+    finally:
+        judge.KERNEL_MIN_ELEMENTS = saved
+    return fast, slow, plan.output
+
+
+WRONGS = {
+    "exact": lambda r: r.copy(),
+    "scaled": lambda r: (r.astype(np.float64) * (1 + 2.0**-7)).astype(r.dtype),
+    "shifted": lambda r: (r.astype(np.float64) + 1e-3).astype(r.dtype),
+    "one_nan": lambda r: np.where(np.arange(r.size).reshape(r.shape) == r.size // 2, np.nan, r).astype(
+        r.dtype
+    ),
+    "all_nan": lambda r: np.full_like(r, np.nan),
+    "zeros": lambda r: np.zeros_like(r),
+}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
+@given(drawn_cases(), st.sampled_from(sorted(WRONGS)))
+def test_kernel_verdicts_equal_the_numpy_models(case, wrong):
+    if case is None:
+        return
+    desc, inputs = case
+    try:
+        fast, slow, main = verdicts(desc, inputs, WRONGS[wrong])
+    except SemanticsError:
+        return
+    assert fast.passed == slow.passed
+    a, b = fast.outputs[main], slow.outputs[main]
+    assert (a.passed, a.failing_elements, a.worst_index) == (b.passed, b.failing_elements, b.worst_index)
+    assert a.max_ulp == b.max_ulp
+    assert a.max_abs == pytest.approx(b.max_abs, rel=1e-12)
+    assert a.budget == pytest.approx(b.budget, rel=RTOL, nan_ok=True)
+    if a.aggregate or b.aggregate:
+        for key, value in b.aggregate.items():
+            # the residual's RMS comes from expanded sums (tolerance.aggregate_from_sums), whose
+            # rounding differs with the summation order by ~1e-16 of sum d^2 over its bound
+            assert a.aggregate[key] == pytest.approx(value, rel=1e-6, abs=1e-4), key
+
+
+def test_kernel_budgets_equal_the_numpy_model_on_every_stress_shape():
+    from dmlconform.runner.cases import collect
+
+    sel = dc.runner.cases.Selection(
+        level="6_4", cases=1, kinds=("numeric",), tier="stress", max_elements=1 << 16
+    )
+    checked = 0
+    for case in collect(SPEC, sel):
+        if case.size is None or tolerance_models.handles(case.desc, SPEC):
+            continue
+        inputs = data.make_inputs(case.desc, case.regime, seed=case.input_seed)
+        kernel, model, ref = kernel_and_model(case.desc, inputs)
+        assert_budgets_agree(kernel, model, ref)
+        checked += 1
+    assert checked >= 20, checked
+
+
+def test_a_long_reduction_split_over_threads_gives_the_same_figures():
+    """2^20 + 1 elements in one slice: the element pass is cut into work items; the merged
+    figures equal the model's, and a systematic 2^-8 error still fails."""
+    t = {"DataType": "FLOAT32", "Sizes": [1, 2**20 + 1]}
+    desc = dc.parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True},
+        }
+    )
+    inputs = data.make_inputs(desc, "large_offset", seed=3)
+    kernel, model, ref = kernel_and_model(desc, inputs)
+    assert_budgets_agree(kernel, model, ref)
+    fast, slow, main = verdicts(desc, inputs, WRONGS["scaled"])
+    assert not fast.passed and not slow.passed
+    assert fast.outputs[main].worst_index == slow.outputs[main].worst_index
+    fast, slow, main = verdicts(desc, inputs, WRONGS["exact"])
+    assert fast.passed and slow.passed
+
+
+def test_work_items_cover_every_element_once():
+    for k_len, n in ((1, 2**20 + 1), (3, 2**16), (64, 1000), (2, 5)):
+        item_k, p0, p1 = judge.work_items(k_len, n)
+        for k in range(k_len):
+            mine = np.flatnonzero(item_k == k)
+            assert p0[mine[0]] == 0 and p1[mine[-1]] == n
+            assert np.array_equal(p0[mine[1:]], p1[mine[:-1]])
+
+
+def test_small_cases_do_not_import_numba(tmp_path):
+    """Below the reference's compile threshold the judge stays in numpy (cold start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dmlconform as dc\n"
+        "from dmlconform import data, tolerance\n"
+        "t = {'DataType': 'FLOAT32', 'Sizes': [4, 1000]}\n"
+        "d = dc.parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {'InputTensor': t, 'OutputTensor': t, 'Axes': [1], 'NormalizeVariance': True}})\n"
+        "i = data.make_inputs(d, 'standard_normal', seed=1)\n"
+        "r = dc.execute(d, i)\n"
+        "assert tolerance.compare(d, r, r, i).passed\n"
+        "print('numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
