@@ -194,7 +194,6 @@ def judge_normalization(
     ``budget_out``: a float64 array of the output's shape that receives every budget (tests)."""
     from dmlconform import judge_kernels as jk
     from dmlconform import tolerance as tl
-    from dmlconform.semantics import make_plan
 
     plan = make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
@@ -284,7 +283,7 @@ def applies(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_referen
 
     if also_inputs or tolerance_models.handles(desc, spec):
         return False
-    from dmlconform.semantics import SemanticsError, make_plan
+    from dmlconform.semantics import SemanticsError
 
     try:
         plan = make_plan(desc, spec)

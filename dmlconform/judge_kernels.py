@@ -478,23 +478,25 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
                 # the aggregate fit's sums (tolerance.FIT_SUMS) over the usable elements
                 d = gv - rv
                 w = s * slope
-                if abs(d) < math.inf and abs(budget) < math.inf and abs(w) < math.inf and abs(z) < math.inf:
-                    if not excluded:
-                        statistic_part = abs(w) * (shift_bound + abs(z) * rel_sd)
-                        folded = c_pt * u * abs(w) * ((abs(xv) + abs(mean)) / sd)
-                        residual = _fmax(budget - statistic_part, budget - e_act) + folded
-                        rounding = output_ulps * spacing_of(rv, half, word, bits)
-                        wz = w * z
-                        aa += w * w
-                        bb += w * wz
-                        cc += wz * wz
-                        dd += w * d
-                        ee += wz * d
-                        if w != 0.0:
-                            count += 1
-                        d2 += d * d
-                        rb2 += residual * residual
-                        round2 += rounding * rounding
+                usable = (
+                    abs(d) < math.inf and abs(budget) < math.inf and abs(w) < math.inf and abs(z) < math.inf
+                )
+                if usable and not excluded:
+                    statistic_part = abs(w) * (shift_bound + abs(z) * rel_sd)
+                    folded = c_pt * u * abs(w) * ((abs(xv) + abs(mean)) / sd)
+                    residual = _fmax(budget - statistic_part, budget - e_act) + folded
+                    rounding = output_ulps * spacing_of(rv, half, word, bits)
+                    wz = w * z
+                    aa += w * w
+                    bb += w * wz
+                    cc += wz * wz
+                    dd += w * d
+                    ee += wz * d
+                    if w != 0.0:
+                        count += 1
+                    d2 += d * d
+                    rb2 += residual * residual
+                    round2 += rounding * rounding
         f_i = fig[i]
         f_i[F_RATIO] = best_ratio
         f_i[F_POS] = best_pos

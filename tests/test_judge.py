@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 import dmlconform as dc
 from dmlconform import data, judge, tolerance, tolerance_models
 from dmlconform import strategies as dst
-from dmlconform.runner import tiers
 from dmlconform.semantics import SemanticsError, make_plan
 
 SPEC = dc.load_spec()
