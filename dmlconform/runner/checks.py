@@ -118,7 +118,7 @@ def compare(
         if scale != 1.0:
             overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
         res = tolerance.compare(desc, actual, expected, inputs, spec, overrides, also_inputs)
-        return bool(res.passed), _errors_from(tolerance, res, actual, expected)
+        return bool(res.passed), _errors_from(tolerance, res, actual, expected, overrides)
     return _compare_fallback(actual, expected, scale)
 
 
@@ -143,7 +143,11 @@ def _plain_dict(d: Any) -> Any:
 
 
 def _errors_from(
-    tolerance: Any, res: Any, actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]
+    tolerance: Any,
+    res: Any,
+    actual: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The results.json ``errors`` record from a ``tolerance.Comparison``: per-output maxima and
     the worst element over all outputs (largest error relative to its own budget, among the
@@ -169,6 +173,7 @@ def _errors_from(
             "abs": abs(float(got[idx]) - float(ref[idx])) if np.isfinite(float(got[idx])) else math.inf,
             "budget_ulp": worst.budget_ulp,
             "budget_abs": worst.budget,
+            "unit": "ULP" if (overrides or {}).get("max_ulp") is not None else "abs",
         }
     out = {
         "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
@@ -246,13 +251,15 @@ def failure_message(errors: dict[str, Any], what: str = "reference") -> str:
                 f"though every element is within its own budget (worst {_num(ratio, 3)} of it)"
             )
     budget_abs = w.get("budget_abs")
-    return (
-        f"{w.get('member')}: {_num(w.get('ulp'), 4)} ULP at {w.get('index')} > budget {_num(w.get('budget_ulp'), 4)} ULP "
-        f"(backend {_num(w.get('backend'), 9)}, {what} {_num(w.get('reference'), 9)}, "
-        f"abs error {_num(w.get('abs'), 3)}"
-        + (f", abs budget {_num(budget_abs, 3)}" if budget_abs is not None else "")
-        + ")"
+    where = (
+        f"{w.get('member')}: at {w.get('index')}: backend {_num(w.get('backend'), 9)}, "
+        f"{what} {_num(w.get('reference'), 9)}"
     )
+    if budget_abs is None or w.get("unit") == "ULP":
+        # a fixed ULP budget decided (--tolerance max_ulp=...)
+        return f"{where}; {_num(w.get('ulp'), 4)} ULP > budget {_num(w.get('budget_ulp'), 4)} ULP"
+    over = f" ({_num(ratio, 3)} of it)" if isinstance(ratio, (int, float)) and math.isfinite(ratio) else ""
+    return f"{where}; abs error {_num(w.get('abs'), 3)} > budget {_num(budget_abs, 3)}{over}"
 
 
 def _num(v: Any, digits: int = 6) -> str:
@@ -349,6 +356,29 @@ def _execute(
     if info is not None:
         result.info = info
     return check_outputs(spec, desc, raw)
+
+
+def require_finite(
+    got: dict[str, Any], desc: OperatorDesc, inputs: dict[str, np.ndarray], members: Any, what: str
+) -> None:
+    """``_Fail`` where the backend produced NaN or inf and the reference, on the same desc and
+    inputs, is finite. A relation compares two of the backend's own runs, and NaN against NaN is
+    no error there: without this, a backend returning NaN everywhere satisfied every relation."""
+    ref = _reference(desc, inputs)
+    for name in members:
+        if name not in ref or name not in got:
+            continue
+        g = np.asarray(got[name])
+        r = np.asarray(ref[name])
+        if g.shape != r.shape:
+            continue
+        bad = ~np.isfinite(g.astype(np.float64)) & np.isfinite(r.astype(np.float64))
+        if bad.any():
+            idx = [int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape)]
+            raise _Fail(
+                f"{name}: the backend gave {float(g[tuple(idx)])!r} at {idx} where the reference is "
+                f"{float(r[tuple(idx)])!r} ({int(bad.sum())} such elements; {what})"
+            )
 
 
 def _reference(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -530,8 +560,15 @@ def directional_derivative(
     if not step.any():
         result.message = f"relation {rel.id}: the step rounds to 0 in the input's type: nothing to compare"
         return
-    f_plus = _execute(guard, spec, forward, {**feed, seed: plus}, result)[of].astype(np.float64)
-    f_minus = _execute(guard, spec, forward, {**feed, seed: minus}, result)[of].astype(np.float64)
+    require_finite(a, base, inputs, rel.compare[:1], f"relation {rel.id}")
+    runs = []
+    for moved in (plus, minus):
+        out = _execute(guard, spec, forward, {**feed, seed: moved}, result)
+        require_finite(
+            out, forward, {**feed, seed: moved}, [of], f"relation {rel.id}, {forward.operator} at x +- d"
+        )
+        runs.append(out[of].astype(np.float64))
+    f_plus, f_minus = runs
     w = np.broadcast_to(np.asarray(inputs[weights_member], dtype=np.float64), f_plus.shape)
     grad = a[rel.compare[0]].astype(np.float64)
     # 0/0 (Epsilon 0 over a zero-variance slice) is undefined by the docs: those elements are
@@ -593,6 +630,7 @@ def _metamorphic(
         }
         a = _execute(guard, spec, base, result.inputs, result)
         b = _execute(guard, spec, other, other_inputs, result)
+        a_inputs, b_desc, b_inputs = result.inputs, other, other_inputs
         what = f"{other.operator} ({rel.id})"
         budget_inputs, also = result.inputs, ()
     elif rel.kind == "shift_invariant":
@@ -601,6 +639,7 @@ def _metamorphic(
         result.inputs = base_inputs
         a = _execute(guard, spec, base, shifted, result)
         b = _execute(guard, spec, base, base_inputs, result)
+        a_inputs, b_desc, b_inputs = shifted, base, base_inputs
         what = f"unshifted run ({rel.id})"
         budget_inputs, also = shifted, (base_inputs,)  # the shift may raise or lower |mean|
     elif rel.kind == "directional_derivative":
@@ -618,11 +657,14 @@ def _metamorphic(
                 f"relation {rel.id}: chained {other.operator} desc is illegal at {case.level} ({bad[0]})"
             )
         b = _execute(guard, spec, other, other_inputs, result)
+        a_inputs, b_desc, b_inputs = result.inputs, other, other_inputs
         what = f"{other.operator} fed {base.operator}'s outputs ({rel.id})"
         budget_inputs, also = result.inputs, ()
     else:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")
     keys = [k for k in rel.compare if k in a and k in b]
+    require_finite(a, base, a_inputs, keys, what)
+    require_finite(b, b_desc, b_inputs, keys, what)
     passed, errors = compare(
         spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also, tolerance
     )

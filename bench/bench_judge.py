@@ -1,0 +1,176 @@
+"""The judge beside the reference: what a verdict costs at n = 2^16 .. 2^24.
+
+    python bench/bench_judge.py [--sizes 16,20,22,24] [--repeat N] [--numpy]
+
+For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data), BATCH_NORMALIZATION_TRAINING
+(4 channels, batch statistics, per-channel Scale/Bias) and BATCH_NORMALIZATION_TRAINING_GRAD
+(its input gradient), FLOAT32, times in one process and round-robin: the reference
+(``dc.execute`` into preallocated outputs), a copy of the output (``kernels.parallel_copy``: the
+memory floor), and the judge (``tolerance.compare`` of a perfect backend's outputs: budgets,
+per-element check, aggregate fit), each the median of ``--repeat`` rounds; then the ratios
+judge / reference and judge / copy. ``--numpy`` also times the numpy model (the judge below
+its kernel threshold, i.e. the code before the compiled judge) once per size up to 2^22, for the
+before/after. ``B/el``: the peak memory of one compare beyond what the process held before it
+(its inputs and outputs), per element of the main output.
+
+Goals (issue 20): judge within 3x of the reference at n >= 2^20, within 10x at 2^16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+
+import dmlconform as dc
+from dmlconform import data, judge, tolerance
+from dmlconform.reference.kernels import parallel_copy
+
+
+def mvn1(n: int) -> dc.OperatorDesc:
+    t = {"DataType": "FLOAT32", "Sizes": [1, n]}
+    return dc.parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True},
+        }
+    )
+
+
+def bnt(n: int) -> dc.OperatorDesc:
+    big, stat = {"DataType": "FLOAT32", "Sizes": [4, 4, n // 16]}, {"DataType": "FLOAT32", "Sizes": [1, 4, 1]}
+    return dc.parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING",
+            "desc": {
+                "InputTensor": big,
+                "ScaleTensor": stat,
+                "BiasTensor": stat,
+                "OutputTensor": big,
+                "OutputMeanTensor": stat,
+                "OutputVarianceTensor": stat,
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+
+
+def bntg(n: int) -> dc.OperatorDesc:
+    big, stat = {"DataType": "FLOAT32", "Sizes": [4, 4, n // 16]}, {"DataType": "FLOAT32", "Sizes": [1, 4, 1]}
+    return dc.parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING_GRAD",
+            "desc": {
+                "InputTensor": big,
+                "InputGradientTensor": big,
+                "MeanTensor": stat,
+                "VarianceTensor": stat,
+                "ScaleTensor": stat,
+                "OutputGradientTensor": big,
+                "OutputScaleGradientTensor": stat,
+                "OutputBiasGradientTensor": stat,
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+
+
+OPERATORS = {"MVN1": mvn1, "BNT": bnt, "BNTG": bntg}
+
+
+def median_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    for fn in fns.values():
+        fn()  # warm-up: numba loads its kernels, pages get touched
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    """Bytes the call held at its peak beyond what the process held before it: the resident
+    high-water mark reset first (Linux ``clear_refs``), so numba's own allocations count too;
+    tracemalloc (numpy's only) where that is unavailable."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status("VmRSS:")
+        fn()
+        return max(_status("VmHWM:") - before, 0)
+    except OSError:
+        tracemalloc.start()
+        fn()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak
+
+
+def main() -> None:
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        # a fixed mmap threshold: every large array is mapped on allocation and unmapped when
+        # freed, so the resident high-water mark of a call is what it allocated (glibc's
+        # dynamic threshold would serve it from memory an earlier call freed)
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="16,20,22,24", help="log2 of the element counts")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--numpy", action="store_true", help="also time the numpy model (before)")
+    args = ap.parse_args()
+    spec = dc.load_spec()
+    print(f"{'case':<12} {'n':>10} {'reference':>10} {'copy':>9} {'judge':>9} {'j/ref':>7} {'j/copy':>7} "
+          f"{'B/el':>6}" + (f" {'numpy':>9} {'np/ref':>8}" if args.numpy else ""))  # fmt: skip
+    for log_n in (int(s) for s in args.sizes.split(",")):
+        n = 1 << log_n
+        for name, make in OPERATORS.items():
+            desc = make(n)
+            inputs = data.make_inputs(desc, "large_offset", seed=1)
+            ref = dc.execute(desc, inputs)
+            out = {k: np.empty_like(v) for k, v in ref.items()}
+            got = {k: v.copy() for k, v in ref.items()}
+            main_ref = next(iter(ref.values()))
+            copy_dst = np.empty_like(main_ref)
+            fns = {
+                "reference": lambda d=desc, i=inputs, o=out: dc.execute(d, i, out=o),
+                "copy": lambda s=main_ref, c=copy_dst: parallel_copy(s, c),
+                "judge": lambda d=desc, g=got, r=ref, i=inputs: tolerance.compare(d, g, r, i, spec),
+            }
+            t = median_times(fns, args.repeat)
+            peak = peak_bytes(fns["judge"]) / main_ref.size
+            line = (
+                f"{name:<12} {n:>10} {t['reference'] * 1e3:>8.1f}ms {t['copy'] * 1e3:>7.1f}ms "
+                f"{t['judge'] * 1e3:>7.1f}ms {t['judge'] / t['reference']:>7.1f} {t['judge'] / t['copy']:>7.1f} "
+                f"{peak:>6.1f}"
+            )
+            if args.numpy and log_n <= 22:
+                saved = judge.KERNEL_MIN_ELEMENTS
+                judge.KERNEL_MIN_ELEMENTS = 1 << 62
+                try:
+                    start = time.perf_counter()
+                    tolerance.compare(desc, got, ref, inputs, spec)
+                    before = time.perf_counter() - start
+                finally:
+                    judge.KERNEL_MIN_ELEMENTS = saved
+                line += f" {before * 1e3:>7.0f}ms {before / t['reference']:>8.0f}"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
