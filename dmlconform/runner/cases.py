@@ -234,11 +234,7 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
         if "numeric" in sel.kinds:
             for level in levels:
                 for dt in _data_types(spec, op, level, sel):
-                    for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
-                        regs = regimes(desc)
-                        yield Case(
-                            "numeric", op.name, level, dt, i, desc, sel.seed, regime=regs[i % len(regs)]
-                        )
+                    yield from _numeric(spec, op, level, dt, sel)
             for dt in _data_types(spec, op, sel.level, sel):
                 for sc in tiers.size_cases(
                     spec, op.name, sel.level, dt, sel.tier, sel.max_elements, sel.seed
@@ -258,6 +254,52 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
             yield from _validation(spec, op, [sel.level], full)
         if "metamorphic" in sel.kinds:
             yield from _metamorphic(spec, op, sel)
+
+
+SPARE_DESCS = 4
+"""Legal descs drawn beyond ``--cases`` per group, to stand in for descs whose numeric case
+would judge nothing whatever its inputs."""
+
+
+def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
+    """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
+    inputs (every reduction slice one value, so every output 0, or 0 / 0 where Epsilon is 0:
+    ``dmlconform.degenerate``) is replaced by the next spare desc of the same generator, under
+    the same id; the other cases keep their ids, descs and data."""
+    descs = legal_for(spec, op, level, dt, sel.cases, sel.seed)
+    spares: list[OperatorDesc] | None = None
+    for i, desc in enumerate(descs):
+        case = _numeric_case(op, level, dt, i, desc, sel.seed)
+        while _judges_nothing(case):
+            if spares is None:
+                spares = legal_for(spec, op, level, dt, sel.cases + SPARE_DESCS, sel.seed)[len(descs) :]
+            if not spares:
+                break  # out of spares: the case runs and is skipped with its reason
+            case = _numeric_case(op, level, dt, i, spares.pop(0), sel.seed)
+        yield case
+
+
+def _numeric_case(op: Operator, level: str, dt: str, i: int, desc: OperatorDesc, seed: int) -> Case:
+    regs = regimes(desc)
+    return Case("numeric", op.name, level, dt, i, desc, seed, regime=regs[i % len(regs)])
+
+
+def _judges_nothing(case: Case) -> bool:
+    """Whether no input makes the case judge anything; inputs are drawn only for the few descs
+    where that can happen (``degenerate.may_judge_nothing``), so collection stays cheap."""
+    try:
+        from dmlconform import degenerate
+    except ImportError:  # input generators not built yet
+        return False
+    if not degenerate.may_judge_nothing(case.desc):
+        return False
+    try:
+        degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
+    except degenerate.JudgesNothing:
+        return True
+    except degenerate.RegimeNotApplicable:
+        return False
+    return False
 
 
 def _data_types(spec: Spec, op: Operator, level: str, sel: Selection) -> list[str]:
