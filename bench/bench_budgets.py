@@ -8,8 +8,11 @@ at every level and the size cases up to ``--max-elements``), draws each case's i
 does (``runner.checks.judged_inputs``; a case the run would skip is counted as skipped), computes the reference and the budgets the comparison uses, and counts per operator and
 output member:
 
-- ``loose``: cases whose median budget exceeds half the median |reference| of that output: a
-  budget that wide lets an answer with no relation to the right one pass (issue 21, item 8);
+- ``loose``: cases whose median budget exceeds half the median |reference| of that output, both
+  over the elements where the reference is nonzero: a budget that wide lets an answer with no
+  relation to the right one pass (issue 21, item 8); ``all``: the same over every finite
+  element, which also counts outputs that are mostly exact zeros (RELU, THRESHOLDED_RELU),
+  whose median |reference| is 0 while their zeros are judged to the last bit;
 - ``zero``: cases whose reference for that output is identically zero;
 - ``nonfinite``: cases whose reference for that output has no finite element;
 
@@ -84,13 +87,17 @@ def measure(cases: int, seeds: list[int], max_elements: int, operators: tuple[st
                     examples[f"{key} zero"].append(f"{case.id} seed {seed} {case.regime}")
                     continue
                 degenerate = False
-                med_b = float(np.median(np.broadcast_to(b, r.shape)))
-                med_r = float(np.median(np.abs(r[finite])))
+                b = np.broadcast_to(b, r.shape)
+                nonzero = finite & (r != 0)
+                med_b, med_r = float(np.median(b[nonzero])), float(np.median(np.abs(r[nonzero])))
                 if not med_b <= 0.5 * med_r:
                     row["loose"] += 1
                     examples[f"{key} loose"].append(
                         f"{case.id} seed {seed} {case.regime}: median budget {med_b:.3g}, median |ref| {med_r:.3g}"
+                        " (nonzero elements)"
                     )
+                if not float(np.median(b[finite])) <= 0.5 * float(np.median(np.abs(r[finite]))):
+                    row["loose_all"] += 1
             op["degenerate"] += degenerate
             for label, answer in impostors(case.desc, ref, inputs, spec).items():
                 with np.errstate(all="ignore"):
@@ -112,11 +119,12 @@ def main() -> None:
     a = ap.parse_args()
     res = measure(a.cases, a.seeds, a.max_elements, tuple(a.operators))
     print(f"--cases {a.cases}, seeds {a.seeds}, size cases up to {a.max_elements} elements")
-    print(f"{'operator.output':<62} {'cases':>6} {'loose':>12} {'zero':>5} {'nonfinite':>9}")
+    print(f"{'operator.output':<60} {'cases':>6} {'loose':>13} {'all':>13} {'zero':>5} {'nonfinite':>9}")
     for key in sorted(res["per_output"]):
         r = res["per_output"][key]
         share = f"{r['loose']} ({r['loose'] / r['cases']:.1%})"
-        print(f"{key:<62} {r['cases']:>6} {share:>12} {r['zero']:>5} {r['nonfinite']:>9}")
+        share_all = f"{r['loose_all']} ({r['loose_all'] / r['cases']:.1%})"
+        print(f"{key:<60} {r['cases']:>6} {share:>13} {share_all:>13} {r['zero']:>5} {r['nonfinite']:>9}")
     print(
         f"\n{'operator':<36} {'cases':>6} {'degenerate':>10} {'skipped':>7} {'zeros':>6} {'negated':>7} {'input':>6}"
     )
