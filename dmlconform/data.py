@@ -61,6 +61,11 @@ REGIMES: tuple[str, ...] = (
 KAPPA_LIMIT: dict[str, float] = {"FLOAT32": 1e3, "FLOAT16": 1e2, "FLOAT64": 1e3}
 """The largest |mean| / std that ``large_offset`` produces, per data type."""
 
+SCALE_MAGNITUDE = (0.5, 2.0)
+"""|Scale| as drawn (either sign)."""
+BIAS_MAGNITUDE = 1.0
+"""|Bias| as drawn at most (outside ``activation_branches``, which puts it at branch points)."""
+
 LONG_REDUCTION = 100_000
 SHORT_REDUCTION = 2
 FP16_SQUARE_RANGE = (400.0, 48_000.0)
@@ -320,14 +325,14 @@ def make_inputs(
             if batch:
                 x = _fit_batch_statistics(desc, sem, x, rng, spec)
         elif m.name == sem.get("scale"):
-            x = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+            x = rng.uniform(*SCALE_MAGNITUDE, size=shape) * rng.choice([-1.0, 1.0], size=shape)
         elif regime == "activation_branches" and m.name == shifter and targets:
             x = rng.permutation(np.resize(np.asarray(targets), math.prod(shape))).reshape(shape)
             x = x + rng.uniform(-1e-3, 1e-3, size=shape)
         elif regime == "activation_branches" and m.name in (sem.get("bias"), sem.get("fused_add")):
             x = np.zeros(shape)
         elif m.name == sem.get("bias"):
-            x = rng.uniform(-1.0, 1.0, size=shape)
+            x = rng.uniform(-BIAS_MAGNITUDE, BIAS_MAGNITUDE, size=shape)
         elif m.name == sem.get("variance_input"):
             x = rng.uniform(0.25, 4.0, size=shape)  # a variance: never negative
         else:

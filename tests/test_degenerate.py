@@ -222,12 +222,29 @@ def test_collection_replaces_only_the_descs_no_input_can_rescue() -> None:
             kept += 1
             continue
         replaced += 1
+        regs = dd.regimes_for(drawn)
+        assert degenerate.may_judge_nothing(drawn)
         with pytest.raises(degenerate.JudgesNothing):
-            degenerate.judged_inputs(
-                drawn, dd.regimes_for(drawn)[case.index % len(dd.regimes_for(drawn))], case.input_seed
-            )
+            degenerate.judged_inputs(drawn, regs[case.index % len(regs)], case.input_seed, probe=True)
         assert degenerate.judged_inputs(case.desc, case.regime, case.input_seed)
     assert replaced and kept > 10 * replaced
+
+
+def test_what_no_input_can_rescue_is_known_from_the_desc() -> None:
+    assert degenerate.may_judge_nothing(_mvn1((3, 1), (1,)))  # one element per slice
+    relu = {"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.0}
+    assert degenerate.may_judge_nothing(_mvn1((4, 2), (1,), act=relu))  # z = +-1 < Alpha... at most
+    assert not degenerate.may_judge_nothing(_mvn1((4, 64), (1,), act=relu))
+    assert not degenerate.may_judge_nothing(_mvn1((4, 8), (1,)))
+    body = {"InputTensor": _tensor((4, 8)), "OutputTensor": _tensor((4, 8)), "Axes": [1], "Epsilon": 1e-5}
+    plain = parse_desc(
+        {"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**body, "UseMean": False, "UseVariance": False}}
+    )
+    assert degenerate.may_judge_nothing(plain)  # nothing centred or divided: the input itself
+    centred = parse_desc(
+        {"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**body, "UseMean": True, "UseVariance": False}}
+    )
+    assert not degenerate.may_judge_nothing(centred)
 
 
 # ------------------------------------------------------------------------------------------

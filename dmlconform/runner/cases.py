@@ -256,23 +256,26 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
             yield from _metamorphic(spec, op, sel)
 
 
-SPARE_DESCS = 4
-"""Legal descs drawn beyond ``--cases`` per group, to stand in for descs whose numeric case
-would judge nothing whatever its inputs."""
+SPARE_DESCS = 8
+"""Legal descs drawn at a time beyond ``--cases`` per group, to stand in for descs whose numeric
+case would judge nothing whatever its inputs (at most :data:`SPARE_ROUNDS` times)."""
+SPARE_ROUNDS = 8
 
 
 def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
     """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
-    inputs (every reduction slice one value, so every output 0, or 0 / 0 where Epsilon is 0:
-    ``dmlconform.degenerate``) is replaced by the next spare desc of the same generator, under
-    the same id; the other cases keep their ids, descs and data."""
+    inputs (every output 0 or undefined, or the input itself: ``dmlconform.degenerate``) is
+    replaced by the next spare desc of the same generator, under the same id; the other cases
+    keep their ids, descs and data."""
     descs = legal_for(spec, op, level, dt, sel.cases, sel.seed)
-    spares: list[OperatorDesc] | None = None
+    spares: list[OperatorDesc] = []
+    drawn = len(descs)
     for i, desc in enumerate(descs):
         case = _numeric_case(op, level, dt, i, desc, sel.seed)
         while _judges_nothing(case):
-            if spares is None:
-                spares = legal_for(spec, op, level, dt, sel.cases + SPARE_DESCS, sel.seed)[len(descs) :]
+            if not spares and drawn < sel.cases + SPARE_DESCS * SPARE_ROUNDS:
+                more = legal_for(spec, op, level, dt, drawn + SPARE_DESCS, sel.seed)
+                spares, drawn = more[drawn:], max(len(more), drawn + SPARE_DESCS)
             if not spares:
                 break  # out of spares: the case runs and is skipped with its reason
             case = _numeric_case(op, level, dt, i, spares.pop(0), sel.seed)
@@ -294,7 +297,7 @@ def _judges_nothing(case: Case) -> bool:
     if not degenerate.may_judge_nothing(case.desc):
         return False
     try:
-        degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
+        degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed, probe=True)
     except degenerate.JudgesNothing:
         return True
     except degenerate.RegimeNotApplicable:
