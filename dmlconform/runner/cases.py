@@ -257,29 +257,31 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
 
 
 SPARE_DESCS = 8
-"""Legal descs drawn at a time beyond ``--cases`` per group, to stand in for descs whose numeric
-case would judge nothing whatever its inputs (at most :data:`SPARE_ROUNDS` times)."""
-SPARE_ROUNDS = 8
+"""Spare descs tried at most for a case whose desc would judge nothing whatever its inputs."""
 
 
 def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
     """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
     inputs (every output 0 or undefined, or the input itself: ``dmlconform.degenerate``) is
-    replaced by the next spare desc of the same generator, under the same id; the other cases
-    keep their ids, descs and data."""
-    descs = legal_for(spec, op, level, dt, sel.cases, sel.seed)
-    spares: list[OperatorDesc] = []
-    drawn = len(descs)
-    for i, desc in enumerate(descs):
+    replaced, under the same id, by the first that judges something of the generator's spare
+    descs for that id (:func:`_spares`); the other cases keep their ids, descs and data."""
+    for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
         case = _numeric_case(op, level, dt, i, desc, sel.seed)
-        while _judges_nothing(case):
-            if not spares and drawn < sel.cases + SPARE_DESCS * SPARE_ROUNDS:
-                more = legal_for(spec, op, level, dt, drawn + SPARE_DESCS, sel.seed)
-                spares, drawn = more[drawn:], max(len(more), drawn + SPARE_DESCS)
-            if not spares:
-                break  # out of spares: the case runs and is skipped with its reason
-            case = _numeric_case(op, level, dt, i, spares.pop(0), sel.seed)
+        if _judges_nothing(case):
+            spare = next(
+                (c for c in _spares(spec, op, level, dt, i, sel.seed) if not _judges_nothing(c)), None
+            )
+            case = spare or case  # none: the case runs and is skipped with its reason
         yield case
+
+
+def _spares(spec: Spec, op: Operator, level: str, dt: str, index: int, seed: int) -> Iterator[Case]:
+    """Stand-ins for case ``index`` of a group: legal descs from a stream of the generator keyed
+    by the run seed and the index, so that they do not depend on ``--cases`` (a smoke case is
+    the default case of the same id) nor on the other cases."""
+    key = zlib.crc32(f"spare {seed} {index}".encode()) & 0x7FFFFFFF
+    for desc in legal_for(spec, op, level, dt, SPARE_DESCS, key):
+        yield _numeric_case(op, level, dt, index, desc, seed)
 
 
 def _numeric_case(op: Operator, level: str, dt: str, i: int, desc: OperatorDesc, seed: int) -> Case:
