@@ -5,7 +5,9 @@ element. Some inputs leave nothing to compare:
 
 - an output with no finite reference element, or NaN in one (0 / 0 where Variance + Epsilon is
   0, which the docs leave undefined: any answer would have to pass there), or any element whose
-  Variance + Epsilon is 0 (x != Mean there gives +-inf, equally undefined);
+  Variance + Epsilon is 0 (x != Mean there gives +-inf, equally undefined), or an output whose
+  every element has an infinite reference or budget (FLOAT16 gradients of a constant slice
+  divided by sqrt(1e-12) overflow);
 - inputs on which an answer with nothing to do with the operator passes, every element of every
   output within the budget the comparison grants it: all zeros (a reference identically zero:
   RELU of all-negative data, THRESHOLDED_RELU above every value, Epsilon 100 shrinking every
@@ -147,6 +149,10 @@ def why_degenerate(
         if nan:
             return f"{name} is NaN at {nan} elements (0 / 0, undefined by the docs)"
     budget = {k: 0.0 for k in reference} if exact else budgets(desc, reference, inputs, spec)
+    for name, b in budget.items():
+        r = np.asarray(reference[name], dtype=np.float64)
+        if r.size and not np.any(np.isfinite(r) & np.isfinite(np.broadcast_to(b, r.shape))):
+            return f"{name} judges no element (its reference or budget is infinite everywhere)"
     for label, answer in impostors(desc, reference, inputs, spec).items():
         if _passes(answer, reference, budget):
             what = {"zeros": "all zeros", "negated": "the answer negated", "input": "an input unchanged"}

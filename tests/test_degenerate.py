@@ -175,6 +175,28 @@ def test_an_undefined_reference_is_degenerate() -> None:
     assert "VarianceTensor + Epsilon = 0 at 1 elements" in _why(given, inputs)
 
 
+def test_an_output_judged_nowhere_is_degenerate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a constant FLOAT16 slice, Variance 0, Epsilon 1e-12: the gradient is 1e6 (dy - mean(dy)),
+    # +-inf but where dy is its mean; there the budget is infinite too (as the FLOAT16 budget of
+    # a value that close to the type's largest may be)
+    desc = _bntg((9, 1), (1, 1), eps=1e-12, dtype="FLOAT16")
+    h = np.float16
+    inputs = {
+        "InputTensor": np.full((9, 1), 0.5, h),
+        "InputGradientTensor": np.linspace(-1, 1, 9, dtype=h).reshape(9, 1) + h(0.5),
+        "MeanTensor": np.full((1, 1), 0.5, h),
+        "VarianceTensor": np.zeros((1, 1), h),
+        "ScaleTensor": np.ones((1, 1), h),
+    }
+    reference = execute(desc, inputs)
+    assert np.isfinite(reference["OutputGradientTensor"]).any()
+    real = degenerate.budgets(desc, reference, inputs, SPEC)
+    assert degenerate.why_degenerate(desc, inputs, reference) is None
+    infinite = {**real, "OutputGradientTensor": np.full((9, 1), np.inf)}
+    monkeypatch.setattr(degenerate, "budgets", lambda *a: infinite)
+    assert "OutputGradientTensor judges no element" in degenerate.why_degenerate(desc, inputs, reference)
+
+
 def test_an_output_equal_to_its_input_is_degenerate() -> None:
     desc = _mvn1((1, 4), (1,), normalize=False)
     x = {"InputTensor": np.array([[-2.0, -1.0, 1.0, 2.0]], np.float32)}  # mean 0: nothing to centre
