@@ -18,6 +18,7 @@ Regimes (:data:`REGIMES`):
 - ``spread_near_sqrt_eps``: std of each slice within [0.3, 3] * sqrt(Epsilon): whether Epsilon is
   added inside the square root, and where.
 - ``constant_slices``: some reduction slices constant (zero variance; division by sqrt(Epsilon)).
+  Not with Epsilon 0 where the variance is divided out: 0 / 0 is undefined.
 - ``short_reduction``: applies to descs whose reduction has 1 or 2 elements (make them with
   ``generate.reduction_descs``): biased vs unbiased variance.
 - ``long_reduction``: applies to descs whose reduction has >= 10^5 elements (make one with
@@ -59,6 +60,11 @@ REGIMES: tuple[str, ...] = (
 
 KAPPA_LIMIT: dict[str, float] = {"FLOAT32": 1e3, "FLOAT16": 1e2, "FLOAT64": 1e3}
 """The largest |mean| / std that ``large_offset`` produces, per data type."""
+
+SCALE_MAGNITUDE = (0.5, 2.0)
+"""|Scale| as drawn (either sign)."""
+BIAS_MAGNITUDE = 1.0
+"""|Bias| as drawn at most (outside ``activation_branches``, which puts it at branch points)."""
 
 LONG_REDUCTION = 100_000
 SHORT_REDUCTION = 2
@@ -184,7 +190,8 @@ def regimes_for(desc: OperatorDesc, spec: Spec | None = None) -> list[str]:
     eps = epsilon(desc, spec)
     if eps and eps > 0 and normalizes_variance(desc, spec) and n >= 2:
         out.append("spread_near_sqrt_eps")
-    if n >= 2:
+    if n >= 2 and not (normalizes_variance(desc, spec) and not eps):
+        # with Epsilon 0 a constant slice divides 0 by 0, which the docs leave undefined
         out.append("constant_slices")
     if n <= SHORT_REDUCTION:
         out.append("short_reduction")
@@ -209,9 +216,11 @@ def _branch_targets(desc: OperatorDesc, spec: Spec) -> list[float]:
     return [p for p in points if p == 0.0]
 
 
-def _rng(desc: OperatorDesc, regime: str, seed: int) -> np.random.Generator:
+def _rng(desc: OperatorDesc, regime: str, seed: int, draw: int = 0) -> np.random.Generator:
+    """The stream of one draw; draw 0 is the stream every case had before redraws existed."""
     text = json.dumps(desc.to_dict(), sort_keys=True, default=str)
-    return np.random.default_rng([seed, zlib.crc32(regime.encode()), zlib.crc32(text.encode())])
+    key = [seed, zlib.crc32(regime.encode()), zlib.crc32(text.encode())]
+    return np.random.default_rng(key + [draw] if draw else key)
 
 
 def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec: Spec) -> np.ndarray:
@@ -266,6 +275,18 @@ def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec:
     return from_slices(s, shape, axes)
 
 
+def effective_reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:
+    """The number of distinct input elements a reduction slice reads: ``reduction_size`` less
+    the reduced dimensions the input broadcasts (zero strides): 1 where every slice is one value
+    repeated, whatever the data."""
+    spec = spec or load_spec()
+    t = _tensor(desc, _sem(desc, spec).get("input"))
+    if t is None:
+        return 0
+    compact = _compact_shape(t)
+    return math.prod(compact[a] for a in reduction_axes(desc, spec))
+
+
 def _compact_shape(t: TensorDesc) -> tuple[int, ...]:
     """The tensor's Sizes with 1 where its stride is 0: an input with a zero stride holds one
     value along that dimension, so the regime draws the compact array and it is broadcast
@@ -276,11 +297,12 @@ def _compact_shape(t: TensorDesc) -> tuple[int, ...]:
 
 
 def make_inputs(
-    desc: OperatorDesc, regime: str, seed: int = 0, spec: Spec | None = None
+    desc: OperatorDesc, regime: str, seed: int = 0, spec: Spec | None = None, draw: int = 0
 ) -> dict[str, np.ndarray]:
     """Arrays for every present input tensor member of ``desc``, in the member's data type and
     logical shape. Raises :class:`RegimeNotApplicable` for a regime not in
-    ``regimes_for(desc)``."""
+    ``regimes_for(desc)``. ``draw``: another draw of the same regime, for a case whose first
+    judges nothing (``dmlconform.degenerate``)."""
     spec = spec or load_spec()
     if regime not in REGIMES:
         raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
@@ -288,7 +310,8 @@ def make_inputs(
         raise RegimeNotApplicable(f"regime {regime} does not apply to this desc")
     op = spec.operator(desc.operator)
     sem = op.semantics
-    rng = _rng(desc, regime, seed)
+    rng = _rng(desc, regime, seed, draw)
+    batch = _batch_statistics(sem)
     targets = _branch_targets(desc, spec) if regime == "activation_branches" else []
     shifter = sem.get("fused_add") if _tensor(desc, sem.get("fused_add")) else sem.get("bias")
     out: dict[str, np.ndarray] = {}
@@ -299,15 +322,17 @@ def make_inputs(
         shape = _compact_shape(t)
         if m.name == sem.get("input"):
             x = _main_input(desc, regime, rng, spec)
+            if batch:
+                x = _fit_batch_statistics(desc, sem, x, rng, spec)
         elif m.name == sem.get("scale"):
-            x = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+            x = rng.uniform(*SCALE_MAGNITUDE, size=shape) * rng.choice([-1.0, 1.0], size=shape)
         elif regime == "activation_branches" and m.name == shifter and targets:
             x = rng.permutation(np.resize(np.asarray(targets), math.prod(shape))).reshape(shape)
             x = x + rng.uniform(-1e-3, 1e-3, size=shape)
         elif regime == "activation_branches" and m.name in (sem.get("bias"), sem.get("fused_add")):
             x = np.zeros(shape)
         elif m.name == sem.get("bias"):
-            x = rng.uniform(-1.0, 1.0, size=shape)
+            x = rng.uniform(-BIAS_MAGNITUDE, BIAS_MAGNITUDE, size=shape)
         elif m.name == sem.get("variance_input"):
             x = rng.uniform(0.25, 4.0, size=shape)  # a variance: never negative
         else:
@@ -319,28 +344,118 @@ def make_inputs(
     return out
 
 
+def slice_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population variance over ``axes`` (kept as 1s), taken around each slice's first
+    element: exact for a constant slice (mean = its value, variance 0), which a plain float64
+    mean of n equal values need not be."""
+    shift = x[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))]
+    d = x - shift
+    m = d.mean(axis=axes, keepdims=True)
+    return shift + m, ((d - m) ** 2).mean(axis=axes, keepdims=True)
+
+
+def _batch_statistics(sem: dict[str, Any]) -> bool:
+    """The formula reads the input's own statistics (``semantics.statistics: batch``), so the mean
+    and variance inputs must be exactly those, not merely realistic values."""
+    return bool(sem.get("statistics_from_input")) and sem.get("statistics") == "batch"
+
+
+def _statistics_tensors(desc: OperatorDesc, sem: dict[str, Any], rank: int) -> list[tuple[str, TensorDesc]]:
+    out = []
+    for key in ("mean", "variance_input"):
+        t = _tensor(desc, sem.get(key))
+        if t is not None and len(t.sizes) == rank:
+            out.append((key, t))
+    return out
+
+
+def shared_statistics_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
+    """Input dimensions that are not reduced but along which a statistics input holds one value
+    (a zero stride): every slice along them is given the same mean and variance."""
+    spec = spec or load_spec()
+    sem = _sem(desc, spec)
+    inp = _tensor(desc, sem.get("input"))
+    if inp is None:
+        return ()
+    compact_in = _compact_shape(inp)
+    reduced = set(reduction_axes(desc, spec))
+    dims: set[int] = set()
+    for _, t in _statistics_tensors(desc, sem, len(inp.sizes)):
+        dims |= {
+            i for i, s in enumerate(_compact_shape(t)) if s == 1 and i not in reduced and compact_in[i] > 1
+        }
+    return tuple(sorted(dims))
+
+
+def _fit_batch_statistics(
+    desc: OperatorDesc, sem: dict[str, Any], x: np.ndarray, rng: np.random.Generator, spec: Spec
+) -> np.ndarray:
+    """The compact main input (float64, before rounding) reshaped so that the statistics inputs
+    can be its slices' own statistics, which the formula reads (mean(Input) over the reduced
+    dimensions):
+
+    - slices that share one statistics element (along :func:`shared_statistics_axes`) become
+      random permutations of the first of them: the same values, so the same mean and variance
+      exactly, in a different order (a stats tensor broadcast over a dimension the operator does
+      not reduce cannot hold a different mean per slice, and averaging the slices' means would
+      give none of them its own);
+    - a slice whose variance the variance input's data type cannot hold (FLOAT16 past 65504 /
+      4) has its deviations from its mean scaled down until it can."""
+    axes = reduction_axes(desc, spec)
+    shared = shared_statistics_axes(desc, spec)
+    if shared:
+        first = x[tuple(slice(0, 1) if i in shared else slice(None) for i in range(x.ndim))]
+        rows = rng.permuted(to_slices(np.broadcast_to(first, x.shape), axes), axis=1)
+        x = from_slices(rows, x.shape, axes)
+    limits = [
+        float(np.finfo(_numpy_dtype(spec, t.data_type)).max) / 4.0
+        for key, t in _statistics_tensors(desc, sem, x.ndim)
+        if key == "variance_input"
+    ]
+    if limits:
+        rows = to_slices(x, axes)
+        mean = rows.mean(axis=1, keepdims=True)
+        var = ((rows - mean) ** 2).mean(axis=1, keepdims=True)
+        limit = min(limits)
+        shrink = np.sqrt(limit / np.where(var > limit, var, limit))
+        x = from_slices(mean + (rows - mean) * shrink, x.shape, axes)
+    return x
+
+
 def _statistics_from_input(
     desc: OperatorDesc, sem: dict[str, Any], out: dict[str, np.ndarray], spec: Spec
 ) -> None:
     """``semantics.statistics_from_input``: the mean and variance inputs are the input's own
-    statistics over the dimensions where each of those tensors holds one value (size 1 or a zero
-    stride), rounded to their type, as a framework feeds them: so each regime's conditioning
-    (large offsets, spreads near sqrt(Epsilon), constant slices) reaches the computation."""
+    statistics, rounded to their type, as a framework feeds them: so each regime's conditioning
+    (large offsets, spreads near sqrt(Epsilon), constant slices) reaches the computation.
+
+    With batch statistics (the formula reads mean(Input), :func:`_batch_statistics`) they are
+    exactly each slice's statistics over the reduced dimensions: the input itself and a variance
+    of 0 for a reduction over one element, and the one value shared along a broadcast dimension
+    (:func:`_fit_batch_statistics` made the slices there equal). With given statistics they are
+    realistic values only, over the dimensions where each tensor holds one value (size 1 or a
+    zero stride); where that is no dimension, the drawn values stay."""
     x = out[sem["input"]].astype(np.float64)
-    for key, stat in (("mean", "mean"), ("variance_input", "variance")):
-        name = sem.get(key)
-        t = _tensor(desc, name)
-        if t is None or name not in out or len(t.sizes) != x.ndim:
+    batch = _batch_statistics(sem)
+    reduced = reduction_axes(desc, spec) if batch else ()
+    eps = epsilon(desc, spec)
+    for key, t in _statistics_tensors(desc, sem, x.ndim):
+        name = sem[key]
+        if name not in out:
             continue
         compact = _compact_shape(t)
-        axes = tuple(i for i, s in enumerate(compact) if s == 1 and x.shape[i] > 1)
-        if not axes:  # one value per element: no statistic to take, keep the drawn values
+        ones = tuple(i for i, s in enumerate(compact) if s == 1 and x.shape[i] > 1)
+        axes = reduced if batch else ones
+        if not batch and not axes:  # given statistics, one value per element: keep the draw
             continue
-        mean = x.mean(axis=axes, keepdims=True)
-        value = mean if stat == "mean" else ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-        value = np.broadcast_to(value, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+        mean, var = slice_statistics(x, axes)
+        value = mean if key == "mean" else var
+        if batch:  # along a shared dimension every slice has these statistics: take the first
+            value = value[tuple(slice(0, 1) if i in ones else slice(None) for i in range(x.ndim))]
         with np.errstate(over="ignore"):
             arr = value.astype(_numpy_dtype(spec, t.data_type))
         if not np.all(np.isfinite(arr)):  # a FLOAT16 variance past 65504 cannot be fed: keep the draw
             continue
+        if not batch and key == "variance_input" and np.any(arr.astype(np.float64) + (eps or 0.0) == 0):
+            continue  # realistic, but Variance + Epsilon = 0 is undefined: keep the draw
         out[name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))

@@ -587,6 +587,10 @@ EXPOSING: dict[str, tuple[Case, dict[str, float]]] = {
         ),
         {},
     ),
+    # the three that compute nothing: any case whose output is neither 0 nor the input
+    "Zeros": (Case("plain", MVN1, _mvn1([2, 16], [1]), (1,)), {}),
+    "Negated": (Case("plain", MVN1, _mvn1([2, 16], [1]), (1,)), {}),
+    "InputUnchanged": (Case("plain", MVN1, _mvn1([2, 16], [1]), (1,)), {}),
 }
 
 

@@ -21,6 +21,8 @@ import numpy as np
 from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.data import to_slices
+from dmlconform.degenerate import unchanged_inputs
+from dmlconform.desc import OperatorDesc
 from dmlconform.spec import load_spec
 
 
@@ -259,6 +261,43 @@ class OutputScaled(NumpyBackend):
         return super().add_and_activate(y, inputs, plan) * self.compute_dtype(self.FACTOR)
 
 
+class Zeros(NumpyBackend):
+    """Every output all zeros: an implementation that computes nothing.
+
+    Every numeric case must expose it: none is generated whose reference is identically zero
+    (``dmlconform.data``, degenerate cases)."""
+
+    name: ClassVar[str] = "broken:Zeros"
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: np.zeros_like(v) for k, v in super().execute(desc, inputs).items()}
+
+
+class Negated(NumpyBackend):
+    """Every output the right answer negated (a sign slip).
+
+    Every numeric case must expose it: a reference that is not identically zero differs from
+    its negation by twice itself."""
+
+    name: ClassVar[str] = "broken:Negated"
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: -v for k, v in super().execute(desc, inputs).items()}
+
+
+class InputUnchanged(NumpyBackend):
+    """Every output an input of the same Sizes returned unchanged, the normalized input first
+    (zeros where none matches; ``degenerate.unchanged_inputs``): an implementation that copies
+    instead of computing.
+
+    Every numeric case must expose it: none is generated whose outputs equal their inputs."""
+
+    name: ClassVar[str] = "broken:InputUnchanged"
+
+    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return unchanged_inputs(desc, super().execute(desc, inputs), inputs)
+
+
 #: Every broken backend, by class name (the mutation test iterates over this).
 BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
     cls.__name__: cls
@@ -278,6 +317,9 @@ BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
         SequentialSumStatistics,
         Float16AccumulationAtLongReductions,
         OutputScaled,
+        Zeros,
+        Negated,
+        InputUnchanged,
     )
 }
 

@@ -234,11 +234,7 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
         if "numeric" in sel.kinds:
             for level in levels:
                 for dt in _data_types(spec, op, level, sel):
-                    for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
-                        regs = regimes(desc)
-                        yield Case(
-                            "numeric", op.name, level, dt, i, desc, sel.seed, regime=regs[i % len(regs)]
-                        )
+                    yield from _numeric(spec, op, level, dt, sel)
             for dt in _data_types(spec, op, sel.level, sel):
                 for sc in tiers.size_cases(
                     spec, op.name, sel.level, dt, sel.tier, sel.max_elements, sel.seed
@@ -258,6 +254,57 @@ def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
             yield from _validation(spec, op, [sel.level], full)
         if "metamorphic" in sel.kinds:
             yield from _metamorphic(spec, op, sel)
+
+
+SPARE_DESCS = 8
+"""Spare descs tried at most for a case whose desc would judge nothing whatever its inputs."""
+
+
+def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
+    """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
+    inputs (every output 0 or undefined, or the input itself: ``dmlconform.degenerate``) is
+    replaced, under the same id, by the first that judges something of the generator's spare
+    descs for that id (:func:`_spares`); the other cases keep their ids, descs and data."""
+    for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
+        case = _numeric_case(op, level, dt, i, desc, sel.seed)
+        if _judges_nothing(case):
+            spare = next(
+                (c for c in _spares(spec, op, level, dt, i, sel.seed) if not _judges_nothing(c)), None
+            )
+            case = spare or case  # none: the case runs and is skipped with its reason
+        yield case
+
+
+def _spares(spec: Spec, op: Operator, level: str, dt: str, index: int, seed: int) -> Iterator[Case]:
+    """Stand-ins for case ``index`` of a group: legal descs from a stream of the generator keyed
+    by the run seed and the index, so that they do not depend on ``--cases`` (a smoke case is
+    the default case of the same id) nor on the other cases."""
+    key = zlib.crc32(f"spare {seed} {index}".encode()) & 0x7FFFFFFF
+    for desc in legal_for(spec, op, level, dt, SPARE_DESCS, key):
+        yield _numeric_case(op, level, dt, index, desc, seed)
+
+
+def _numeric_case(op: Operator, level: str, dt: str, i: int, desc: OperatorDesc, seed: int) -> Case:
+    regs = regimes(desc)
+    return Case("numeric", op.name, level, dt, i, desc, seed, regime=regs[i % len(regs)])
+
+
+def _judges_nothing(case: Case) -> bool:
+    """Whether no input makes the case judge anything; inputs are drawn only for the few descs
+    where that can happen (``degenerate.may_judge_nothing``), so collection stays cheap."""
+    try:
+        from dmlconform import degenerate
+    except ImportError:  # input generators not built yet
+        return False
+    if not degenerate.may_judge_nothing(case.desc):
+        return False
+    try:
+        degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed, probe=True)
+    except degenerate.JudgesNothing:
+        return True
+    except degenerate.RegimeNotApplicable:
+        return False
+    return False
 
 
 def _data_types(spec: Spec, op: Operator, level: str, sel: Selection) -> list[str]:

@@ -306,6 +306,23 @@ def make_inputs(case: Case, desc: OperatorDesc | None = None) -> dict[str, np.nd
         raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
 
 
+def judged_inputs(case: Case) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, str | None]:
+    """A numeric case's inputs, drawn again (other regimes after its own) while they would judge
+    nothing (``dmlconform.degenerate``), the reference's outputs on them (None: compute them)
+    and the regime they come from."""
+    try:
+        from dmlconform import degenerate
+    except ImportError:  # input generators not built yet
+        return make_inputs(case), None, case.regime
+    try:
+        judged = degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
+    except degenerate.JudgesNothing as exc:
+        raise _Skip(f"the case would judge nothing: {exc}") from None
+    except degenerate.RegimeNotApplicable as exc:
+        raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
+    return judged.inputs, judged.reference, judged.regime
+
+
 def run_case(
     case: Case,
     guard: Any,
@@ -391,9 +408,12 @@ def _numeric(
     case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
 ) -> None:
     result.rules = exercised_rules(spec, case.desc, case.level)
-    result.inputs = inputs if inputs is not None else make_inputs(case)
+    ref = None
+    if inputs is None:
+        inputs, ref, result.regime = judged_inputs(case)
+    result.inputs = inputs
     got = _execute(guard, spec, case.desc, result.inputs, result)
-    ref = _reference(case.desc, result.inputs)
+    ref = ref if ref is not None else _reference(case.desc, result.inputs)
     passed, errors = compare(
         spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance
     )

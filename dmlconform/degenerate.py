@@ -1,0 +1,234 @@
+"""Numeric cases that judge nothing, and inputs drawn so that none is run.
+
+A numeric case judges a backend by comparing its outputs with the reference's, element by
+element. Some inputs leave nothing to compare:
+
+- an output with no finite reference element, or NaN in one (0 / 0 where Variance + Epsilon is
+  0, which the docs leave undefined: any answer would have to pass there), or any element whose
+  Variance + Epsilon is 0 (x != Mean there gives +-inf, equally undefined), or an output whose
+  every element has an infinite reference or budget (FLOAT16 gradients of a constant slice
+  divided by sqrt(1e-12) overflow);
+- inputs on which an answer with nothing to do with the operator passes, every element of every
+  output within the budget the comparison grants it: all zeros (a reference identically zero:
+  RELU of all-negative data, THRESHOLDED_RELU above every value, Epsilon 100 shrinking every
+  value under a threshold, a reduction over one element without Bias; or one smaller than what
+  its budget resolves: SOFTPLUS of -60), the answer negated (the same, from the other side), or
+  an input returned unchanged (no centring to do, nothing to scale). These three are
+  :func:`impostors`;
+  ``dmlconform.backends.broken`` runs them as backends (``Zeros``, ``Negated``,
+  ``InputUnchanged``), and every numeric case must fail them.
+
+:func:`judged_inputs` draws a case's inputs again (``data.make_inputs(..., draw=k)``, seeded;
+then other regimes) until they judge something, and gives the reference it computed on the way,
+so the runner does not compute it twice. Where no input can help (every slice holds one value
+and the outputs are all 0, or 0 / 0), collection replaces the desc (:func:`may_judge_nothing`,
+``runner.cases``). Nothing here names an operator: the outputs, the variance input and
+Epsilon come from the spec's semantics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dmlconform.data import (
+    BIAS_MAGNITUDE,
+    SCALE_MAGNITUDE,
+    RegimeNotApplicable,
+    branch_points,
+    effective_reduction_size,
+    epsilon,
+    make_inputs,
+    normalizes_variance,
+    regimes_for,
+)
+from dmlconform.desc import OperatorDesc
+from dmlconform.semantics import SemanticsError, centers
+from dmlconform.spec import Spec, load_spec
+
+OWN_DRAWS = 4
+"""Draws of a case's own regime tried before other regimes are."""
+OTHER_DRAWS = 2
+"""Draws of each other regime tried after those."""
+
+
+class JudgesNothing(RegimeNotApplicable):
+    """No draw of the regime gives this desc inputs that judge anything (the reason says why)."""
+
+
+def unchanged_inputs(
+    desc: OperatorDesc,
+    outputs: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray],
+    spec: Spec | None = None,
+) -> dict[str, np.ndarray]:
+    """The answer of a backend that copies: each output replaced by the semantics' input if it
+    has that output's shape, else by the first input member (in the spec's order) that has it,
+    else by zeros; in the output's data type."""
+    spec = spec or load_spec()
+    op = spec.operator(desc.operator)
+    main = op.semantics.get("input")
+    order = [main] + [m.name for m in op.input_members if m.name != main]
+    out = {}
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        same = next((inputs[m] for m in order if m in inputs and np.shape(inputs[m]) == value.shape), None)
+        with np.errstate(over="ignore"):
+            out[name] = np.zeros_like(value) if same is None else np.asarray(same).astype(value.dtype)
+    return out
+
+
+def impostors(
+    desc: OperatorDesc,
+    outputs: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray],
+    spec: Spec | None = None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Three answers with nothing to do with the operator, for a case whose right answer is
+    ``outputs``: ``zeros``, ``negated`` and ``input`` (:func:`unchanged_inputs`)."""
+    return {
+        "zeros": {k: np.zeros_like(np.asarray(v)) for k, v in outputs.items()},
+        "negated": {k: -np.asarray(v) for k, v in outputs.items()},
+        "input": unchanged_inputs(desc, outputs, inputs, spec),
+    }
+
+
+def budgets(
+    desc: OperatorDesc, reference: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray], spec: Spec
+) -> dict[str, np.ndarray]:
+    """The per-element budgets the comparison grants each output (the operator's tolerance
+    model, as ``tolerance.compare`` picks it)."""
+    from dmlconform import tolerance, tolerance_models
+
+    fn = tolerance_models.budgets if tolerance_models.handles(desc, spec) else tolerance.budgets
+    with np.errstate(all="ignore"):
+        return fn(desc, dict(reference), dict(inputs), spec).by_member
+
+
+def _passes(
+    answer: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray], budget: Mapping[str, Any]
+) -> bool:
+    """Whether ``answer`` lies within the budget of every element of every output."""
+    for name, b in budget.items():
+        r = np.asarray(reference[name], dtype=np.float64)
+        a = np.asarray(answer[name], dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            if not np.all(np.abs(a - r) <= np.broadcast_to(b, r.shape)):
+                return False
+    return True
+
+
+def why_degenerate(
+    desc: OperatorDesc,
+    inputs: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    spec: Spec | None = None,
+    exact: bool = False,
+) -> str | None:
+    """Why a numeric case on ``inputs`` (whose reference outputs are ``reference``) would judge
+    nothing, or None when it judges something. Inputs that hold NaN or Inf are not this
+    module's concern (the comparison reports them as information). ``exact``: an impostor
+    counts only where it equals the reference exactly (no budgets computed: what no input can
+    rescue is exact)."""
+    spec = spec or load_spec()
+    sem = spec.operator(desc.operator).semantics
+    var_name, eps = sem.get("variance_input"), epsilon(desc, spec)
+    if var_name in inputs and eps is not None:
+        undefined = int(np.count_nonzero(np.asarray(inputs[var_name], dtype=np.float64) + eps == 0))
+        if undefined:
+            return f"{var_name} + Epsilon = 0 at {undefined} elements (undefined by the docs)"
+    for name, ref in reference.items():
+        r = np.asarray(ref, dtype=np.float64)
+        if r.size and not np.isfinite(r).any():
+            return f"{name} has no finite element"
+        nan = int(np.count_nonzero(np.isnan(r)))
+        if nan:
+            return f"{name} is NaN at {nan} elements (0 / 0, undefined by the docs)"
+    budget = {k: 0.0 for k in reference} if exact else budgets(desc, reference, inputs, spec)
+    for name, b in budget.items():
+        r = np.asarray(reference[name], dtype=np.float64)
+        if r.size and not np.any(np.isfinite(r) & np.isfinite(np.broadcast_to(b, r.shape))):
+            return f"{name} judges no element (its reference or budget is infinite everywhere)"
+    for label, answer in impostors(desc, reference, inputs, spec).items():
+        if _passes(answer, reference, budget):
+            what = {"zeros": "all zeros", "negated": "the answer negated", "input": "an input unchanged"}
+            return f"{what[label]} would pass (every output within its budget)"
+    return None
+
+
+@dataclass
+class Judged:
+    """Inputs that judge something, the reference's outputs on them, and where they came from."""
+
+    inputs: dict[str, np.ndarray]
+    reference: dict[str, Any]
+    regime: str
+    draw: int
+
+
+def _attempts(desc: OperatorDesc, regime: str, spec: Spec, probe: bool) -> list[tuple[str, int]]:
+    others = [] if probe else [r for r in regimes_for(desc, spec) if r != regime]
+    return [(regime, d) for d in range(OWN_DRAWS)] + [(r, d) for r in others for d in range(OTHER_DRAWS)]
+
+
+def judged_inputs(
+    desc: OperatorDesc, regime: str, seed: int = 0, spec: Spec | None = None, probe: bool = False
+) -> Judged:
+    """``data.make_inputs(desc, regime, seed)`` and the reference's outputs on them; while
+    :func:`why_degenerate` finds they judge nothing, drawn again: :data:`OWN_DRAWS` draws of the
+    regime, then :data:`OTHER_DRAWS` of each other regime that applies (a regime can fail a desc
+    whatever its draw: Epsilon 100 keeps standard normal data under a THRESHOLDED_RELU's Alpha,
+    where large_offset's spread does not). Deterministic: the same case always gets the same
+    data. Raises :class:`JudgesNothing` (with the last reason) when no attempt judges anything.
+    ``probe``: what collection tries (:func:`may_judge_nothing`): the regime's own draws only,
+    judged by exact impostors only."""
+    from dmlconform import execute
+
+    spec = spec or load_spec()
+    why = ""
+    for reg, draw in _attempts(desc, regime, spec, probe):
+        inputs = make_inputs(desc, reg, seed, spec, draw=draw)
+        with np.errstate(all="ignore"):
+            reference = execute(desc, inputs)
+        why = why_degenerate(desc, inputs, reference, spec, exact=probe) or ""
+        if not why:
+            return Judged(inputs, reference, reg, draw)
+    raise JudgesNothing(f"no input of any regime judges anything: {why}")
+
+
+def may_judge_nothing(desc: OperatorDesc, spec: Spec | None = None) -> bool:
+    """Whether no draw of any regime might make ``desc`` judge something, from the desc alone:
+
+    - every reduction slice holds one value (``data.effective_reduction_size`` 1): x - mean is
+      0 whatever the data, and the outputs depend on it through Bias and the gradients or not
+      at all (0, or 0 / 0 with Epsilon 0);
+    - the fused activation has a branch point beyond what the pre-activation value can reach
+      (Samuelson: |z| <= sqrt(n - 1) over a slice of n values, so |Scale z + Bias| <=
+      2 sqrt(n - 1) + 1 as Scale and Bias are drawn), within a factor 2: THRESHOLDED_RELU Alpha
+      1 over two elements without Scale gives 0 everywhere (z = +-1);
+    - nothing is centred or divided: the output is an activation of Scale x + Bias, the input
+      itself without them.
+
+    Elsewhere some draw judges something (bench/bench_budgets.py counts the cases a run would
+    skip), so collection tries inputs for these descs only, and only the regime's own draws,
+    judged exactly (``judged_inputs(..., probe=True)``): what no input rescues is exact (0, 0 / 0,
+    the input itself), and the run's own draws catch the rest, budgets included."""
+    spec = spec or load_spec()
+    n = effective_reduction_size(desc, spec)
+    if n <= 1:
+        return True
+    sem = spec.operator(desc.operator).semantics
+    present = {k for k in ("scale", "bias", "fused_add") if desc.members.get(sem.get(k) or "") is not None}
+    if "fused_add" not in present:  # a standard-normal FusedAdd reaches any branch point
+        reach = (SCALE_MAGNITUDE[1] if "scale" in present else 1.0) * math.sqrt(n - 1)
+        reach += BIAS_MAGNITUDE if "bias" in present else 0.0
+        if any(abs(p) * 2.0 >= reach for p in branch_points(desc, spec) if p != 0.0):
+            return True
+    try:
+        return not (centers(desc, spec) or normalizes_variance(desc, spec))
+    except SemanticsError:
+        return False

@@ -1,0 +1,297 @@
+"""Numeric cases judge something: batch statistics are the slices' own, and no case is run whose
+reference an answer with nothing to do with the operator (zeros, the answer negated, an input
+unchanged) passes, or whose reference is undefined (issue 21, item 8)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from dmlconform import data as dd
+from dmlconform import degenerate, execute
+from dmlconform import generate as gen
+from dmlconform.backends.base import load_backend
+from dmlconform.desc import parse_desc
+from dmlconform.runner.cases import Selection, collect, legal_for
+from dmlconform.runner.checks import run_case
+from dmlconform.runner.guard import ThreadGuard
+from dmlconform.spec import load_spec
+
+SPEC = load_spec()
+BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
+TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16}
+
+
+def _tensor(sizes, dtype="FLOAT32", strides=None):
+    t = {"DataType": dtype, "Sizes": list(sizes)}
+    if strides is not None:
+        t["Strides"] = list(strides)
+    return t
+
+
+def _bntg(x_sizes, stat_sizes, mean_strides=None, eps=1e-5, dtype="FLOAT32"):
+    stats = {k: _tensor(stat_sizes, dtype) for k in ("VarianceTensor", "ScaleTensor")}
+    outs = {k: _tensor(stat_sizes, dtype) for k in ("OutputScaleGradientTensor", "OutputBiasGradientTensor")}
+    return parse_desc(
+        {
+            "type": BNTG,
+            "desc": {
+                "InputTensor": _tensor(x_sizes, dtype),
+                "InputGradientTensor": _tensor(x_sizes, dtype),
+                "MeanTensor": _tensor(stat_sizes, dtype, mean_strides),
+                **stats,
+                "OutputGradientTensor": _tensor(x_sizes, dtype),
+                **outs,
+                "Epsilon": eps,
+            },
+        }
+    )
+
+
+def _own_statistics(desc, inputs):
+    """Each slice's mean and population variance, independently of dmlconform.data: float64
+    numpy over the reduced axes of the input as drawn; and the scale of each (mean |x|, mean
+    x^2), against which two float64 summation orders differ by ~1e-16."""
+    x = inputs["InputTensor"].astype(np.float64)
+    axes = gen.reduction_axes(desc)
+    mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
+    return mean, var, np.abs(x).mean(axis=axes, keepdims=True), (x * x).mean(axis=axes, keepdims=True)
+
+
+def _assert_own_statistics(desc, inputs) -> None:
+    mean, var, abs_x, sq_x = _own_statistics(desc, inputs)
+    dtype = TYPES[desc.members["MeanTensor"].data_type]
+    tiny = float(np.finfo(dtype).smallest_subnormal)
+    for name, want, scale in (("MeanTensor", mean, abs_x), ("VarianceTensor", var, sq_x)):
+        got = inputs[name].astype(np.float64)
+        # rounded once to the tensor's type: within half a spacing of the float64 statistic
+        half = 0.5 * np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+        assert np.all(np.abs(got - want) <= half * (1 + 1e-6) + 1e-12 * scale + tiny), (name, got, want)
+
+
+# ------------------------------------------------------------------------------------------
+# Batch statistics: what the formula reads
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT32", "FLOAT16"])
+def test_batch_statistics_are_each_slices_own_in_every_regime(dtype: str) -> None:
+    seen_one = seen_shared = 0
+    for desc in gen.legal_descs(BNTG, "6_4", count=40, seed=3, dtype=dtype):
+        for regime in dd.regimes_for(desc):
+            inputs = dd.make_inputs(desc, regime, seed=5)
+            _assert_own_statistics(desc, inputs)
+        seen_one += gen.reduction_size(desc) == 1
+        seen_shared += bool(dd.shared_statistics_axes(desc))
+    assert seen_one and seen_shared  # both situations of issue 21 item 8 were drawn
+
+
+def test_one_element_reduction_gets_the_input_itself_and_variance_zero() -> None:
+    desc = _bntg((1, 1), (1, 1))  # the issue's numeric[...-6_4-FLOAT32-0007]: 1x1 tensors
+    assert gen.reduction_size(desc) == 1
+    for regime in dd.regimes_for(desc):
+        inputs = dd.make_inputs(desc, regime, seed=0)
+        assert np.array_equal(inputs["MeanTensor"], inputs["InputTensor"]), regime
+        assert not np.any(inputs["VarianceTensor"]), regime
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT32", "FLOAT16"])
+def test_statistics_broadcast_over_a_kept_dimension_are_every_slices_own(dtype: str) -> None:
+    # the issue's numeric[...-6_4-FLOAT32-n65537-0001]: MeanTensor (1, 2) with a zero stride on
+    # the kept dimension, so one mean for both channels; their data used to have means 65517.5
+    # and -4.1, both given as 32756.7
+    desc = _bntg((257, 2), (1, 2), mean_strides=(1, 0), dtype=dtype)
+    assert dd.shared_statistics_axes(desc) == (1,)
+    for regime in dd.regimes_for(desc):
+        inputs = dd.make_inputs(desc, regime, seed=1)
+        mean, var, _, _ = _own_statistics(desc, inputs)
+        assert np.allclose(mean[0, 0], mean[0, 1], rtol=1e-12) and np.allclose(
+            var[0, 0], var[0, 1], rtol=1e-12
+        )
+        x = inputs["InputTensor"]
+        assert np.array_equal(np.sort(x[:, 0]), np.sort(x[:, 1])), regime  # same values, own order
+        assert not np.array_equal(x[:, 0], x[:, 1]) or np.all(x[:, 0] == x[0, 0]), regime
+        _assert_own_statistics(desc, inputs)
+
+
+def test_given_statistics_stay_realistic_draws_where_they_cannot_be_taken() -> None:
+    """BATCH_NORMALIZATION reads its Mean and Variance as given: at one element per slice they
+    stay drawn values (the input itself would make the output independent of it)."""
+    body = {
+        k: _tensor((2, 3))
+        for k in ("InputTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
+    }
+    desc = parse_desc({"type": "BATCH_NORMALIZATION", "desc": {**body, "Epsilon": 0.0}})
+    inputs = dd.make_inputs(desc, "standard_normal", seed=0)
+    assert not np.array_equal(inputs["MeanTensor"], inputs["InputTensor"])
+    assert np.all(inputs["VarianceTensor"] >= 0.25)
+
+
+def test_no_constant_slices_where_epsilon_zero_divides_zero_by_zero() -> None:
+    assert "constant_slices" not in dd.regimes_for(_bntg((6, 2), (1, 2), eps=0.0))
+    assert "constant_slices" in dd.regimes_for(_bntg((6, 2), (1, 2), eps=1e-5))
+
+
+# ------------------------------------------------------------------------------------------
+# What judges nothing
+
+
+def _mvn1(sizes, axes, *, act=None, eps=1e-5, bias=False, normalize=True):
+    body = {"InputTensor": _tensor(sizes), "OutputTensor": _tensor(sizes), "Axes": list(axes)}
+    body |= {"NormalizeVariance": normalize, "Epsilon": eps}
+    if bias:
+        body |= {"ScaleTensor": _tensor(sizes), "BiasTensor": _tensor(sizes)}
+    if act:
+        body["FusedActivation"] = act
+    return parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body})
+
+
+def _why(desc, inputs):
+    return degenerate.why_degenerate(desc, inputs, execute(desc, inputs))
+
+
+def test_a_case_that_judges_something_is_not_degenerate() -> None:
+    desc = _mvn1((2, 8), (1,))
+    assert _why(desc, dd.make_inputs(desc, "standard_normal", 0)) is None
+
+
+def test_a_zero_reference_is_degenerate() -> None:
+    desc = _mvn1((3, 1), (1,))  # one element per slice, no Bias: every output 0
+    x = {"InputTensor": np.array([[1.0], [2.0], [-3.0]], np.float32)}
+    assert "all zeros would pass" in _why(desc, x)
+    relu = _mvn1((1, 4), (1,), act={"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 2.0})
+    x = {"InputTensor": np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)}  # z = +-1.34 at most
+    assert "all zeros would pass" in _why(relu, x)
+
+
+def test_an_undefined_reference_is_degenerate() -> None:
+    desc = _mvn1((2, 3), (1,), eps=0.0)
+    x = {"InputTensor": np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]], np.float32)}  # 0 / 0 in row 0
+    assert "NaN at 3 elements" in _why(desc, x)
+    given = _bntg((3, 2), (1, 2), eps=0.0)
+    inputs = {k: v.copy() for k, v in dd.make_inputs(given, "standard_normal", 0).items()}
+    inputs["VarianceTensor"][0, 1] = 0.0
+    assert "VarianceTensor + Epsilon = 0 at 1 elements" in _why(given, inputs)
+
+
+def test_an_output_judged_nowhere_is_degenerate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a constant FLOAT16 slice, Variance 0, Epsilon 1e-12: the gradient is 1e6 (dy - mean(dy)),
+    # +-inf but where dy is its mean; there the budget is infinite too (as the FLOAT16 budget of
+    # a value that close to the type's largest may be)
+    desc = _bntg((9, 1), (1, 1), eps=1e-12, dtype="FLOAT16")
+    h = np.float16
+    inputs = {
+        "InputTensor": np.full((9, 1), 0.5, h),
+        "InputGradientTensor": np.linspace(-1, 1, 9, dtype=h).reshape(9, 1) + h(0.5),
+        "MeanTensor": np.full((1, 1), 0.5, h),
+        "VarianceTensor": np.zeros((1, 1), h),
+        "ScaleTensor": np.ones((1, 1), h),
+    }
+    reference = execute(desc, inputs)
+    assert np.isfinite(reference["OutputGradientTensor"]).any()
+    real = degenerate.budgets(desc, reference, inputs, SPEC)
+    assert degenerate.why_degenerate(desc, inputs, reference) is None
+    infinite = {**real, "OutputGradientTensor": np.full((9, 1), np.inf)}
+    monkeypatch.setattr(degenerate, "budgets", lambda *a: infinite)
+    assert "OutputGradientTensor judges no element" in degenerate.why_degenerate(desc, inputs, reference)
+
+
+def test_an_output_equal_to_its_input_is_degenerate() -> None:
+    desc = _mvn1((1, 4), (1,), normalize=False)
+    x = {"InputTensor": np.array([[-2.0, -1.0, 1.0, 2.0]], np.float32)}  # mean 0: nothing to centre
+    assert "an input unchanged would pass" in _why(desc, x)
+
+
+def test_inputs_are_drawn_again_until_they_judge_something() -> None:
+    # Epsilon 100 keeps standard-normal z under THRESHOLDED_RELU's Alpha: every output 0
+    desc = _mvn1((1, 16), (1,), act={"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.0}, eps=100.0)
+    first = dd.make_inputs(desc, "standard_normal", 7)
+    assert _why(desc, first) is not None
+    judged = degenerate.judged_inputs(desc, "standard_normal", 7)
+    assert degenerate.why_degenerate(desc, judged.inputs, judged.reference) is None
+    assert (judged.regime, judged.draw) != ("standard_normal", 0)
+    again = degenerate.judged_inputs(desc, "standard_normal", 7)  # deterministic
+    assert (again.regime, again.draw) == (judged.regime, judged.draw)
+    assert np.array_equal(again.inputs["InputTensor"], judged.inputs["InputTensor"])
+
+
+def test_inputs_that_judge_something_are_the_first_draw() -> None:
+    desc = _mvn1((3, 5), (1,))
+    judged = degenerate.judged_inputs(desc, "large_offset", 2)
+    assert (judged.regime, judged.draw) == ("large_offset", 0)
+    assert np.array_equal(
+        judged.inputs["InputTensor"], dd.make_inputs(desc, "large_offset", 2)["InputTensor"]
+    )
+
+
+def test_a_desc_no_input_can_rescue_is_refused() -> None:
+    desc = _bntg((4, 3), (4, 3), eps=0.0)  # one element per slice: Variance 0, Epsilon 0
+    assert degenerate.may_judge_nothing(desc)
+    with pytest.raises(degenerate.JudgesNothing, match="Epsilon = 0"):
+        degenerate.judged_inputs(desc, "standard_normal", 0)
+
+
+def test_collection_replaces_only_the_descs_no_input_can_rescue() -> None:
+    sel = Selection(level="6_4", cases=8, seed=0, kinds=("numeric",), max_elements=1)
+    replaced = kept = 0
+    for case in collect(SPEC, sel):
+        if case.size:
+            continue
+        op = SPEC.operator(case.operator)
+        drawn = legal_for(SPEC, op, case.level, case.data_type, sel.cases, sel.seed)[case.index]
+        if case.desc == drawn:
+            kept += 1
+            continue
+        replaced += 1
+        regs = dd.regimes_for(drawn)
+        assert degenerate.may_judge_nothing(drawn)
+        with pytest.raises(degenerate.JudgesNothing):
+            degenerate.judged_inputs(drawn, regs[case.index % len(regs)], case.input_seed, probe=True)
+        assert degenerate.judged_inputs(case.desc, case.regime, case.input_seed)
+    assert replaced and kept > 10 * replaced
+
+
+def test_what_no_input_can_rescue_is_known_from_the_desc() -> None:
+    assert degenerate.may_judge_nothing(_mvn1((3, 1), (1,)))  # one element per slice
+    relu = {"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.0}
+    assert degenerate.may_judge_nothing(_mvn1((4, 2), (1,), act=relu))  # z = +-1 < Alpha... at most
+    assert not degenerate.may_judge_nothing(_mvn1((4, 64), (1,), act=relu))
+    assert not degenerate.may_judge_nothing(_mvn1((4, 8), (1,)))
+    body = {"InputTensor": _tensor((4, 8)), "OutputTensor": _tensor((4, 8)), "Axes": [1], "Epsilon": 1e-5}
+    plain = parse_desc(
+        {"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**body, "UseMean": False, "UseVariance": False}}
+    )
+    assert degenerate.may_judge_nothing(plain)  # nothing centred or divided: the input itself
+    centred = parse_desc(
+        {"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**body, "UseMean": True, "UseVariance": False}}
+    )
+    assert not degenerate.may_judge_nothing(centred)
+
+
+# ------------------------------------------------------------------------------------------
+# Backends that compute nothing fail every numeric case; sound ones pass
+
+
+IMPOSTORS = ("Zeros", "Negated", "InputUnchanged")
+
+
+def test_every_numeric_case_fails_backends_that_compute_nothing() -> None:
+    """All seven operators, --cases 8, seed 0 (the default tier's size cases up to 5000
+    elements): zeros, the right answer negated and an input unchanged fail every numeric case
+    they take part in (none is skipped), and the sound backends (reference, numpy) pass them
+    all."""
+    sound = ("reference", "numpy")
+    guards = {name: ThreadGuard(load_backend(name, {}), None) for name in sound}
+    for name in IMPOSTORS:
+        guards[name] = ThreadGuard(load_backend(f"dmlconform.backends.broken:{name}", {}), None)
+    wrong: dict[str, list[str]] = defaultdict(list)
+    sel = Selection(level="6_4", cases=8, seed=0, kinds=("numeric",), max_elements=5000)
+    cases = list(collect(SPEC, sel))
+    assert {c.operator for c in cases} == set(SPEC.operators)
+    for case in cases:
+        for name, guard in guards.items():
+            status = run_case(case, guard, SPEC).status
+            if status != ("passed" if name in sound else "failed"):
+                wrong[name].append(f"{case.id}: {status}")
+    assert not wrong, {k: (len(v), v[:5]) for k, v in wrong.items()}
