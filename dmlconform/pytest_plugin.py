@@ -453,7 +453,7 @@ class ConformanceSession:
             cases=s.cases,
             seed=s.seed,
             kinds=s.kinds,
-            validation=bool(s.info.has_check),
+            validation=bool(getattr(s.info, "validates", False)),
             tier=s.tier,
             max_elements=s.max_elements,
         )
@@ -542,6 +542,12 @@ class ConformanceSession:
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
             f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
         ]
+        if info.has_check and not getattr(info, "validates", False):
+            lines.append(
+                f"dmlconform: backend {info.name} defines check() but not validates = True: check() is "
+                "not called and no validation cases run (set validates = True to be judged on "
+                "accepting legal descs and rejecting illegal ones)"
+            )
         if s.tolerance:
             lines.append(
                 "dmlconform: tolerance overridden: " + ", ".join(f"{k}={v}" for k, v in s.tolerance.items())

@@ -56,6 +56,8 @@ def _level_or_auto(text: str) -> str:
 
 class DirectMLBackend(BackendBase):
     name: ClassVar[str] = "directml"
+    #: check() is DirectML's own verdict (CreateOperator, CompileOperator): judged on validation
+    validates: ClassVar[bool] = True
     OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("version", DEFAULT_DML_VERSION, "DirectML release installed by dmlconform directml setup"),
         Option("dll", "", "path of a DirectML.dll to use instead of an installed release"),
