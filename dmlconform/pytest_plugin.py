@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,28 @@ def argparse_suppress() -> str:
     return argparse.SUPPRESS
 
 
+def under_cli(config: pytest.Config) -> bool:
+    """Whether this pytest run is ``dmlconform run`` (which passes its command line along)."""
+    return config.getoption("dml_command", None) is not None
+
+
+def flag(config: pytest.Config, name: str) -> str:
+    """The option ``name`` as the user typed it: ``--isolate`` under ``dmlconform run``,
+    ``--dml-isolate`` under plain pytest (every run option is the plugin's with ``dml-`` dropped)."""
+    return f"--{name}" if under_cli(config) else f"--dml-{name}"
+
+
+def restyle(config: pytest.Config, exc: pytest.UsageError) -> pytest.UsageError:
+    """A usage error in the style of the command that was run: under ``dmlconform run`` the line
+    is ``dmlconform run: error: ...`` (printed here; pytest prints nothing for an empty
+    UsageError), under plain pytest pytest's own ``ERROR: ...``."""
+    if not under_cli(config):
+        return exc
+    for message in exc.args:
+        print(f"dmlconform run: error: {message}", file=sys.stderr, flush=True)
+    return pytest.UsageError()
+
+
 @dataclass
 class Settings:
     """The run settings, resolved and checked once per process."""
@@ -182,6 +205,8 @@ class Settings:
     shard: Any = None  # runner.cases.Shard, or None for the whole run
     tier: str = "default"
     max_elements: int | None = None  # None: the tier's default
+    notes: list[str] = field(default_factory=list)  # said in the header (dmlconform: note: ...)
+    isolate_flag: str = "--isolate"  # how the user asks for isolation, for messages
 
 
 def parse_backend_options(pairs: list[str]) -> dict[str, str]:
@@ -221,12 +246,22 @@ def load_backend_info(name: str, options: dict[str, str], isolate: bool, timeout
 
 def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     """Settings from the command line, or ``pytest.UsageError`` with one line."""
+    from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import KINDS
     from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.spec import UnknownLevel, load_spec
+    from dmlconform.spec import SpecError, UnknownLevel, load_spec
 
     opt = config.option
-    spec = load_spec()
+    try:
+        spec = load_spec()
+    except SpecError as exc:  # --spec-dir (DMLCONFORM_SPEC_DIR) names no usable spec
+        raise pytest.UsageError(str(exc)) from None
+    if opt.dml_report and not _is_worker(config):
+        problem = directory_problem(Path(opt.dml_report).resolve(), flag(config, "report"))
+        if problem:
+            raise pytest.UsageError(problem)
+    if opt.dml_timeout < 0:
+        raise pytest.UsageError(f"{flag(config, 'timeout')} must not be negative (0 disables it)")
     try:
         options = parse_backend_options(opt.dml_backend_option)
         handle, info = None, None
@@ -245,13 +280,16 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
             handle, info = load_backend_info(opt.dml_backend, options, opt.dml_isolate, opt.dml_timeout)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    level = opt.dml_feature_level or info.feature_level
-    if not level:
-        raise pytest.UsageError(f"backend {info.name!r} states no feature_level; pass --dml-feature-level")
+    if not (opt.dml_feature_level or info.feature_level):
+        raise pytest.UsageError(
+            f"backend {info.name!r} states no feature_level; pass {flag(config, 'feature-level')}"
+        )
     try:
-        level = spec.level(level).name
+        asked = spec.level(opt.dml_feature_level).name if opt.dml_feature_level else None
     except UnknownLevel as exc:
         raise pytest.UsageError(str(exc)) from None
+    notes = claim_notes(spec, info, asked, flag(config, "feature-level"))
+    level = asked or spec.level(info.feature_level).name
     operators: list[str] = []
     for name in opt.dml_operators or []:
         try:
@@ -269,9 +307,9 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     if bad:
         raise pytest.UsageError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
     if opt.dml_cases < 1:
-        raise pytest.UsageError("--dml-cases must be at least 1")
+        raise pytest.UsageError(f"{flag(config, 'cases')} must be at least 1")
     if opt.dml_max_elements is not None and opt.dml_max_elements < 1:
-        raise pytest.UsageError("--dml-max-elements must be at least 1")
+        raise pytest.UsageError(f"{flag(config, 'max-elements')} must be at least 1")
     expectations = []
     if opt.dml_expect:
         try:
@@ -312,8 +350,39 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         shard=shard,
         tier=opt.dml_tier,
         max_elements=opt.dml_max_elements,
+        notes=notes,
+        isolate_flag=flag(config, "isolate"),
     )
     return settings, handle
+
+
+def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> list[str]:
+    """What the header must say about the backend's own feature level against the level asked
+    for (``asked``: the run's ``--feature-level``, or None). UsageError when the backend claims a
+    level this spec does not know and none was asked for: a level the spec has not got cannot be
+    tested, and testing another without a word would misreport the run."""
+    from dmlconform.spec import UnknownLevel
+
+    claimed = info.feature_level
+    if not claimed:
+        return []
+    level = asked or claimed
+    try:
+        own = spec.level(claimed)
+    except UnknownLevel:
+        known = f"{spec.levels[0].name} to {spec.levels[-1].name}"
+        if asked is None:
+            raise pytest.UsageError(
+                f"backend {info.name!r} claims feature level {claimed!r}, which this spec does not know "
+                f"(it knows {known}); pass {level_flag} to test it at one it knows"
+            ) from None
+        return [
+            f"backend {info.name} claims feature level {claimed}, which this spec does not know "
+            f"(it knows {known}): tested at {level}, as {level_flag} asks"
+        ]
+    if own.index < spec.level(level).index:
+        return [f"tested at {level}, above the {own.name} backend {info.name} claims ({level_flag} asks)"]
+    return []
 
 
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
@@ -330,7 +399,10 @@ def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("dml_backend", None):
         return
-    settings, handle = resolve_settings(config)
+    try:
+        settings, handle = resolve_settings(config)
+    except pytest.UsageError as exc:
+        raise restyle(config, exc) from None
     if (
         settings.report_dir is not None
         and not getattr(config.option, "xmlpath", None)
@@ -469,7 +541,7 @@ class ConformanceSession:
                 else:
                     self._guard = ProcessGuard(s.backend, s.options, s.timeout or None)
             else:
-                self._guard = ThreadGuard(self._handle, s.timeout or None)
+                self._guard = ThreadGuard(self._handle, s.timeout or None, isolate_flag=s.isolate_flag)
         return self._guard
 
     # -- collection -----------------------------------------------------------------------
@@ -542,6 +614,7 @@ class ConformanceSession:
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
             f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
         ]
+        lines += [f"dmlconform: note: {note}" for note in s.notes]
         if info.has_check and not getattr(info, "validates", False):
             lines.append(
                 f"dmlconform: backend {info.name} defines check() but not validates = True: check() is "

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dmlconform.cli import add_spec_dir
+from dmlconform.cli import add_spec_dir, directory_problem
 from dmlconform.spec import SpecError, UnknownLevel, load_spec
 
 
@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if args.illegal and args.with_data:
         return _error("--with-data applies to legal descs only")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    problem = directory_problem(out, "--out")
+    if problem:
+        return _error(problem)
     stem = op.name.lower()
     written = inputs = 0
     if args.illegal:

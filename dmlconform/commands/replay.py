@@ -63,6 +63,8 @@ def open_backend(
     from dmlconform.pytest_plugin import load_backend_info
     from dmlconform.runner.guard import ProcessGuard, ThreadGuard
 
+    if timeout < 0:
+        raise ValueError("--timeout must not be negative (0 disables it)")
     saved = meta.get("backend") or {}
     name = backend or saved.get("name")
     if not name:

@@ -5,7 +5,7 @@ Two guards share one interface, ``call(method, desc, inputs) -> (value, info)``:
 - :class:`ThreadGuard` (default) runs the call in a daemon thread and waits ``timeout`` seconds.
   Cheap, but a hung call cannot be stopped (Python has no thread kill): the thread is abandoned
   and the case fails; a segfault still takes the process down.
-- :class:`ProcessGuard` (``--dml-isolate``) keeps one worker process per pytest process
+- :class:`ProcessGuard` (``--isolate``, ``--dml-isolate``) keeps one worker process per pytest process
   (``python -m dmlconform.runner.worker``) that loads the backend once and serves calls over a
   pipe. A hang kills the worker; a crash (segfault, ``os._exit``) is seen as end-of-file. Either
   way the case fails with the reason and the next call starts a fresh worker. A persistent worker
@@ -129,9 +129,10 @@ def invoke(backend: Any, method: str, desc: Any, inputs: Any) -> tuple[Any, Any]
 class ThreadGuard:
     """In-process calls with a per-call timeout (see the module docstring for the limits)."""
 
-    def __init__(self, backend: Any, timeout: float | None):
+    def __init__(self, backend: Any, timeout: float | None, isolate_flag: str = "--isolate"):
         self.backend = backend
         self.timeout = timeout
+        self.isolate_flag = isolate_flag  # named in the hang message: the command's own option
 
     def call(self, method: str, desc: Any, inputs: Any = None) -> tuple[Any, Any]:
         box: dict[str, Any] = {}
@@ -151,7 +152,7 @@ class ThreadGuard:
             if t.is_alive():
                 raise BackendFailure(
                     f"backend {method}() did not return within {self.timeout:g} s (timed out; "
-                    "the call was abandoned, use --dml-isolate to kill hung calls)"
+                    f"the call was abandoned, use {self.isolate_flag} to kill hung calls)"
                 )
         return _unbox(box, method)
 
