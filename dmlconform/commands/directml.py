@@ -33,8 +33,8 @@ def register(sub: Any) -> None:
     versions_p.set_defaults(run=run_versions)
 
 
-def _err(message: str) -> int:
-    print(f"dmlconform directml: {message}", file=sys.stderr)
+def _err(message: str, action: str) -> int:
+    print(f"dmlconform directml {action}: error: {message}", file=sys.stderr)
     return 2
 
 
@@ -65,7 +65,7 @@ def run_setup(args: argparse.Namespace) -> int:
     try:
         versions = _setup_versions(args.version)
     except KeyError as exc:
-        return _err(str(exc).strip("'\""))
+        return _err(str(exc).strip("'\""), "setup")
     start = time.monotonic()
     print(f"dmlconform directml setup: home {provision.home()}")
     try:
@@ -78,19 +78,19 @@ def run_setup(args: argparse.Namespace) -> int:
         _step("prefix", lambda: str(provision.ensure_prefix(print)))
         _step("runner", lambda: str(stack.build_runner(print)))
     except provision.ProvisionError as exc:
-        return _err(str(exc))
+        return _err(str(exc), "setup")
     status = 0
     for v in versions:
-        status = max(status, _report(v, None))
+        status = max(status, _report(v, None, "setup"))
     print(f"setup finished in {time.monotonic() - start:.1f} s")
     return status
 
 
 def run_info(args: argparse.Namespace) -> int:
-    return _report(args.version, args.dll)
+    return _report(args.version, args.dll, "info")
 
 
-def _report(version: str | None, dll: str | None) -> int:
+def _report(version: str | None, dll: str | None, action: str) -> int:
     """Start a runner on the stack, print what DirectML says of itself, run the self-test."""
     from dmlconform.backends.directml import stack
     from dmlconform.backends.directml.backend import account
@@ -100,12 +100,12 @@ def _report(version: str | None, dll: str | None) -> int:
     try:
         found = stack.locate(version, dll)
     except stack.StackMissing as exc:
-        return _err(str(exc))
+        return _err(str(exc), action)
     try:
         with stack.Session(found) as session:
             info, test = account(session, load_spec())
     except (RunnerError, OSError, RuntimeError) as exc:
-        return _err(f"the runner did not start: {exc}")
+        return _err(f"the runner did not start: {exc}", action)
     print(f"DirectML {info['directml']}")
     for key in ("max_feature_level", "float16", "adapter", "vulkan_driver", "vkd3d", "wine", "directml_dll"):
         print(f"  {key.replace('_', ' '):<18} {info.get(key, '?')}")

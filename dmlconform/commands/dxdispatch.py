@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from dmlconform.cli import add_spec_dir
+from dmlconform.cli import add_spec_dir, directory_problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -218,11 +218,14 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, spec_hash, stderr_progress
-    from dmlconform.dxdispatch.check import check_bundle, read_run_info
+    from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
     from dmlconform.spec import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)
+    version_problem = _directml_version_problem(args, spec)
+    if version_problem:
+        return _err("check", version_problem)
     try:
         manifest = load_manifest(root)
         run_info = read_run_info(root, spec, args.directml_version, args.feature_level)
@@ -230,6 +233,12 @@ def run_check(args: argparse.Namespace) -> int:
         return _err("check", str(exc))
     except UnknownLevel as exc:
         return _err("check", str(exc))
+    not_run = never_run(root, manifest)
+    if not_run:
+        return _err("check", not_run)
+    report_problem = directory_problem(Path(args.report) if args.report else root / "report", "--report")
+    if report_problem:
+        return _err("check", report_problem)
     if manifest.get("spec_hash") != spec_hash(spec):
         stderr_progress("warning: the bundle was exported with another spec; cases are judged with this one")
     if run_info.note:
@@ -249,6 +258,27 @@ def run_check(args: argparse.Namespace) -> int:
     )
     print(f"dmlconform: results in {report_dir}")
     return 1 if s["failed"] or s["errors"] else 0
+
+
+def _directml_version_problem(args: argparse.Namespace, spec) -> str | None:  # spec: Spec
+    """Why ``--directml-version`` cannot be used (None: absent, or a release the check can judge
+    at): it must be a DirectML version, X.Y.Z, and without ``--feature-level`` one of the 1.x
+    line, whose feature level the spec's table gives."""
+    import re
+
+    from dmlconform.dxdispatch.check import level_for_version
+
+    version = args.directml_version
+    if version is None:
+        return None
+    if not re.fullmatch(r"\d+(\.\d+){1,3}", version.strip()):
+        return f"--directml-version {version!r} is not a DirectML version (X.Y.Z, e.g. 1.15.4)"
+    if args.feature_level is None and level_for_version(version, spec) is None:
+        return (
+            f"--directml-version {version}: no feature level is known for it (DirectML releases are "
+            "1.x; a Windows build number is not one): pass the release, or --feature-level too"
+        )
+    return None
 
 
 def run_emulate(args: argparse.Namespace) -> int:
