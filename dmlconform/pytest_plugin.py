@@ -36,6 +36,8 @@ SUITE_FILE = SUITE_DIR / "test_conformance.py"
 DEFAULT_CASES = 8
 DEFAULT_TIMEOUT = 60.0
 PLUGIN_NAME = "dmlconform-session"
+#: The signal that ended the last session ("SIGTERM"), or None: ``dmlconform run`` exits 143 for it
+terminated_by: str | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -509,6 +511,10 @@ class ConformanceSession:
         self.report_paths: list[Path] = []
         self.collected: int | None = None  # cases this run was to run; None until collection ends
         self.completion: dict[str, Any] = {}
+        from dmlconform.runner.lifeline import Lifeline, SigtermTrap
+
+        self.sigterm = SigtermTrap()  # SIGTERM ends the run as Ctrl-C does, report written
+        self.lifeline = Lifeline()  # the report of a run whose process dies before writing it
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
         if controller_with_workers and hasattr(handle, "close"):
             handle.close()  # the controller of an xdist run runs no case
@@ -553,9 +559,16 @@ class ConformanceSession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Mark the report directory as holding a run in progress: a run killed before its end
-        (SIGKILL, a CI timeout) must not leave an earlier run's complete-looking report there."""
+        (SIGKILL, a CI timeout) must not leave an earlier run's complete-looking report there.
+        SIGTERM is trapped, and the lifeline (journal and watcher) started, so that a run ended
+        by a signal or a crash still leaves the report of the cases that ran."""
+        from dataclasses import asdict
+
         from dmlconform.results import write_results
 
+        global terminated_by
+        terminated_by = None
+        self.sigterm.install()
         report_dir = self.settings.report_dir
         if _is_worker(self.config) or report_dir is None:
             return
@@ -566,6 +579,8 @@ class ConformanceSession:
         for path in stale:
             path.unlink(missing_ok=True)
         write_results(report_dir, self.placeholder())
+        meta = {**asdict(self.run_meta()), "started_epoch": time.time()}
+        self.lifeline.start(report_dir, meta, self.settings.isolate_flag)
 
     def placeholder(self) -> dict[str, Any]:
         """The results.json of a run that has started and not finished (docs/results-json.md)."""
@@ -587,12 +602,17 @@ class ConformanceSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+        self.lifeline.write({"collected": self.collected})
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The controller of an xdist run collects nothing itself; every worker reports the same ids.
         if self.collected is None:
             self.collected = len(ids)
+            self.lifeline.write({"collected": self.collected})
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.lifeline.write({"start": nodeid})  # the case a crash will be blamed on
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         exp = self.settings.expectations
@@ -658,6 +678,7 @@ class ConformanceSession:
 
         outcome, message = _outcome(report)
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
+        self.lifeline.write({"record": self.records[report.nodeid]})
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -671,7 +692,16 @@ class ConformanceSession:
         self.mark_junit_incomplete()
         if self.settings.report_dir is None:
             return
-        self.write(session)
+        try:
+            self.write(session)
+        finally:
+            self.lifeline.stop()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        global terminated_by
+        terminated_by = self.sigterm.signal_name
+        self.sigterm.restore()
+        self.lifeline.stop()  # a session that never finished (a usage error after it started)
 
     def mark_junit_incomplete(self) -> None:
         """Testsuite properties in junit.xml for an incomplete run, whose test counts a CI page
@@ -703,6 +733,8 @@ class ConformanceSession:
         status, reason = "complete", None
         if collected is not None and ran >= collected:
             pass
+        elif code == pytest.ExitCode.INTERRUPTED and self.sigterm.signal_name:
+            status, reason = "interrupted", f"terminated ({self.sigterm.signal_name})"
         elif code == pytest.ExitCode.INTERRUPTED:
             status, reason = "interrupted", "interrupted (Ctrl-C / SIGINT)"
         elif stop:
@@ -723,10 +755,11 @@ class ConformanceSession:
             "ran": ran,
         }
 
-    def write(self, session: pytest.Session) -> None:
+    def run_meta(self) -> Any:
+        """The run's RunMeta as of now: results.json's fields other than the cases."""
         from dataclasses import asdict
 
-        from dmlconform.results import RunMeta, build_results, spec_hash, versions, write_results
+        from dmlconform.results import RunMeta, spec_hash, versions
         from dmlconform.runner.cases import operator_data_types, selected_operators
         from dmlconform.runner.tiers import max_elements_for
 
@@ -737,7 +770,7 @@ class ConformanceSession:
             {t for op in ops for t in operator_data_types(self.spec, op, s.level)},
             key=lambda t: t != "FLOAT32",
         )
-        meta = RunMeta(
+        return RunMeta(
             backend=s.info.name or s.backend,
             backend_options=s.options,
             backend_level=s.info.feature_level,
@@ -760,7 +793,12 @@ class ConformanceSession:
             tier=s.tier,
             max_elements=max_elements_for(s.tier, s.max_elements),
         )
-        results = build_results(meta, self.spec, list(self.records.values()))
+
+    def write(self, session: pytest.Session) -> None:
+        from dmlconform.results import build_results, write_results
+
+        s = self.settings
+        results = build_results(self.run_meta(), self.spec, list(self.records.values()))
         assert s.report_dir is not None
         self.results_path = write_results(s.report_dir, results)
         self.summary = results["summary"]

@@ -188,9 +188,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if code == pytest.ExitCode.INTERRUPTED:
+        from dmlconform import pytest_plugin
+
         if (report_dir / "results.json").is_file():
             print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
-        return 130
+        return 143 if pytest_plugin.terminated_by == "SIGTERM" else 130  # 128 + the signal
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
             if args.shrink and code == pytest.ExitCode.TESTS_FAILED:
