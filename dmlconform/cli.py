@@ -22,7 +22,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dmlconform", description=__doc__.split(".")[0])
+    parser = _Parser(
+        prog="dmlconform",
+        description="A conformance suite and spec-driven validator for DirectML's normalization operators. "
+        "Exit status of every verb: 0 ok, 1 a finding (an illegal desc, a failed case, a regression), "
+        "2 unusable input or a usage error (one line on stderr). 'dmlconform VERB --help' for each.",
+    )
     parser.add_argument("--version", action="version", version="dmlconform 0.1.0")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in VERBS:
@@ -38,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_spec_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--spec-dir", metavar="DIR", default=None, help="use the spec in DIR instead of the bundled one"
+        "--spec-dir",
+        metavar="DIR",
+        default=None,
+        help="use the spec in DIR (default: the bundled spec, or $DMLCONFORM_SPEC_DIR)",
     )
 
 

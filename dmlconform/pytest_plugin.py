@@ -46,7 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dml-backend",
         metavar="NAME",
         default=None,
-        help="backend under test: a registered name (reference, numpy, onnxruntime, torch) or package.module:Class",
+        help="backend under test: a registered name (reference, numpy, onnxruntime, torch, directml, or one registered under the entry-point group dmlconform.backends) or package.module:Class",
     )
     g.addoption(
         "--dml-backend-option",

@@ -193,3 +193,31 @@ def test_an_os_error_anywhere_is_one_line_in_the_verbs_style(
     assert cli.main(["validate", "x.yaml", "-l", "6_4"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "dmlconform validate: error: /somewhere/file: Permission denied"
+
+
+def test_spec_lint_says_when_it_skips_the_quote_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As from an installed package: the spec without the doc seeds beside it."""
+    import shutil
+
+    from dmlconform import cli
+
+    shutil.copytree(REPO / "spec", tmp_path / "pkg" / "_spec")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["spec", "lint", "--spec-dir", str(tmp_path / "pkg" / "_spec")]) == 0
+    out, err = capsys.readouterr()
+    assert "note: quote checks skipped: the seed documents were not found" in err and "--seeds-dir" in err
+    assert out.strip().endswith("spec files OK (quotes not checked: no seeds)")
+    seeds = REPO.parent / "shared" / "seeds"
+    if seeds.is_dir():  # with them, the quotes are checked and it says against what
+        assert (
+            cli.main(
+                ["spec", "lint", "--spec-dir", str(tmp_path / "pkg" / "_spec"), "--seeds-dir", str(seeds)]
+            )
+            == 0
+        )
+        out, err = capsys.readouterr()
+        assert "skipped" not in err and f"quotes checked against {seeds}" in out
+    assert cli.main(["spec", "lint", "--seeds-dir", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.startswith("dmlconform spec lint: error: --seeds-dir")

@@ -15,9 +15,23 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("directml", help="set up and inspect the real DirectML under Wine")
+    p = sub.add_parser(
+        "directml",
+        help="set up and inspect the real DirectML under Wine",
+        description="Set up (setup), inspect (info) and list (versions) the real DirectML.dll running under "
+        "Wine, vkd3d and lavapipe on this machine, for 'dmlconform run --backend directml'. Exit status: "
+        "that of the action.",
+    )
     verbs = p.add_subparsers(dest="directml_verb", metavar="setup|info|versions", required=True)
-    setup_p = verbs.add_parser("setup", help="install Wine, lavapipe, DirectML.dll and the runner; self-test")
+    setup_p = verbs.add_parser(
+        "setup",
+        help="install Wine, lavapipe, DirectML.dll and the runner; self-test",
+        description="Install or prepare every piece of the stack, idempotently, under one cache directory "
+        "($XDG_CACHE_HOME/dmlconform/directml or $DMLCONFORM_DIRECTML_HOME): Debian's Wine, Xvfb, Vulkan "
+        "loader and mingw-w64 (apt; not root: it prints the apt-get line and stops), lavapipe, "
+        "DirectML.dll, a Wine prefix and the runner; then the self-test on known data. Exit status: 0 "
+        "ready, 1 the self-test failed, 2 a piece is missing or cannot be had.",
+    )
     setup_p.add_argument(
         "--version",
         action="append",
@@ -25,11 +39,22 @@ def register(sub: Any) -> None:
         help="DirectML release to install (repeatable; default 1.15.4; 'all' for every release that runs here)",
     )
     setup_p.set_defaults(run=run_setup)
-    info_p = verbs.add_parser("info", help="print the installed stack and self-test it, changing nothing")
+    info_p = verbs.add_parser(
+        "info",
+        help="print the installed stack and self-test it, changing nothing",
+        description="Print what DirectML reports of itself on the installed stack (release, maximum feature "
+        "level, FLOAT16, adapter, Vulkan driver, Wine, vkd3d) and run the self-test, changing nothing. "
+        "Exit status: 0 the self-test passed, 1 it failed, 2 a piece is missing.",
+    )
     info_p.add_argument("--version", metavar="V", help="DirectML release (default 1.15.4)")
-    info_p.add_argument("--dll", metavar="PATH", help="a DirectML.dll to inspect instead")
+    info_p.add_argument("--dll", metavar="PATH", help="a DirectML.dll to inspect instead (default: none)")
     info_p.set_defaults(run=run_info)
-    versions_p = verbs.add_parser("versions", help="list known DirectML releases and what is installed")
+    versions_p = verbs.add_parser(
+        "versions",
+        help="list known DirectML releases and what is installed",
+        description="List the DirectML releases setup knows (the wheel each comes from, its maximum "
+        "feature level, whether it is installed and whether it runs under this stack). Exit status: 0.",
+    )
     versions_p.set_defaults(run=run_versions)
 
 

@@ -43,11 +43,19 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="KEY=VALUE",
-        help="backend option (repeatable)",
+        help="backend option (repeatable; default: the options saved with the case, for its backend)",
     )
-    p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
     p.add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="backend call timeout (default 60)"
+        "--isolate",
+        action="store_true",
+        help="run the backend in a worker process: a crash or hang fails the call, not the command",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="backend call timeout in seconds (default 60; 0 disables it)",
     )
 
 
