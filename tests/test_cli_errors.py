@@ -221,3 +221,14 @@ def test_spec_lint_says_when_it_skips_the_quote_checks(
         assert "skipped" not in err and f"quotes checked against {seeds}" in out
     assert cli.main(["spec", "lint", "--seeds-dir", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.startswith("dmlconform spec lint: error: --seeds-dir")
+
+
+def test_the_directml_backend_refuses_an_unknown_release_by_name() -> None:
+    """At option parsing, before any stack is looked for, and even beside a dll= that would
+    leave the version unused."""
+    from dmlconform.backends import BackendError, load_backend
+
+    with pytest.raises(
+        BackendError, match=r"option version='banana': unknown DirectML version 'banana'; known: "
+    ):
+        load_backend("directml", {"version": "banana", "dll": "/nonexistent/DirectML.dll"})
