@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 VERBS = (
     "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch",
@@ -21,7 +22,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dmlconform", description=__doc__.split(".")[0])
+    parser = _Parser(
+        prog="dmlconform",
+        description="A conformance suite and spec-driven validator for DirectML's normalization operators. "
+        "Exit status of every verb: 0 ok, 1 a finding (an illegal desc, a failed case, a regression), "
+        "2 unusable input or a usage error (one line on stderr). 'dmlconform VERB --help' for each.",
+    )
     parser.add_argument("--version", action="version", version="dmlconform 0.1.0")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in VERBS:
@@ -37,8 +43,51 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_spec_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--spec-dir", metavar="DIR", default=None, help="use the spec in DIR instead of the bundled one"
+        "--spec-dir",
+        metavar="DIR",
+        default=None,
+        help="use the spec in DIR (default: the bundled spec, or $DMLCONFORM_SPEC_DIR)",
     )
+
+
+def directory_problem(path: str | Path, what: str = "directory") -> str | None:
+    """Why ``path`` cannot serve as an output directory (None: it exists now and takes files).
+
+    Creates it (and its parents) when absent, and writes and removes a probe file, because
+    permission bits do not tell (root ignores them; a read-only mount does not show in them). A
+    verb asks before its work starts, so an unusable ``--report`` or ``--out`` costs one line
+    and exit 2, not a run's worth of work and a traceback at the end."""
+    import tempfile
+
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        return f"{what} {target}: exists and is not a directory"
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".dmlconform-probe-"):
+            pass
+    except OSError as exc:
+        return f"{what} {target}: cannot write there: {exc.strerror or exc}"
+    return None
+
+
+def prog(args: argparse.Namespace) -> str:
+    """``dmlconform VERB [ACTION]`` of a parsed command line: the prefix of its error lines."""
+    parts = ["dmlconform"]
+    verb = getattr(args, "verb", None)
+    if verb:
+        parts.append(verb.replace("_", "-"))
+        action = getattr(args, f"{verb}_verb", None)
+        if isinstance(action, str):
+            parts.append(action)
+    return " ".join(parts)
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError as one line: the file and the system's reason (``out: File exists``)."""
+    where = exc.filename if exc.filename is not None else None
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{where}: {reason}" if where is not None else reason
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,9 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         from dmlconform.spec import SpecError
 
         if isinstance(exc, (DescError, SpecError)):
-            print(f"dmlconform: error: {exc}", file=sys.stderr)
+            print(f"{prog(args)}: error: {exc}", file=sys.stderr)
             return 2
-        print(f"dmlconform: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if isinstance(exc, OSError):  # a file that cannot be written or read: the system's reason
+            print(f"{prog(args)}: error: {os_error_line(exc)}", file=sys.stderr)
+            return 2
+        print(f"{prog(args)}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print("  (set DMLCONFORM_DEBUG=1 for the traceback)", file=sys.stderr)
         import os
 

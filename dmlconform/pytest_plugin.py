@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,8 @@ SUITE_FILE = SUITE_DIR / "test_conformance.py"
 DEFAULT_CASES = 8
 DEFAULT_TIMEOUT = 60.0
 PLUGIN_NAME = "dmlconform-session"
+#: The signal that ended the last session ("SIGTERM"), or None: ``dmlconform run`` exits 143 for it
+terminated_by: str | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,7 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dml-backend",
         metavar="NAME",
         default=None,
-        help="backend under test: a registered name (reference, numpy, onnxruntime, torch) or package.module:Class",
+        help="backend under test: a registered name (reference, numpy, onnxruntime, torch, directml, or one registered under the entry-point group dmlconform.backends) or package.module:Class",
     )
     g.addoption(
         "--dml-backend-option",
@@ -159,6 +162,28 @@ def argparse_suppress() -> str:
     return argparse.SUPPRESS
 
 
+def under_cli(config: pytest.Config) -> bool:
+    """Whether this pytest run is ``dmlconform run`` (which passes its command line along)."""
+    return config.getoption("dml_command", None) is not None
+
+
+def flag(config: pytest.Config, name: str) -> str:
+    """The option ``name`` as the user typed it: ``--isolate`` under ``dmlconform run``,
+    ``--dml-isolate`` under plain pytest (every run option is the plugin's with ``dml-`` dropped)."""
+    return f"--{name}" if under_cli(config) else f"--dml-{name}"
+
+
+def restyle(config: pytest.Config, exc: pytest.UsageError) -> pytest.UsageError:
+    """A usage error in the style of the command that was run: under ``dmlconform run`` the line
+    is ``dmlconform run: error: ...`` (printed here; pytest prints nothing for an empty
+    UsageError), under plain pytest pytest's own ``ERROR: ...``."""
+    if not under_cli(config):
+        return exc
+    for message in exc.args:
+        print(f"dmlconform run: error: {message}", file=sys.stderr, flush=True)
+    return pytest.UsageError()
+
+
 @dataclass
 class Settings:
     """The run settings, resolved and checked once per process."""
@@ -182,6 +207,8 @@ class Settings:
     shard: Any = None  # runner.cases.Shard, or None for the whole run
     tier: str = "default"
     max_elements: int | None = None  # None: the tier's default
+    notes: list[str] = field(default_factory=list)  # said in the header (dmlconform: note: ...)
+    isolate_flag: str = "--isolate"  # how the user asks for isolation, for messages
 
 
 def parse_backend_options(pairs: list[str]) -> dict[str, str]:
@@ -221,12 +248,22 @@ def load_backend_info(name: str, options: dict[str, str], isolate: bool, timeout
 
 def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     """Settings from the command line, or ``pytest.UsageError`` with one line."""
+    from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import KINDS
     from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.spec import UnknownLevel, load_spec
+    from dmlconform.spec import SpecError, UnknownLevel, load_spec
 
     opt = config.option
-    spec = load_spec()
+    try:
+        spec = load_spec()
+    except SpecError as exc:  # --spec-dir (DMLCONFORM_SPEC_DIR) names no usable spec
+        raise pytest.UsageError(str(exc)) from None
+    if opt.dml_report and not _is_worker(config):
+        problem = directory_problem(Path(opt.dml_report).resolve(), flag(config, "report"))
+        if problem:
+            raise pytest.UsageError(problem)
+    if opt.dml_timeout < 0:
+        raise pytest.UsageError(f"{flag(config, 'timeout')} must not be negative (0 disables it)")
     try:
         options = parse_backend_options(opt.dml_backend_option)
         handle, info = None, None
@@ -245,13 +282,16 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
             handle, info = load_backend_info(opt.dml_backend, options, opt.dml_isolate, opt.dml_timeout)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    level = opt.dml_feature_level or info.feature_level
-    if not level:
-        raise pytest.UsageError(f"backend {info.name!r} states no feature_level; pass --dml-feature-level")
+    if not (opt.dml_feature_level or info.feature_level):
+        raise pytest.UsageError(
+            f"backend {info.name!r} states no feature_level; pass {flag(config, 'feature-level')}"
+        )
     try:
-        level = spec.level(level).name
+        asked = spec.level(opt.dml_feature_level).name if opt.dml_feature_level else None
     except UnknownLevel as exc:
         raise pytest.UsageError(str(exc)) from None
+    notes = claim_notes(spec, info, asked, flag(config, "feature-level"))
+    level = asked or spec.level(info.feature_level).name
     operators: list[str] = []
     for name in opt.dml_operators or []:
         try:
@@ -269,9 +309,9 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     if bad:
         raise pytest.UsageError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
     if opt.dml_cases < 1:
-        raise pytest.UsageError("--dml-cases must be at least 1")
+        raise pytest.UsageError(f"{flag(config, 'cases')} must be at least 1")
     if opt.dml_max_elements is not None and opt.dml_max_elements < 1:
-        raise pytest.UsageError("--dml-max-elements must be at least 1")
+        raise pytest.UsageError(f"{flag(config, 'max-elements')} must be at least 1")
     expectations = []
     if opt.dml_expect:
         try:
@@ -312,8 +352,39 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         shard=shard,
         tier=opt.dml_tier,
         max_elements=opt.dml_max_elements,
+        notes=notes,
+        isolate_flag=flag(config, "isolate"),
     )
     return settings, handle
+
+
+def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> list[str]:
+    """What the header must say about the backend's own feature level against the level asked
+    for (``asked``: the run's ``--feature-level``, or None). UsageError when the backend claims a
+    level this spec does not know and none was asked for: a level the spec has not got cannot be
+    tested, and testing another without a word would misreport the run."""
+    from dmlconform.spec import UnknownLevel
+
+    claimed = info.feature_level
+    if not claimed:
+        return []
+    level = asked or claimed
+    try:
+        own = spec.level(claimed)
+    except UnknownLevel:
+        known = f"{spec.levels[0].name} to {spec.levels[-1].name}"
+        if asked is None:
+            raise pytest.UsageError(
+                f"backend {info.name!r} claims feature level {claimed!r}, which this spec does not know "
+                f"(it knows {known}); pass {level_flag} to test it at one it knows"
+            ) from None
+        return [
+            f"backend {info.name} claims feature level {claimed}, which this spec does not know "
+            f"(it knows {known}): tested at {level}, as {level_flag} asks"
+        ]
+    if own.index < spec.level(level).index:
+        return [f"tested at {level}, above the {own.name} backend {info.name} claims ({level_flag} asks)"]
+    return []
 
 
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
@@ -330,7 +401,10 @@ def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("dml_backend", None):
         return
-    settings, handle = resolve_settings(config)
+    try:
+        settings, handle = resolve_settings(config)
+    except pytest.UsageError as exc:
+        raise restyle(config, exc) from None
     if (
         settings.report_dir is not None
         and not getattr(config.option, "xmlpath", None)
@@ -437,6 +511,10 @@ class ConformanceSession:
         self.report_paths: list[Path] = []
         self.collected: int | None = None  # cases this run was to run; None until collection ends
         self.completion: dict[str, Any] = {}
+        from dmlconform.runner.lifeline import Lifeline, SigtermTrap
+
+        self.sigterm = SigtermTrap()  # SIGTERM ends the run as Ctrl-C does, report written
+        self.lifeline = Lifeline()  # the report of a run whose process dies before writing it
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
         if controller_with_workers and hasattr(handle, "close"):
             handle.close()  # the controller of an xdist run runs no case
@@ -453,7 +531,7 @@ class ConformanceSession:
             cases=s.cases,
             seed=s.seed,
             kinds=s.kinds,
-            validation=bool(s.info.has_check),
+            validation=bool(getattr(s.info, "validates", False)),
             tier=s.tier,
             max_elements=s.max_elements,
         )
@@ -469,7 +547,7 @@ class ConformanceSession:
                 else:
                     self._guard = ProcessGuard(s.backend, s.options, s.timeout or None)
             else:
-                self._guard = ThreadGuard(self._handle, s.timeout or None)
+                self._guard = ThreadGuard(self._handle, s.timeout or None, isolate_flag=s.isolate_flag)
         return self._guard
 
     # -- collection -----------------------------------------------------------------------
@@ -481,9 +559,16 @@ class ConformanceSession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Mark the report directory as holding a run in progress: a run killed before its end
-        (SIGKILL, a CI timeout) must not leave an earlier run's complete-looking report there."""
+        (SIGKILL, a CI timeout) must not leave an earlier run's complete-looking report there.
+        SIGTERM is trapped, and the lifeline (journal and watcher) started, so that a run ended
+        by a signal or a crash still leaves the report of the cases that ran."""
+        from dataclasses import asdict
+
         from dmlconform.results import write_results
 
+        global terminated_by
+        terminated_by = None
+        self.sigterm.install()
         report_dir = self.settings.report_dir
         if _is_worker(self.config) or report_dir is None:
             return
@@ -494,6 +579,8 @@ class ConformanceSession:
         for path in stale:
             path.unlink(missing_ok=True)
         write_results(report_dir, self.placeholder())
+        meta = {**asdict(self.run_meta()), "started_epoch": time.time()}
+        self.lifeline.start(report_dir, meta, self.settings.isolate_flag)
 
     def placeholder(self) -> dict[str, Any]:
         """The results.json of a run that has started and not finished (docs/results-json.md)."""
@@ -515,12 +602,17 @@ class ConformanceSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+        self.lifeline.write({"collected": self.collected})
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The controller of an xdist run collects nothing itself; every worker reports the same ids.
         if self.collected is None:
             self.collected = len(ids)
+            self.lifeline.write({"collected": self.collected})
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.lifeline.write({"start": nodeid})  # the case a crash will be blamed on
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         exp = self.settings.expectations
@@ -542,6 +634,13 @@ class ConformanceSession:
             f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
             f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
         ]
+        lines += [f"dmlconform: note: {note}" for note in s.notes]
+        if info.has_check and not getattr(info, "validates", False):
+            lines.append(
+                f"dmlconform: backend {info.name} defines check() but not validates = True: check() is "
+                "not called and no validation cases run (set validates = True to be judged on "
+                "accepting legal descs and rejecting illegal ones)"
+            )
         if s.tolerance:
             lines.append(
                 "dmlconform: tolerance overridden: " + ", ".join(f"{k}={v}" for k, v in s.tolerance.items())
@@ -579,6 +678,7 @@ class ConformanceSession:
 
         outcome, message = _outcome(report)
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
+        self.lifeline.write({"record": self.records[report.nodeid]})
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -592,7 +692,16 @@ class ConformanceSession:
         self.mark_junit_incomplete()
         if self.settings.report_dir is None:
             return
-        self.write(session)
+        try:
+            self.write(session)
+        finally:
+            self.lifeline.stop()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        global terminated_by
+        terminated_by = self.sigterm.signal_name
+        self.sigterm.restore()
+        self.lifeline.stop()  # a session that never finished (a usage error after it started)
 
     def mark_junit_incomplete(self) -> None:
         """Testsuite properties in junit.xml for an incomplete run, whose test counts a CI page
@@ -624,6 +733,8 @@ class ConformanceSession:
         status, reason = "complete", None
         if collected is not None and ran >= collected:
             pass
+        elif code == pytest.ExitCode.INTERRUPTED and self.sigterm.signal_name:
+            status, reason = "interrupted", f"terminated ({self.sigterm.signal_name})"
         elif code == pytest.ExitCode.INTERRUPTED:
             status, reason = "interrupted", "interrupted (Ctrl-C / SIGINT)"
         elif stop:
@@ -644,10 +755,11 @@ class ConformanceSession:
             "ran": ran,
         }
 
-    def write(self, session: pytest.Session) -> None:
+    def run_meta(self) -> Any:
+        """The run's RunMeta as of now: results.json's fields other than the cases."""
         from dataclasses import asdict
 
-        from dmlconform.results import RunMeta, build_results, spec_hash, versions, write_results
+        from dmlconform.results import RunMeta, spec_hash, versions
         from dmlconform.runner.cases import operator_data_types, selected_operators
         from dmlconform.runner.tiers import max_elements_for
 
@@ -658,7 +770,7 @@ class ConformanceSession:
             {t for op in ops for t in operator_data_types(self.spec, op, s.level)},
             key=lambda t: t != "FLOAT32",
         )
-        meta = RunMeta(
+        return RunMeta(
             backend=s.info.name or s.backend,
             backend_options=s.options,
             backend_level=s.info.feature_level,
@@ -681,7 +793,12 @@ class ConformanceSession:
             tier=s.tier,
             max_elements=max_elements_for(s.tier, s.max_elements),
         )
-        results = build_results(meta, self.spec, list(self.records.values()))
+
+    def write(self, session: pytest.Session) -> None:
+        from dmlconform.results import build_results, write_results
+
+        s = self.settings
+        results = build_results(self.run_meta(), self.spec, list(self.records.values()))
         assert s.report_dir is not None
         self.results_path = write_results(s.report_dir, results)
         self.summary = results["summary"]

@@ -20,7 +20,7 @@ from test_run import HERE, REPO, SMALL, dmlconform
 from dmlconform.cli import main
 
 
-def start_run(*args: str, cwd: Path) -> subprocess.Popen[str]:
+def start_run(*args: str, cwd: Path, new_group: bool = False) -> subprocess.Popen[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), HERE, env.get("PYTHONPATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
@@ -32,6 +32,7 @@ def start_run(*args: str, cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=_as_from_a_shell,
+        start_new_session=new_group,
     )
 
 
@@ -143,10 +144,25 @@ def test_killed_run_does_not_leave_the_previous_report_looking_current(tmp_path:
     assert first.returncode == 0 and (tmp_path / "r" / "index.html").is_file()
     proc = start_run("--backend", "numpy", "--cases", "32", "--report", "r", cwd=tmp_path)
     run_until(proc, passed=20)
-    proc.kill()  # SIGKILL: no chance to write anything at the end
+    proc.kill()  # SIGKILL: no chance to write anything at the end; its watcher writes the report
+    proc.wait(60)
+    from test_signals import finished_report
+
+    data = finished_report(tmp_path / "r")
+    assert data["complete"] is False and data["status"] == "incomplete"
+    assert data["stop_reason"].startswith("the run's process ended")
+    assert "killed" in data["stop_reason"] and 20 <= data["ran"] == len(data["cases"]) < data["collected"]
+    assert "INCOMPLETE RUN" in (tmp_path / "r" / "summary.md").read_text().splitlines()[0]
+    assert main(["report", str(tmp_path / "r")]) == 0
+    assert "INCOMPLETE RUN" in (tmp_path / "r" / "summary.md").read_text().splitlines()[0]
+
+
+def test_a_run_killed_with_its_watcher_leaves_running(tmp_path: Path) -> None:
+    """The whole process group killed (the watcher too): the placeholder is what is left."""
+    proc = start_run("--backend", "numpy", "--cases", "32", "--report", "r", cwd=tmp_path, new_group=True)
+    run_until(proc, passed=20)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(60)
     data = json.loads((tmp_path / "r" / "results.json").read_text())
     assert data["complete"] is False and data["status"] == "running" and data["cases"] == []
     assert not (tmp_path / "r" / "index.html").exists() and not (tmp_path / "r" / "summary.md").exists()
-    assert main(["report", str(tmp_path / "r")]) == 0
-    assert "INCOMPLETE RUN" in (tmp_path / "r" / "summary.md").read_text().splitlines()[0]

@@ -174,14 +174,47 @@ def test_corrupt_and_wrongly_sized_outputs_are_errors_not_tracebacks(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_an_unrun_bundle_is_all_errors(bundle: Path, tmp_path: Path):
+def test_an_unrun_bundle_is_refused_in_one_line(bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
     root = tmp_path / "b"
     shutil.copytree(bundle, root)
+    assert cli("check", str(root), "--report", str(tmp_path / "r")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dmlconform dxdispatch check: error: ") and "\n" not in err
+    assert "has not been run" in err and "run_dxdispatch" in err
+    assert not (tmp_path / "r").exists() and not (root / "report").exists()
+
+
+def test_a_partly_run_bundle_is_checked_with_the_rest_as_errors(bundle: Path, tmp_path: Path):
+    root = tmp_path / "b"
+    shutil.copytree(bundle, root)
+    exported = [e for e in manifest(root)["cases"] if e["status"] == "exported"]
+    ran = root / exported[0]["dir"]  # ran, and wrote nothing
+    (ran / "exit_status.txt").write_text("0\n")
+    (ran / "dxdispatch.log").write_text("Running on 'Some GPU'\n")
     assert cli("check", str(root), "--report", str(tmp_path / "r")) == 1
     res = json.loads((tmp_path / "r" / "results.json").read_text())
     errors = [c for c in res["cases"] if c["outcome"] == "error"]
-    assert len(errors) == sum(e["status"] == "exported" for e in manifest(root)["cases"])
-    assert all("not run" in c["message"] for c in errors)
+    assert len(errors) == len(exported)
+    assert sum("not run" in c["message"] for c in errors) == len(exported) - 1
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("banana", "is not a DirectML version (X.Y.Z, e.g. 1.15.4)"),
+        ("10.0.22621", "no feature level is known for it"),
+    ],
+)
+def test_a_directml_version_that_is_none_is_refused(
+    played: Path, capsys: pytest.CaptureFixture, version: str, message: str
+):
+    assert cli("check", str(played), "--directml-version", version) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dmlconform dxdispatch check: error: --directml-version") and message in err
+    assert not (played / "report").exists()
+    # a Windows build number is a label only once the level is given
+    assert cli("check", str(played), "--directml-version", "10.0.22621", "--feature-level", "6_2") in (0, 1)
+    assert results(played)["backend"]["feature_level"] == "6_2"
 
 
 class AcceptAll(NumpyBackend):

@@ -118,6 +118,7 @@ def test_hang_times_out_and_run_continues(pytester: pytest.Pytester, tmp_path: P
     for case_id, rec in records(report).items():
         if "FLOAT16" in case_id:
             assert "did not return within 1 s (timed out" in rec["message"]
+            assert "use --dml-isolate to kill hung calls" in rec["message"]  # pytest's own option
 
 
 @pytest.mark.parametrize(

@@ -106,3 +106,15 @@ def test_helpers_misbehave_only_on_fp16() -> None:
     d32 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT32", count=1))
     d16 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT16", count=1))
     assert not is_fp16(d32) and is_fp16(d16)
+
+
+class ClaimsSeven(NoCheck):
+    """Claims a feature level no spec here knows."""
+
+    feature_level = "7_0"
+
+
+class ClaimsFiveTwo(NoCheck):
+    """Claims 5_2 and takes no feature_level option: a run above 5_2 tests it above its claim."""
+
+    feature_level = "5_2"

@@ -2,7 +2,8 @@
 and the loader behind ``--dml-backend``.
 
 A backend is anything with ``name``, ``feature_level`` and ``execute(desc, inputs)`` (and,
-optionally, ``check(desc)``); the runner duck-types it, so third-party backends need not import
+optionally, ``supports(desc)`` and, with ``validates = True``, ``check(desc)``: see
+:class:`Backend`); the runner duck-types it, so third-party backends need not import
 this module. :class:`BackendBase` exists because every built-in backend needs the same chores:
 keyword options given as strings on the command line (validated, with a clear error for an
 unknown one), the details of the last case for the report (``last_info``), and version strings.
@@ -58,8 +59,17 @@ class BackendError(Exception):
 
 @runtime_checkable
 class Backend(Protocol):
-    """What the runner needs. ``check`` is optional and therefore not part of the protocol
-    check: a backend without it simply gets no validation items."""
+    """What the runner needs: ``name``, ``feature_level`` and ``execute``. Optional, and so not
+    part of the protocol check:
+
+    - ``supports(desc)``: True, or the reason (a string) the backend does not implement ``desc``.
+      Asked once for every desc a case sends, before anything else, in every kind of case; an
+      unsupported desc skips its case with that reason. (``Unsupported`` raised by ``supports``,
+      ``execute`` or ``check`` skips the case too.)
+    - ``validates = True`` with ``check(desc)``: ``check`` raises ``Rejected`` for every desc
+      illegal at ``feature_level`` and returns for every legal one; the run then adds validation
+      cases. ``check`` without ``validates = True`` is never called (the run says so).
+    """
 
     name: str
     feature_level: str
@@ -119,12 +129,14 @@ FEATURE_LEVEL_OPTION = Option(
 class BackendBase:
     """Optional base class: option parsing, ``last_info``, ``describe`` and ``versions``.
 
-    Subclasses list their options in ``OPTIONS`` and implement :meth:`execute`. ``check`` is
-    deliberately not defined here: the runner treats its presence as "this backend validates
-    descs", which only some backends do.
+    Subclasses list their options in ``OPTIONS`` and implement :meth:`execute`; ``supports``
+    and ``check`` are not defined here, as most backends need neither. A subclass that judges
+    legality defines ``check`` and sets ``validates = True``.
     """
 
     name: ClassVar[str] = "base"
+    #: True when ``check`` rejects every illegal desc (the run adds validation cases)
+    validates: ClassVar[bool] = False
     OPTIONS: ClassVar[tuple[Option, ...]] = (FEATURE_LEVEL_OPTION,)
 
     def __init__(self, **options: Any) -> None:

@@ -106,6 +106,8 @@ class NumpyBackend(BackendBase):
     OPTIONS: ClassVar[tuple[Option, ...]] = (FEATURE_LEVEL_OPTION,)
     #: the dtype statistics and the normalization are computed in
     compute_dtype: ClassVar[type] = np.float32
+    #: check() below rejects every desc illegal at feature_level: run the validation cases
+    validates: ClassVar[bool] = True
 
     # -- protocol ---------------------------------------------------------------------------
 

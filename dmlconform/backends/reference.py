@@ -23,6 +23,8 @@ class ReferenceBackend(BackendBase):
 
     name: ClassVar[str] = "reference"
     OPTIONS: ClassVar[tuple[Option, ...]] = (FEATURE_LEVEL_OPTION,)
+    #: check() below rejects every desc illegal at feature_level: run the validation cases
+    validates: ClassVar[bool] = True
 
     def check(self, desc: OperatorDesc) -> None:
         validate_or_reject(desc, self.feature_level)

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from dmlconform.cli import add_spec_dir
+from dmlconform.cli import add_spec_dir, directory_problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,18 +26,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dxdispatch",
         help="export cases for DxDispatch (real DirectML), check its outputs, or emulate it",
         description="Run the conformance cases on real DirectML through DxDispatch: export a bundle, run its "
-        "script on Windows/WSL, check the outputs. 'emulate' plays DxDispatch locally on any backend.",
+        "script on Windows/WSL, check the outputs. 'emulate' plays DxDispatch locally on any backend. "
+        "Exit status: that of the action; 2 without one.",
     )
     sub = p.add_subparsers(dest="dxdispatch_verb", metavar="ACTION")
 
-    e = sub.add_parser("export", help="write the selected cases as DxDispatch models and run scripts")
+    e = sub.add_parser(
+        "export",
+        help="write the selected cases as DxDispatch models and run scripts",
+        description="Write the cases a 'run' with the same selection options would run (same ids, same "
+        "input data) as DxDispatch models, with the run scripts and a manifest, into a bundle directory "
+        "to copy to a Windows or WSL machine. Exit status: 0 written, 2 unusable options or directory.",
+    )
     e.add_argument("dir", metavar="DIR", help="bundle directory to write (must be empty or absent)")
     e.add_argument(
         "--feature-level", metavar="FL", help="feature level to export up to (default: the highest)"
     )
     e.add_argument("--operators", nargs="+", metavar="OP", help="operators (default: all)")
     e.add_argument("--dtypes", nargs="+", metavar="TYPE", help="data types (default: all supported)")
-    e.add_argument("--kinds", nargs="+", metavar="KIND", help="case kinds: numeric validation metamorphic")
+    e.add_argument(
+        "--kinds",
+        nargs="+",
+        metavar="KIND",
+        help="case kinds, any of numeric, validation, metamorphic (default: all three)",
+    )
     e.add_argument(
         "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
     )
@@ -46,19 +58,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--tier", choices=("smoke", "default", "stress"), help="size tier, as for 'run' (default: default)"
     )
     e.add_argument(
-        "--max-elements", type=int, metavar="N", help="largest input of a tier's size case, in elements"
+        "--max-elements",
+        type=int,
+        metavar="N",
+        help="largest input of a tier's size case, in elements (default: smoke 2^16, default 2^22, stress 2^26)",
     )
     e.add_argument("--force", action="store_true", help="write into a directory that is not empty")
     add_spec_dir(e)
     e.set_defaults(run=run_export)
 
-    c = sub.add_parser("check", help="judge a bundle DxDispatch has run and write the report")
+    c = sub.add_parser(
+        "check",
+        help="judge a bundle DxDispatch has run and write the report",
+        description="Judge what DxDispatch wrote into a bundle with the suite's tolerance and verdicts, "
+        "and write the standard report (results.json, junit.xml, summary.md, index.html). A bundle "
+        "none of whose cases ran is refused. Exit status: 0 every case passed or was skipped, 1 a case "
+        "failed or errored, 2 unusable bundle or options.",
+    )
     c.add_argument("dir", metavar="DIR", help="the bundle directory, with DxDispatch's outputs in it")
     c.add_argument("--report", metavar="R", help="report directory (default DIR/report)")
     c.add_argument(
         "--directml-version",
         metavar="X.Y.Z",
-        help="DirectML version that ran it (default: from dxdispatch -S)",
+        help="DirectML release that ran it, e.g. 1.15.4 (default: what the run script recorded from "
+        "dxdispatch -S)",
     )
     c.add_argument(
         "--feature-level", metavar="FL", help="judge acceptance at this level (default: the version's)"
@@ -66,7 +89,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_spec_dir(c)
     c.set_defaults(run=run_check)
 
-    m = sub.add_parser("emulate", help="run a bundle as DxDispatch would, on a dmlconform backend")
+    m = sub.add_parser(
+        "emulate",
+        help="run a bundle as DxDispatch would, on a dmlconform backend",
+        description="Play DxDispatch locally: read each model as strictly as DxDispatch does, refuse to "
+        "create what the backend's check rejects (or the validator, for a backend that does not "
+        "validate), dispatch through the backend and write the outputs and logs a real run would. "
+        "Exit status: 0 played (refusals included), 2 unusable bundle or backend.",
+    )
     m.add_argument("dir", metavar="DIR", help="the bundle directory")
     m.add_argument(
         "--backend", required=True, metavar="NAME", help="registered backend or package.module:Class"
@@ -218,11 +248,14 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, spec_hash, stderr_progress
-    from dmlconform.dxdispatch.check import check_bundle, read_run_info
+    from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
     from dmlconform.spec import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)
+    version_problem = _directml_version_problem(args, spec)
+    if version_problem:
+        return _err("check", version_problem)
     try:
         manifest = load_manifest(root)
         run_info = read_run_info(root, spec, args.directml_version, args.feature_level)
@@ -230,6 +263,12 @@ def run_check(args: argparse.Namespace) -> int:
         return _err("check", str(exc))
     except UnknownLevel as exc:
         return _err("check", str(exc))
+    not_run = never_run(root, manifest)
+    if not_run:
+        return _err("check", not_run)
+    report_problem = directory_problem(Path(args.report) if args.report else root / "report", "--report")
+    if report_problem:
+        return _err("check", report_problem)
     if manifest.get("spec_hash") != spec_hash(spec):
         stderr_progress("warning: the bundle was exported with another spec; cases are judged with this one")
     if run_info.note:
@@ -249,6 +288,27 @@ def run_check(args: argparse.Namespace) -> int:
     )
     print(f"dmlconform: results in {report_dir}")
     return 1 if s["failed"] or s["errors"] else 0
+
+
+def _directml_version_problem(args: argparse.Namespace, spec) -> str | None:  # spec: Spec
+    """Why ``--directml-version`` cannot be used (None: absent, or a release the check can judge
+    at): it must be a DirectML version, X.Y.Z, and without ``--feature-level`` one of the 1.x
+    line, whose feature level the spec's table gives."""
+    import re
+
+    from dmlconform.dxdispatch.check import level_for_version
+
+    version = args.directml_version
+    if version is None:
+        return None
+    if not re.fullmatch(r"\d+(\.\d+){1,3}", version.strip()):
+        return f"--directml-version {version!r} is not a DirectML version (X.Y.Z, e.g. 1.15.4)"
+    if args.feature_level is None and level_for_version(version, spec) is None:
+        return (
+            f"--directml-version {version}: no feature level is known for it (DirectML releases are "
+            "1.x; a Windows build number is not one): pass the release, or --feature-level too"
+        )
+    return None
 
 
 def run_emulate(args: argparse.Namespace) -> int:

@@ -2,9 +2,9 @@
 
 Inputs come from an .npz whose member names are the desc's input tensor members; without
 ``--inputs`` they are standard-normal with a fixed seed (``--seed``), so a desc alone is enough to
-look at the reference's behaviour. The desc is not validated here (``dmlconform validate`` does
-that); a desc the reference cannot run, or a missing or misshapen input, is one line naming the
-member and exit status 2.
+look at the reference's behaviour. A desc that no feature level admits is refused with the rules it
+breaks (``dmlconform validate`` says more); a desc the reference cannot run, an inputs file that is
+not an .npz, or a missing or misshapen input, is one line naming the member and exit status 2.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "execute",
         help="run the float64 reference executor on a desc",
-        description="Run the reference executor on DESC and save or summarize its outputs.",
+        description="Run the float64 reference executor on DESC and save or summarize its outputs. A "
+        "desc no feature level admits is refused with the rules it breaks. Exit status: 0 ran, 2 "
+        "unusable desc or inputs (one line naming the file and member).",
     )
     p.add_argument("desc", metavar="DESC", help="desc file (YAML or JSON)")
     p.add_argument("--inputs", metavar="NPZ", help="input arrays by member name (default: standard normal)")
@@ -53,6 +55,33 @@ def _generate(desc: Any, names: tuple[str, ...], spec: Any, seed: int) -> dict[s
     return out
 
 
+def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:
+    """Why the reference will not run ``desc`` (None: it is legal at some feature level).
+
+    The reference computes what the docs define, and they define nothing for a desc no level
+    admits: such a desc is refused with the rules it breaks at the newest level, before any
+    buffer is allocated (a broken size rule can ask for petabytes)."""
+    from dmlconform.validate import validate
+
+    levels = spec.levels_from(spec.operator(desc.operator))
+    if any(not validate(desc, lv.name, spec) for lv in levels):
+        return None
+    top = levels[-1].name if levels else spec.levels[-1].name
+    found = validate(desc, top, spec)
+    rules = ", ".join(dict.fromkeys(v.rule for v in found))
+    return f"illegal at every feature level, not run ({rules}); at {top}: {found[0]}" + (
+        f" (and {len(found) - 1} more: dmlconform validate {path} -l {top})" if len(found) > 1 else ""
+    )
+
+
+def _is_npz(path: Path) -> bool:
+    """An .npz is a zip archive; anything else (a YAML desc, a .npy) is refused by name rather
+    than with numpy's message about pickled data."""
+    import zipfile
+
+    return not path.is_file() or zipfile.is_zipfile(path)
+
+
 def run(args: argparse.Namespace) -> int:
     from dmlconform.desc import DescError, load_desc
     from dmlconform.reference import InputError, PlanError, execute, more
@@ -61,12 +90,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.spec_dir)
         desc = load_desc(args.desc, spec)
+        illegal = _illegal_everywhere(desc, spec, args.desc)
+        if illegal:
+            return _fail(f"{args.desc}: {illegal}")
         names = more.any_input_members(desc, spec)
     except (DescError, SpecError) as exc:
         return _fail(str(exc))
     except PlanError as exc:
         return _fail(f"{args.desc}: {exc}")
     if args.inputs:
+        if not _is_npz(Path(args.inputs)):
+            return _fail(
+                f"{args.inputs}: not an .npz file (--inputs takes numpy's .npz of arrays named by "
+                "input member, as 'dmlconform generate --with-data' writes)"
+            )
         try:
             with np.load(args.inputs, allow_pickle=False) as npz:
                 inputs = {k: npz[k] for k in npz.files}
@@ -81,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         inputs = _generate(desc, names, spec, args.seed)
     try:
         outputs = execute(desc, inputs, spec)
+    except MemoryError:
+        return _fail(f"{args.desc}: not enough memory to run the reference on this desc")
     except InputError as exc:
         return _fail(f"{args.inputs or 'inputs'}: {exc}")
     except PlanError as exc:

@@ -16,22 +16,38 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dmlconform.cli import add_spec_dir
+from dmlconform.cli import add_spec_dir, directory_problem
 from dmlconform.spec import SpecError, UnknownLevel, load_spec
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("generate", help="write generated legal or illegal desc files (and inputs)")
+    from dmlconform.data import REGIMES
+
+    p = sub.add_parser(
+        "generate",
+        help="write generated legal or illegal desc files (and inputs)",
+        description="Write desc files made by the seeded generators (the same command line writes the "
+        "same files): legal descs built from the support tables and rules, or with --illegal descs "
+        "that each break exactly one rule (named in the file name and its first line). Exit status: "
+        "0 written, 2 unusable input (unknown operator, level or regime, an --out that is a file or "
+        "cannot be written).",
+    )
     p.add_argument("operator", metavar="OPERATOR", help="e.g. MEAN_VARIANCE_NORMALIZATION1")
     p.add_argument(
         "--feature-level", "-l", required=True, metavar="FL", help="e.g. 5_2 or DML_FEATURE_LEVEL_5_2"
     )
     p.add_argument("--illegal", action="store_true", help="descs that break exactly one rule each")
-    p.add_argument("--count", "-n", type=int, default=20, metavar="N")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
-    p.add_argument("--with-data", action="store_true", help="also write inputs as <name>.npz")
-    p.add_argument("--regime", metavar="R", default=None, help="input regime for --with-data")
-    p.add_argument("--out", "-o", required=True, metavar="DIR")
+    p.add_argument("--count", "-n", type=int, default=20, metavar="N", help="how many descs (default 20)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="generator seed (default 0)")
+    p.add_argument("--with-data", action="store_true", help="also write inputs as <name>.npz (legal descs)")
+    p.add_argument(
+        "--regime",
+        metavar="R",
+        default=None,
+        help="input regime for --with-data, one of " + ", ".join(REGIMES) + " (default: each desc's "
+        "applicable regimes in rotation)",
+    )
+    p.add_argument("--out", "-o", required=True, metavar="DIR", help="directory to write (created if absent)")
     add_spec_dir(p)
     p.set_defaults(run=run)
 
@@ -59,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if args.illegal and args.with_data:
         return _error("--with-data applies to legal descs only")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    problem = directory_problem(out, "--out")
+    if problem:
+        return _error(problem)
     stem = op.name.lower()
     written = inputs = 0
     if args.illegal:

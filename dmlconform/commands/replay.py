@@ -43,11 +43,19 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="KEY=VALUE",
-        help="backend option (repeatable)",
+        help="backend option (repeatable; default: the options saved with the case, for its backend)",
     )
-    p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
     p.add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="backend call timeout (default 60)"
+        "--isolate",
+        action="store_true",
+        help="run the backend in a worker process: a crash or hang fails the call, not the command",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="backend call timeout in seconds (default 60; 0 disables it)",
     )
 
 
@@ -63,6 +71,8 @@ def open_backend(
     from dmlconform.pytest_plugin import load_backend_info
     from dmlconform.runner.guard import ProcessGuard, ThreadGuard
 
+    if timeout < 0:
+        raise ValueError("--timeout must not be negative (0 disables it)")
     saved = meta.get("backend") or {}
     name = backend or saved.get("name")
     if not name:

@@ -60,9 +60,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="diff: report a case whose max ULP error changed by more than F times (default 1.5)",
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", default=None, help="diff: write the diff to FILE too"
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="diff: write the diff to FILE too (default: standard output only)",
     )
-    parser.add_argument("--out", metavar="DIR", default=None, help="merge: the merged report directory")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="merge: the merged report directory (no default: required by merge)",
+    )
     parser.add_argument(
         "--allow-incomplete",
         action="store_true",

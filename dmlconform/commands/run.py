@@ -22,11 +22,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "run",
         help="run the conformance suite against a backend",
-        description="Run the conformance suite against a backend (a pytest run with the dmlconform plugin). "
-        "Exit status: 0 nothing failed unexpectedly, 1 something did, 2 usage error.",
+        description="Run the conformance suite against a backend (a pytest run with the dmlconform plugin) "
+        "and write its report. Exit status: 0 nothing failed unexpectedly, 1 something did, 2 usage "
+        "error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); an interrupted run still writes "
+        "the report of the cases that ran.",
     )
     p.add_argument(
-        "--backend", required=True, metavar="NAME", help="registered backend name or package.module:Class"
+        "--backend",
+        required=True,
+        metavar="NAME",
+        help=f"a registered backend ({', '.join(_registered())}) or package.module:Class",
     )
     p.add_argument(
         "--backend-option",
@@ -38,9 +43,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--feature-level", metavar="FL", help="feature level to test up to (default: the backend's)"
     )
-    p.add_argument("--operators", nargs="+", metavar="OP", help="operators to test (default: all)")
-    p.add_argument("--dtypes", nargs="+", metavar="TYPE", help="data types (default: all supported)")
-    p.add_argument("--kinds", nargs="+", metavar="KIND", help="item kinds: numeric validation metamorphic")
+    p.add_argument(
+        "--operators",
+        nargs="+",
+        metavar="OP",
+        help="operators to test (default: every one available at the level; 'dmlconform spec rules' lists them)",
+    )
+    p.add_argument(
+        "--dtypes",
+        nargs="+",
+        metavar="TYPE",
+        help="data types, e.g. FLOAT32 FLOAT16 (default: every type the support tables list)",
+    )
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        metavar="KIND",
+        help="item kinds, any of numeric, validation, metamorphic (default: all three; validation "
+        "needs a backend that declares validates = True)",
+    )
     p.add_argument(
         "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
     )
@@ -48,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tier",
         choices=("smoke", "default", "stress"),
-        help="size tier: smoke (quick subset), default, stress (long reductions, big tensors)",
+        help="size tier: smoke (quick subset), default (the default), stress (long reductions, big tensors)",
     )
     p.add_argument(
         "--max-elements",
@@ -57,7 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="largest input of a tier's size case, in elements (default: smoke 2^16, default 2^22, stress 2^26)",
     )
     p.add_argument(
-        "--expect", metavar="FILE", help="expected failures file ('<id or glob>  # reason' per line)"
+        "--expect",
+        metavar="FILE",
+        help="expected failures file ('<id or glob>  # reason' per line; default: none)",
     )
     p.add_argument("--report", metavar="DIR", help="report directory (default reports/<backend>-<UTC time>/)")
     p.add_argument(
@@ -67,14 +90,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override the spec's tolerance (repeatable), e.g. model=lenient; shown in the report",
     )
-    p.add_argument("--isolate", action="store_true", help="run the backend in a killable worker process")
     p.add_argument(
-        "--timeout", type=float, metavar="S", help="per-call backend timeout in seconds (default 60)"
+        "--isolate",
+        action="store_true",
+        help="run the backend in a worker process: a crash fails its case, not the run",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="per-call backend timeout in seconds (default 60; 0 disables it)",
     )
     p.add_argument(
         "--shard",
         metavar="K/N",
-        help="run shard K of N (a deterministic 1/N of the cases); join with 'dmlconform report merge'",
+        help="run shard K of N (a deterministic 1/N of the cases; default: all); join the reports with "
+        "'dmlconform report merge'",
     )
     p.add_argument(
         "--shrink",
@@ -91,6 +122,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     add_spec_dir(p)
     p.set_defaults(run=run)
+
+
+def _registered() -> list[str]:
+    """The registered backend names, for --help (entry points included)."""
+    from dmlconform.backends.base import list_backends
+
+    return sorted(list_backends())
 
 
 def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> list[str]:
@@ -188,9 +226,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if code == pytest.ExitCode.INTERRUPTED:
+        from dmlconform import pytest_plugin
+
         if (report_dir / "results.json").is_file():
             print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
-        return 130
+        return 143 if pytest_plugin.terminated_by == "SIGTERM" else 130  # 128 + the signal
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
             if args.shrink and code == pytest.ExitCode.TESTS_FAILED:

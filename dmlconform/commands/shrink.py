@@ -12,10 +12,11 @@ Exit status: 0 a reproducer was written (smaller, or the original when nothing s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
-from dmlconform.cli import add_spec_dir
+from dmlconform.cli import add_spec_dir, directory_problem
 from dmlconform.commands.replay import add_backend_arguments
 
 
@@ -50,6 +51,13 @@ def _err(message: str) -> int:
     return 2
 
 
+def _remove_if_empty(out: Path, created: bool) -> None:
+    """Leave no empty --out behind when nothing was written into the directory made for it."""
+    if created:
+        with contextlib.suppress(OSError):
+            out.rmdir()
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -65,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else case_dir / "shrunk"
     if out.resolve() == case_dir.resolve():
         return _err("--out must not be FAILURE_DIR itself (the original stays as it was)")
+    created = not out.exists()
+    problem = directory_problem(out, "--out")  # before the search: its result must have a place
+    if problem:
+        return _err(problem)
     try:
         options = parse_backend_options(args.backend_option) if args.backend_option is not None else None
         progress = None if args.quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
@@ -79,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     except ValueError as exc:
+        _remove_if_empty(out, created)
         return _err(str(exc))
     except NotFailing as exc:
+        _remove_if_empty(out, created)
         print(f"dmlconform shrink: {exc}; nothing to shrink", file=sys.stderr)
         return 1
     (e0, d0), (e1, d1) = found.original_size, found.size

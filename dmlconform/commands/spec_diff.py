@@ -1,11 +1,7 @@
 """``dmlconform spec-diff [OPERATOR...] --from A --to B`` and
 ``dmlconform spec-diff [OPERATOR...] --from-spec DIR_A [--to-spec DIR_B] [--level L]``.
 
-The first form answers "what changed between feature levels A and B" (a reversed range lists the
-same changes as removals); the second compares two spec directories, i.e. two revisions of the
-docs. ``--witness`` adds, per change, a desc legal on one side and illegal on the other,
-confirmed by the validator. Exit 0, or 1 with ``--exit-code`` when there are differences (as
-``git diff --exit-code``); 2 for an unknown operator or level, or an unusable spec directory.
+The help text is DESCRIPTION below (plain text: argparse shows it as written).
 """
 
 from __future__ import annotations
@@ -19,13 +15,21 @@ from dmlconform.spec import SpecError, UnknownLevel, load_spec
 from dmlconform.specdiff import RENDERERS, add_witnesses, level_diff, spec_diff
 
 PROG = "dmlconform spec-diff"
+DESCRIPTION = (
+    "The first form (--from A --to B) answers what changed between feature levels A and B (a reversed "
+    "range lists the same changes as removals); the second (--from-spec DIR_A [--to-spec DIR_B]) "
+    "compares two spec directories, i.e. two revisions of the docs. --witness adds, per change, a desc "
+    "legal on one side and illegal on the other, confirmed by the validator. Exit status: 0, or 1 "
+    "with --exit-code when there are differences (as git diff --exit-code); 2 for an unknown operator "
+    "or level, or an unusable spec directory."
+)
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "spec-diff",
         help="what changed between two feature levels, or between two spec directories",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=DESCRIPTION,
     )
     p.add_argument(
         "operators",
@@ -34,17 +38,30 @@ def register(sub: Any) -> None:
         help="operators to diff (DML_OPERATOR_ prefix optional); default: all",
     )
     p.add_argument(
-        "--from", dest="from_level", metavar="A", help="feature level: 4_0, 4.0 or DML_FEATURE_LEVEL_4_0"
+        "--from",
+        dest="from_level",
+        metavar="A",
+        help="feature level: 4_0, 4.0 or DML_FEATURE_LEVEL_4_0 (default: none; needed without --from-spec)",
     )
-    p.add_argument("--to", dest="to_level", metavar="B", help="feature level to compare with")
-    p.add_argument("--from-spec", metavar="DIR_A", help="compare this spec directory ...")
+    p.add_argument(
+        "--to",
+        dest="to_level",
+        metavar="B",
+        help="feature level to compare with (default: none; needed with --from)",
+    )
+    p.add_argument("--from-spec", metavar="DIR_A", help="compare this spec directory ... (default: none)")
     p.add_argument(
         "--to-spec", metavar="DIR_B", help="... with this one (default: --spec-dir or the bundled spec)"
     )
     p.add_argument(
         "--level", metavar="L", help="with --from-spec: compare at this level only (default: every level)"
     )
-    p.add_argument("--format", choices=sorted(RENDERERS), default="text")
+    p.add_argument(
+        "--format",
+        choices=sorted(RENDERERS),
+        default="text",
+        help=f"output: {', '.join(sorted(RENDERERS))} (default text)",
+    )
     p.add_argument(
         "--witness", action="store_true", help="show a desc legal on one side and illegal on the other"
     )

@@ -22,14 +22,27 @@ DESC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("validate", help="check desc files against the spec at a feature level")
+    p = sub.add_parser(
+        "validate",
+        help="check desc files against the spec at a feature level",
+        description="Check desc files (DxDispatch-shaped YAML or JSON) against the spec at a feature level "
+        "and name every rule each one breaks, with its source. Exit status: 0 every file legal, 1 any "
+        "illegal, 2 any unusable (unreadable, malformed, unknown operator, member, data type or level; "
+        "the other files are still judged).",
+    )
     p.add_argument(
         "files", nargs="+", metavar="FILE", help="desc files (YAML or JSON) or directories of them"
     )
     p.add_argument(
         "--feature-level", "-l", required=True, metavar="FL", help="e.g. 5_2, 5.2 or DML_FEATURE_LEVEL_5_2"
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default), or json: one object per file, "
+        '{"file", "operator", "feature_level", "legal", "violations": [{"rule", "member", "message", "source"}]}',
+    )
     add_spec_dir(p)
     p.set_defaults(run=run)
 

@@ -377,6 +377,25 @@ def _utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def never_run(root: Path, manifest: dict[str, Any]) -> str | None:
+    """Why the bundle cannot be judged because DxDispatch never ran it (None: some case ran).
+
+    A case ran when its directory holds the run script's dxdispatch.log or exit_status.txt;
+    judging a bundle none of whose cases ran would report every case as an error of DirectML's
+    instead of saying the one thing that is wrong."""
+    exported = [
+        e for e in manifest.get("cases") or [] if isinstance(e, dict) and e.get("status") == "exported"
+    ]
+    if not exported:
+        return None
+    if any(CaseRun.read(root / str(e.get("dir") or "")).ran for e in exported):
+        return None
+    return (
+        f"{root} has not been run: none of its {len(exported)} exported cases has a {LOG} or {EXIT_STATUS} "
+        "(run run_dxdispatch.ps1 or run_dxdispatch.sh in it first, or 'dmlconform dxdispatch emulate')"
+    )
+
+
 def check_bundle(
     root: Path,
     manifest: dict[str, Any],

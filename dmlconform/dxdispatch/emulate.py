@@ -51,10 +51,11 @@ class Emulator:
 
     def refuse(self, desc: Any) -> str | None:
         """Why DirectML would refuse to create ``desc`` (None: it creates it)."""
-        check = getattr(self.backend, "check", None)
+        from dmlconform.runner.guard import backend_validates
+
         try:
-            if callable(check):
-                check(desc)
+            if backend_validates(self.backend):
+                self.backend.check(desc)
             else:
                 from dmlconform.backends.base import validate_or_reject
 

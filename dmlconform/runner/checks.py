@@ -323,6 +323,34 @@ def judged_inputs(case: Case) -> tuple[dict[str, np.ndarray], dict[str, np.ndarr
     return judged.inputs, judged.reference, judged.regime
 
 
+class _Asking:
+    """A guard that asks the backend's ``supports(desc)`` once for every desc of a case before
+    it sends that desc anywhere: the one place a backend says what it implements, honoured by
+    every kind of case (a metamorphic relation's derived and chained descs included). Guards
+    without ``supports`` (a DxDispatch bundle's recorder and player) are asked nothing."""
+
+    def __init__(self, guard: Any, operator: str):
+        self.guard = guard
+        self.operator = operator
+        self._answers: dict[OperatorDesc, str | None] = {}
+
+    def require(self, desc: OperatorDesc) -> None:
+        """Unsupported (the case is skipped) when the backend says it does not support ``desc``."""
+        ask = getattr(self.guard, "supports", None)
+        if not callable(ask):
+            return
+        if desc not in self._answers:
+            self._answers[desc] = ask(desc)
+        reason = self._answers[desc]
+        if reason is not None:
+            whose = f" (its derived {desc.operator} desc)" if desc.operator != self.operator else ""
+            raise Unsupported(f"{reason}{whose}")
+
+    def call(self, method: str, desc: OperatorDesc, inputs: Any = None) -> tuple[Any, Any]:
+        self.require(desc)
+        return self.guard.call(method, desc, inputs)
+
+
 def run_case(
     case: Case,
     guard: Any,
@@ -331,10 +359,15 @@ def run_case(
     tolerance: dict[str, Any] | None = None,
 ) -> CaseResult:
     """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers);
-    ``tolerance`` overrides the spec's tolerance coefficients (e.g. {"model": "lenient"})."""
+    ``tolerance`` overrides the spec's tolerance coefficients (e.g. {"model": "lenient"}).
+
+    The backend's ``supports`` is asked first, before any input is made: a desc it does not
+    support skips the case, whatever its kind, with the backend's reason."""
     spec = spec or load_spec()
     result = CaseResult("passed", regime=case.regime)
+    guard = _Asking(guard, case.operator)
     try:
+        guard.require(apply_when(case.desc, case.relation) if case.relation else case.desc)
         if case.kind != "validation":
             _fits_in_memory(case, spec)
         if case.kind == "validation":

@@ -5,7 +5,7 @@ Two guards share one interface, ``call(method, desc, inputs) -> (value, info)``:
 - :class:`ThreadGuard` (default) runs the call in a daemon thread and waits ``timeout`` seconds.
   Cheap, but a hung call cannot be stopped (Python has no thread kill): the thread is abandoned
   and the case fails; a segfault still takes the process down.
-- :class:`ProcessGuard` (``--dml-isolate``) keeps one worker process per pytest process
+- :class:`ProcessGuard` (``--isolate``, ``--dml-isolate``) keeps one worker process per pytest process
   (``python -m dmlconform.runner.worker``) that loads the backend once and serves calls over a
   pipe. A hang kills the worker; a crash (segfault, ``os._exit``) is seen as end-of-file. Either
   way the case fails with the reason and the next call starts a fresh worker. A persistent worker
@@ -44,7 +44,11 @@ def describe_exception(exc: BaseException) -> str:
 
 @dataclass
 class BackendInfo:
-    """What the run needs to know about a backend before any case runs."""
+    """What the run needs to know about a backend before any case runs.
+
+    ``validates``: the backend declares ``validates = True`` and has ``check`` (validation cases
+    run); ``has_check``: it defines ``check`` at all (a ``check`` without the declaration is not
+    called, and the run says so); ``has_supports``: it defines ``supports(desc)``."""
 
     name: str
     feature_level: str | None
@@ -54,6 +58,29 @@ class BackendInfo:
     #: tolerance overrides the backend asks for (its ``tolerance`` attribute, e.g.
     #: {"model": "lenient"}); the run applies them and the report shows them
     tolerance: dict[str, str] = field(default_factory=dict)
+    validates: bool = False
+    has_supports: bool = False
+
+
+def backend_validates(backend: Any) -> bool:
+    """Whether ``backend`` asks to be judged on validation: ``validates = True`` and a callable
+    ``check``. Defining ``check`` alone is not enough: validation is a capability a backend
+    declares, not one it falls into by having a method of that name."""
+    return getattr(backend, "validates", False) is True and callable(getattr(backend, "check", None))
+
+
+def support_reason(value: Any) -> str | None:
+    """What a backend's ``supports(desc)`` answered, as None (supported) or the reason it is not:
+    ``True``/``None`` mean supported, a string is the reason, ``False`` an unexplained no."""
+    if isinstance(value, str):
+        return value.strip() or "the backend does not support this desc"
+    if value is None or value is True:
+        return None
+    if value is False:
+        return "the backend does not support this desc (supports() returned False)"
+    return (
+        None if bool(value) else "the backend does not support this desc (supports() returned a false value)"
+    )
 
 
 def backend_info(backend: Any) -> BackendInfo:
@@ -71,14 +98,22 @@ def backend_info(backend: Any) -> BackendInfo:
         description=str(_safe(getattr(backend, "describe", None), "") or ""),
         versions={str(k): str(v) for k, v in dict(versions).items()},
         tolerance={str(k): str(v) for k, v in dict(getattr(backend, "tolerance", None) or {}).items()},
+        validates=backend_validates(backend),
+        has_supports=callable(getattr(backend, "supports", None)),
     )
 
 
 def invoke(backend: Any, method: str, desc: Any, inputs: Any) -> tuple[Any, Any]:
-    """Call ``backend.<method>`` and fetch ``last_info()``; exceptions propagate."""
+    """Call ``backend.<method>`` and fetch ``last_info()``; exceptions propagate. ``supports``
+    answers None (supported) or the reason, whatever form the backend gave it in."""
     if method == "check":
         backend.check(desc)
         value = None
+    elif method == "supports":
+        try:
+            value = support_reason(backend.supports(desc))
+        except Unsupported as exc:
+            value = str(exc) or "the backend does not support this desc"
     else:
         value = backend.execute(desc, inputs)
     info = None
@@ -94,9 +129,10 @@ def invoke(backend: Any, method: str, desc: Any, inputs: Any) -> tuple[Any, Any]
 class ThreadGuard:
     """In-process calls with a per-call timeout (see the module docstring for the limits)."""
 
-    def __init__(self, backend: Any, timeout: float | None):
+    def __init__(self, backend: Any, timeout: float | None, isolate_flag: str = "--isolate"):
         self.backend = backend
         self.timeout = timeout
+        self.isolate_flag = isolate_flag  # named in the hang message: the command's own option
 
     def call(self, method: str, desc: Any, inputs: Any = None) -> tuple[Any, Any]:
         box: dict[str, Any] = {}
@@ -116,9 +152,15 @@ class ThreadGuard:
             if t.is_alive():
                 raise BackendFailure(
                     f"backend {method}() did not return within {self.timeout:g} s (timed out; "
-                    "the call was abandoned, use --dml-isolate to kill hung calls)"
+                    f"the call was abandoned, use {self.isolate_flag} to kill hung calls)"
                 )
         return _unbox(box, method)
+
+    def supports(self, desc: Any) -> str | None:
+        """Why the backend does not support ``desc`` (None: it does, or it does not say)."""
+        if not callable(getattr(self.backend, "supports", None)):
+            return None
+        return self.call("supports", desc)[0]
 
     def close(self) -> None:
         pass
@@ -258,6 +300,14 @@ class ProcessGuard:
         if status == "unsupported":
             raise Unsupported(value)
         raise BackendFailure(f"backend {method}() raised {value}")
+
+    def supports(self, desc: Any) -> str | None:
+        """Why the backend does not support ``desc`` (None: it does, or it does not say)."""
+        if self.info is None and (self.proc is None or self.proc.poll() is not None):
+            self._start()
+        if self.info is None or not getattr(self.info, "has_supports", False):
+            return None
+        return self.call("supports", desc)[0]
 
     def kill(self) -> None:
         if self.proc is not None:

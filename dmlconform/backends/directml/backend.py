@@ -50,14 +50,32 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _known_release(text: str) -> str:
+    """A DirectML release of the table (releases.py), refused by name otherwise, even when
+    ``dll=`` would make the version unused: a typo must not pass unnoticed."""
+    from dmlconform.backends.directml.releases import release
+
+    try:
+        return release(text).dml_version
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
+
+
 def _level_or_auto(text: str) -> str:
     return text if text == "auto" else load_spec().level(text).name
 
 
 class DirectMLBackend(BackendBase):
     name: ClassVar[str] = "directml"
+    #: check() is DirectML's own verdict (CreateOperator, CompileOperator): judged on validation
+    validates: ClassVar[bool] = True
     OPTIONS: ClassVar[tuple[Option, ...]] = (
-        Option("version", DEFAULT_DML_VERSION, "DirectML release installed by dmlconform directml setup"),
+        Option(
+            "version",
+            DEFAULT_DML_VERSION,
+            "DirectML release installed by dmlconform directml setup",
+            parse=_known_release,
+        ),
         Option("dll", "", "path of a DirectML.dll to use instead of an installed release"),
         Option(
             "timeout", "120", "seconds one case may take before the runner is killed", parse=_positive_float
