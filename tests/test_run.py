@@ -127,7 +127,7 @@ RESULTS_SCHEMA: dict[str, Any] = {
                 "additionalProperties": {
                     "type": "object",
                     "required": ["legal", "illegal", "failed"],
-                    "additionalProperties": {"type": "integer"},
+                    "additionalProperties": {"type": ["integer", "null"]},
                 },
             },
         },

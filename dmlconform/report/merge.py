@@ -161,14 +161,18 @@ def _summarize(records: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _merge_coverage(parts: list[Part]) -> dict[str, Any]:
-    merged: dict[str, dict[str, dict[str, int]]] = {}
+    merged: dict[str, dict[str, dict[str, int | None]]] = {}
     for part in parts:
         for op, rules in part.results.coverage.items():
             table = merged.setdefault(op, {})
             for rule, counts in (rules or {}).items():
                 entry = table.setdefault(rule, {})
                 for key, n in (counts or {}).items():
-                    entry[key] = entry.get(key, 0) + int(n or 0)
+                    # None (no legal desc can sit at the rule's edge) stays None in every shard
+                    if n is None and entry.get(key) is None:
+                        entry[key] = None
+                    else:
+                        entry[key] = int(entry.get(key) or 0) + int(n or 0)
     return merged
 
 

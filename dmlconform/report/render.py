@@ -580,8 +580,11 @@ def tier_text(data: dict[str, Any]) -> str | None:
 
 @dataclass
 class RuleCoverage:
+    """One rule's row. ``legal`` is None for a rule no legal desc can sit at the edge of
+    (presence and equality rules): only an illegal case exercises those."""
+
     rule: str
-    legal: int
+    legal: int | None
     illegal: int
     failed: int
 
@@ -591,19 +594,24 @@ class RuleCoverage:
             return "failing"
         if not self.legal and not self.illegal:
             return "untested"
-        if not self.illegal:
-            return "legal only"
-        if not self.legal:
-            return "illegal only"
-        return "tested"
+        if self.legal is None or (self.legal and self.illegal):
+            return "tested"
+        return "legal only" if self.legal else "illegal only"
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value or 0)
 
 
 def build_coverage(results: Results) -> list[dict[str, Any]]:
-    """Rows per operator from results["coverage"]; derived from the cases' "rules" if absent."""
+    """Rows per operator from results["coverage"]; derived from the cases' "rules" if absent
+    (counting the cases that ran, as ``results.coverage`` does)."""
     coverage = results.coverage
     if not coverage:
         derived: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
         for case in results.cases:
+            if case.outcome == "skipped":
+                continue
             for rule in case.raw.get("rules") or []:
                 entry = derived[case.operator].setdefault(str(rule), {"legal": 0, "illegal": 0, "failed": 0})
                 side = "illegal" if case.expected == "illegal" and case.rule == rule else "legal"
@@ -616,7 +624,7 @@ def build_coverage(results: Results) -> list[dict[str, Any]]:
         rows = [
             RuleCoverage(
                 rule=str(rule),
-                legal=int((counts or {}).get("legal", 0) or 0),
+                legal=_count((counts or {}).get("legal", 0)),
                 illegal=int((counts or {}).get("illegal", 0) or 0),
                 failed=int((counts or {}).get("failed", 0) or 0),
             )
