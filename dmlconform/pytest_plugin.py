@@ -435,7 +435,8 @@ class ConformanceSession:
         self.t0 = time.monotonic()
         self.results_path: Path | None = None
         self.report_paths: list[Path] = []
-        self.collected: int | None = None  # cases this run was to run; None until collection ends
+        self.collected: int | None = None  # cases of the run's selection; None until collection ends
+        self.deselected = 0  # of those, how many -k / -m / --deselect / --lf took out
         self.completion: dict[str, Any] = {}
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
         if controller_with_workers and hasattr(handle, "close"):
@@ -513,14 +514,23 @@ class ConformanceSession:
             "cases": [],
         }
 
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += sum(1 for item in items if isinstance(item, ConformanceItem))
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.collected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+        selected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+        self.collected = selected + self.deselected
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        # The controller of an xdist run collects nothing itself; every worker reports the same ids.
+        # The controller of an xdist run collects nothing itself; every worker reports the same
+        # ids, after its own deselection, so the run's whole selection is counted here.
         if self.collected is None:
-            self.collected = len(ids)
+            from dmlconform.runner.cases import collect, in_shard
+
+            whole = sum(1 for _ in in_shard(collect(self.spec, self.selection()), self.settings.shard))
+            self.collected = max(whole, len(ids))
+            self.deselected = self.collected - len(ids)
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         exp = self.settings.expectations
@@ -618,10 +628,12 @@ class ConformanceSession:
         """Whether every collected case has a result, and if not, why (docs/results-json.md).
 
         Complete means every collected case has a result, however the session ended (a -x whose
-        failure was the last case stopped nothing); otherwise the cause is named."""
+        failure was the last case stopped nothing); otherwise the cause is named. A run narrowed
+        by -k, -m, --deselect or --lf covers part of its selection: not complete either."""
         ran, collected, code = len(self.records), self.collected, int(exitstatus)
         stop = session.shouldfail or session.shouldstop
         status, reason = "complete", None
+        finished = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
         if collected is not None and ran >= collected:
             pass
         elif code == pytest.ExitCode.INTERRUPTED:
@@ -629,6 +641,12 @@ class ConformanceSession:
         elif stop:
             status = "stopped"
             reason = f"stopped early: {stop}" if isinstance(stop, str) else "stopped early"
+        elif self.deselected and code in finished:
+            status = "narrowed"
+            reason = (
+                f"narrowed: {self.deselected} of {collected} cases deselected (-k, -m, --deselect or --lf), "
+                "so the run covers part of its selection"
+            )
         elif code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             status, reason = "incomplete", f"pytest ended with exit status {code}"
         else:
@@ -642,6 +660,7 @@ class ConformanceSession:
             "exit_status": code,
             "collected": collected,
             "ran": ran,
+            "deselected": self.deselected,
         }
 
     def write(self, session: pytest.Session) -> None:

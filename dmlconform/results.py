@@ -251,6 +251,7 @@ def completion_fields(completion: dict[str, Any], records: list[dict[str, Any]])
         "exit_status": completion.get("exit_status"),
         "collected": completion.get("collected", ran),
         "ran": completion.get("ran", ran),
+        "deselected": int(completion.get("deselected") or 0),
     }
 
 

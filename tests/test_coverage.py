@@ -126,4 +126,4 @@ def test_mvn1_only_backend_exercises_nothing_of_the_other_operators(tmp_path: Pa
     md = (tmp_path / "out" / "summary.md").read_text()
     assert f"BATCH_NORMALIZATION 0/{len(bn)} rules" in md
     html = (tmp_path / "out" / "index.html").read_text()
-    assert "<code>required-members</code></td><td class=\"n\">-</td>" in html
+    assert '<code>required-members</code></td><td class="n">-</td>' in html

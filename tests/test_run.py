@@ -233,3 +233,27 @@ def test_xdist_matches_serial(tmp_path: Path) -> None:
 
     assert strip(a) == strip(b)
     assert a["summary"] == b["summary"] and a["coverage"] == b["coverage"]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_run_narrowed_by_k_is_not_complete(tmp_path: Path, workers: list[str]) -> None:
+    full = dmlconform("run", "--backend", "reference", *SMALL, "--report", "full", cwd=tmp_path)
+    assert full.returncode == 0, full.stderr[-2000:]
+    part = dmlconform(
+        "run", "--backend", "reference", *SMALL, "--report", "part", "--", "-k", "FLOAT16", *workers, cwd=tmp_path
+    )  # fmt: skip
+    assert part.returncode == 0, part.stdout[-2000:] + part.stderr[-2000:]
+    whole = json.loads((tmp_path / "full" / "results.json").read_text())
+    results = json.loads((tmp_path / "part" / "results.json").read_text())
+    assert whole["complete"] is True and whole["deselected"] == 0
+    assert results["complete"] is False and results["status"] == "narrowed"
+    assert results["collected"] == whole["collected"] > results["ran"] > 0
+    assert results["deselected"] == results["collected"] - results["ran"]
+    assert "INCOMPLETE RUN: narrowed" in part.stdout
+    # report diff refuses the narrowed run; told to compare anyway, it fails on the lost cases
+    diff = dmlconform("report", "diff", "full", "part", cwd=tmp_path)
+    assert diff.returncode == 2 and "narrowed" in diff.stderr
+    diff = dmlconform("report", "diff", "full", "part", "--allow-incomplete", cwd=tmp_path)
+    assert diff.returncode == 1 and f"LOST: {results['deselected']} case(s)" in diff.stdout
+    diff = dmlconform("report", "diff", "full", "part", "--allow-incomplete", "--allow-lost", cwd=tmp_path)
+    assert diff.returncode == 0, diff.stdout

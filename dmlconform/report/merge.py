@@ -43,6 +43,7 @@ PER_RUN_FIELDS = frozenset(
         "exit_status",
         "collected",
         "ran",
+        "deselected",
         "merged_from",
     }
 )
@@ -341,6 +342,7 @@ def merge_reports(
         "exit_status": max(exit_codes) if exit_codes else None,
         "collected": collected,
         "ran": len(records),
+        "deselected": sum(int(d.get("deselected") or 0) for d in datas),
         "shard": None,
         "summary": _summarize(records),
         "cases": records,
