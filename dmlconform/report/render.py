@@ -409,10 +409,25 @@ SIZE_BANDS: tuple[tuple[str, float, float], ...] = (
 )
 """Reduction-length bands of the accuracy table (results.json ``reduction_length``)."""
 
-ACC_WIDTH, ACC_HEIGHT = 720, 320
-_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 52, 16, 12, 40
+ACC_WIDTH, ACC_HEIGHT = 720, 340
+_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 58, 16, 12, 40
 _ACC_FLOOR_EXP = -8  # error/budget below 1e-8 (exact results included) sits on the floor
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+_ACC_CLIP_EXP = 3  # the main axis ends at 1e3; worse ratios go to the band above the break
+_ACC_BAND, _ACC_GAP = 34, 14  # the overflow band's height and the break's gap under it (px)
+# One colour per operator, told apart by people with the common colour-vision deficiencies
+# (Okabe and Ito's palette, black left out); past eight operators, evenly spaced hues.
+_PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#8c564b", "#f0e442")
+# Per data type, in the run's order: a marker and a line dash.
+_MARKERS = ("circle", "square", "diamond", "triangle")
+_DASHES = ("", "6 3", "2 2", "8 3 2 3")
+
+
+def operator_colours(operators: list[str]) -> dict[str, str]:
+    """A distinct colour for each operator, stable for a given set of operators."""
+    ops = sorted(set(operators))
+    if len(ops) <= len(_PALETTE):
+        return {op: _PALETTE[i] for i, op in enumerate(ops)}
+    return {op: f"hsl({round(360 * i / len(ops))}, 70%, 42%)" for i, op in enumerate(ops)}
 
 
 def _worse(a: float | None, b: float | None) -> bool:
@@ -465,15 +480,34 @@ class Point:
     n: int
     ratio: float
     case: str
-    clipped: str  # "", "floor" (below the axis), "top" (inf/NaN)
+    clipped: str  # "", "floor" (below the axis), "over" (above the break), "top" (inf/NaN)
 
 
 @dataclass
 class Series:
+    """One operator and data type: its colour is the operator's, marker and dash the type's."""
+
     label: str
     colour: str
     points: list[Point]
     worst: float | None
+    operator: str = ""
+    data_type: str = ""
+    marker: str = "circle"
+    dash: str = ""
+
+    @property
+    def segments(self) -> list[str]:
+        """Polyline paths through the points in order of n, broken at clipped points (an exact
+        result on the floor, a ratio above the break: markers, not plunges and spikes of the
+        line) so that the curves stay readable."""
+        out: list[list[Point]] = [[]]
+        for p in self.points:
+            if p.clipped:
+                out.append([])
+            else:
+                out[-1].append(p)
+        return [" ".join(f"{p.x},{p.y}" for p in seg) for seg in out if len(seg) > 1]
 
     @property
     def path(self) -> str:
@@ -481,14 +515,33 @@ class Series:
 
 
 @dataclass
+class LegendEntry:
+    label: str
+    colour: str = ""
+    marker: str = ""
+    dash: str = ""
+    worst: float | None = None
+
+
+@dataclass
 class AccuracyChart:
-    """Error/budget against reduction length, both on log scales, one series per group."""
+    """Error/budget against reduction length, both on log scales, one series per group.
+
+    The main y axis ends at 10^_ACC_CLIP_EXP (or lower): a failing run's ratios of 1e40 would
+    otherwise squash the line at 1, which is what the chart is for. Worse points sit in a band
+    above a break (``band``: its top and bottom y, and the y of its inf/NaN row), with their
+    exact figures in their tooltips and in the table of bands."""
 
     series: list[Series]
     xticks: list[tuple[float, str]]
     yticks: list[tuple[float, str]]
     one_y: float
-    plot: tuple[int, int, int, int]  # left, top, right, bottom edges
+    plot: tuple[int, int, int, int]  # left, top, right, bottom edges (the main axis's top)
+    band: tuple[float, float, float] | None = None  # top, bottom, inf/NaN row; None: no band
+    band_label: str = ""
+    over: int = 0  # points in the band
+    operators: list[LegendEntry] = field(default_factory=list)
+    data_types: list[LegendEntry] = field(default_factory=list)
     width: int = ACC_WIDTH
     height: int = ACC_HEIGHT
 
@@ -497,19 +550,21 @@ def _decade(e: int) -> str:
     return {0: "1", 1: "10", 2: "100"}.get(e, f"1e{e}")
 
 
-def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
-    """The chart for ``groups`` (label -> cases). Per group and log2 bin of n (ceil(log2 n), so
-    that both sides of every power of two stay apart), the worst case is a point; the points of
-    a group are joined in order of n. None when no case has both figures."""
-    picked: dict[str, dict[int, CaseRecord]] = {}
-    for label, cases in groups.items():
+def accuracy_chart(
+    groups: dict[tuple[str, str], list[CaseRecord]], data_types: list[str] | None = None
+) -> AccuracyChart | None:
+    """The chart for ``groups`` ((operator, data type) -> cases). Per group and log2 bin of n
+    (ceil(log2 n), so that both sides of every power of two stay apart), the worst case is a
+    point; the points of a group are joined in order of n. None when no case has both figures."""
+    picked: dict[tuple[str, str], dict[int, CaseRecord]] = {}
+    for key, cases in groups.items():
         for case in cases:
             if case.ratio is None or case.reduction_length is None:
                 continue
             b = math.ceil(math.log2(max(case.reduction_length, 1)))
-            best = picked.setdefault(label, {}).get(b)
+            best = picked.setdefault(key, {}).get(b)
             if best is None or _worse(case.ratio, best.ratio):
-                picked[label][b] = case
+                picked[key][b] = case
     if not picked:
         return None
     chosen = [c for bins in picked.values() for c in bins.values()]
@@ -520,9 +575,18 @@ def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
         x_hi += 1
     y_lo = max(math.floor(math.log10(min(finite))) if finite else -3, _ACC_FLOOR_EXP)
     y_lo = min(y_lo, -1)
-    y_hi = max(math.ceil(math.log10(max(finite))) if finite else 0, 0) + 1
-    left, top = _ACC_LEFT, _ACC_TOP
-    right, bottom = ACC_WIDTH - _ACC_RIGHT, ACC_HEIGHT - _ACC_BOTTOM
+    clip = 10.0**_ACC_CLIP_EXP
+    over = [c.ratio for c in chosen if c.ratio is not None and not c.ratio <= clip]
+    if over:
+        y_hi = _ACC_CLIP_EXP
+    else:
+        y_hi = min(max(math.ceil(math.log10(max(finite))) if finite else 0, 0) + 1, _ACC_CLIP_EXP)
+    left, right, bottom = _ACC_LEFT, ACC_WIDTH - _ACC_RIGHT, ACC_HEIGHT - _ACC_BOTTOM
+    band_top = _ACC_TOP
+    top = _ACC_TOP + (_ACC_BAND + _ACC_GAP if over else 0)
+    band_bottom = band_top + _ACC_BAND
+    over_finite = [math.log10(r) for r in over if math.isfinite(r)]
+    over_lo, over_hi = (min(over_finite), max(over_finite)) if over_finite else (0.0, 0.0)
 
     def px(n: float) -> float:
         return round(left + (math.log10(n) - x_lo) / (x_hi - x_lo) * (right - left), 1)
@@ -530,39 +594,84 @@ def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
     def py(e: float) -> float:
         return round(bottom - (e - y_lo) / (y_hi - y_lo) * (bottom - top), 1)
 
+    def py_over(e: float) -> float:
+        """Inside the band, below its inf/NaN row: ordered, on a compressed log scale."""
+        lo_y, hi_y = band_bottom - 5, band_top + 14
+        if over_hi == over_lo:
+            return round((lo_y + hi_y) / 2, 1)
+        return round(lo_y - (e - over_lo) / (over_hi - over_lo) * (lo_y - hi_y), 1)
+
+    types = [t for t in (data_types or []) if any(k[1] == t for k in picked)]
+    types += sorted({k[1] for k in picked} - set(types), key=_type_key)
+    colours = operator_colours([k[0] for k in picked])
     series = []
-    for i, (label, bins) in enumerate(sorted(picked.items())):
+    for (op, dt), bins in sorted(picked.items(), key=lambda kv: (kv[0][0], types.index(kv[0][1]))):
         points = []
         for case in sorted(bins.values(), key=lambda c: c.reduction_length or 0):
             r = case.ratio
             assert r is not None
-            clipped = ""
-            if math.isnan(r) or math.isinf(r):
-                e, clipped = float(y_hi), "top"
-            elif r <= 10.0**y_lo:
-                e, clipped = float(y_lo), "floor"
-            else:
-                e = min(math.log10(r), float(y_hi))
             n = max(case.reduction_length or 1, 1)
-            points.append(Point(px(n), py(e), n, r, case.id, clipped))
+            if math.isnan(r) or math.isinf(r):
+                y, clipped = float(band_top + 5), "top"
+            elif r > clip:
+                y, clipped = py_over(math.log10(r)), "over"
+            elif r <= 10.0**y_lo:
+                y, clipped = py(float(y_lo)), "floor"
+            else:
+                y, clipped = py(min(math.log10(r), float(y_hi))), ""
+            points.append(Point(px(n), y, n, r, case.id, clipped))
         worst = None
         for case in bins.values():
             if _worse(case.ratio, worst):
                 worst = case.ratio
-        series.append(Series(label, _PALETTE[i % len(_PALETTE)], points, worst))
+        t = types.index(dt)
+        series.append(
+            Series(
+                f"{op} {dt}",
+                colours[op],
+                points,
+                worst,
+                operator=op,
+                data_type=dt,
+                marker=_MARKERS[t % len(_MARKERS)],
+                dash=_DASHES[t % len(_DASHES)],
+            )
+        )
     step = 1 if x_hi - x_lo <= 8 else 2
     xticks = [(px(10.0**e), _decade(e)) for e in range(x_lo, x_hi + 1, step)]
     ystep = 1 if y_hi - y_lo <= 8 else 2
     yticks = [(py(e), _decade(e) if e >= 0 else f"1e{e}") for e in range(y_lo, y_hi + 1, ystep)]
-    return AccuracyChart(series, xticks, yticks, py(0.0), (left, top, right, bottom))
+    operators = []
+    for op in sorted(colours):
+        worst = None
+        for s in series:
+            if s.operator == op and _worse(s.worst, worst):
+                worst = s.worst
+        operators.append(LegendEntry(op, colour=colours[op], worst=worst))
+    data_type_entries = [
+        LegendEntry(dt, marker=_MARKERS[i % len(_MARKERS)], dash=_DASHES[i % len(_DASHES)])
+        for i, dt in enumerate(types)
+    ]
+    return AccuracyChart(
+        series,
+        xticks,
+        yticks,
+        py(0.0),
+        (left, top, right, bottom),
+        band=(float(band_top), float(band_bottom), float(band_top + 5)) if over else None,
+        band_label=f"> {_decade(_ACC_CLIP_EXP)}",
+        over=len(over),
+        operators=operators,
+        data_types=data_type_entries,
+    )
 
 
 def build_accuracy(results: Results) -> AccuracyChart | None:
     """One series per operator and data type (a run has one backend)."""
-    groups: dict[str, list[CaseRecord]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
     for case in accuracy_cases(results):
-        groups[f"{case.operator} {case.data_type}"].append(case)
-    return accuracy_chart(groups)
+        groups[(case.operator, case.data_type)].append(case)
+    return accuracy_chart(groups, [str(d) for d in results.data.get("data_types") or []])
 
 
 def tier_text(data: dict[str, Any]) -> str | None:
