@@ -264,6 +264,16 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         if key not in spec.data_types:
             raise pytest.UsageError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
         dtypes.append(key)
+    unsupported = unsupported_data_types(spec, level, tuple(operators), dtypes)
+    if dtypes and len(unsupported) == len(dtypes):
+        from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
+
+        ops = selected_operators(spec, Selection(level=level, operators=tuple(operators)))
+        have = ", ".join(supported_data_types(spec, ops, level)) or "none"
+        raise pytest.UsageError(
+            f"no selected operator supports {', '.join(dtypes)} at feature level {level} or below "
+            f"(they support {have}): nothing to run"
+        )
     kinds = tuple(opt.dml_kinds or KINDS)
     bad = [k for k in kinds if k not in KINDS]
     if bad:
@@ -314,6 +324,16 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         max_elements=opt.dml_max_elements,
     )
     return settings, handle
+
+
+def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dtypes: list[str]) -> list[str]:
+    """The asked-for data types that no selected operator's support table admits at any level up
+    to ``level``: only illegal-type validation cases could run for them."""
+    from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
+
+    ops = selected_operators(spec, Selection(level=level, operators=operators))
+    have = supported_data_types(spec, ops, level)
+    return [t for t in dtypes if t not in have]
 
 
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
@@ -558,6 +578,12 @@ class ConformanceSession:
             )
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
+        unsupported = unsupported_data_types(self.spec, s.level, s.operators, list(s.data_types))
+        if unsupported:
+            lines.append(
+                f"dmlconform: no selected operator supports {', '.join(unsupported)}: "
+                "only its illegal-type validation cases (which must be rejected) run"
+            )
         lines.append("dmlconform: generating cases")
         return lines
 

@@ -387,3 +387,33 @@ def test_replay_commands_are_framed(tmp_path: Path) -> None:
     assert by_id[failing[1]["id"]]["cmd"] == "custom replay command"
     other = next(c for c in notable if c.id == failing[2]["id"])
     assert "cmd" not in by_id[other.id] and prefix + other.reproducer + suffix == other.replay
+
+
+def test_matrix_shows_illegal_type_rows_as_rejection_tests(tmp_path: Path) -> None:
+    """A data type that appears only in illegal descs (validation cases the backend must reject)
+    is not support: its row and cells say "rejected", not a green pass count."""
+    doc = make_results(60, seed=4)
+    template = next(c for c in doc["cases"] if c["kind"] == "validation")
+    illegal = {
+        **copy.deepcopy(template),
+        "id": "validation[BATCH_NORMALIZATION-6_4-illegal-supported-data-type-0003]",
+        "operator": "BATCH_NORMALIZATION",
+        "feature_level": "6_4",
+        "data_type": "UINT16",
+        "expected": "illegal",
+        "rule": "supported-data-type",
+        "outcome": "passed",
+        "message": None,
+    }
+    doc["cases"].append(illegal)
+    write_results(tmp_path, doc)
+    write_reports(tmp_path)
+    md = (tmp_path / "summary.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| BATCH_NORMALIZATION | UINT16"))
+    assert "(unsupported: rejection tests)" in row and "rejected 1/1" in row
+    assert not re.search(r"\| 1/1 \|", row)
+    html = (tmp_path / "index.html").read_text()
+    assert "unsupported: rejection tests" in html and 'class="cell illegal"' in html
+    # supported types' rows are not marked
+    float_row = next(line for line in md.splitlines() if "| FLOAT32 |" in line)
+    assert "rejected" not in float_row

@@ -257,3 +257,11 @@ def test_a_run_narrowed_by_k_is_not_complete(tmp_path: Path, workers: list[str])
     assert diff.returncode == 1 and f"LOST: {results['deselected']} case(s)" in diff.stdout
     diff = dmlconform("report", "diff", "full", "part", "--allow-incomplete", "--allow-lost", cwd=tmp_path)
     assert diff.returncode == 0, diff.stdout
+
+
+def test_dtypes_no_operator_supports_says_so(tmp_path: Path) -> None:
+    proc = dmlconform("run", "--backend", "reference", "--dtypes", "INT32", "--report", "out", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert any("no selected operator supports INT32 at feature level 6_4" in line for line in lines), lines
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "results.json").exists()

@@ -100,9 +100,17 @@ def json_for_script(data: Any) -> Markup:
 
 @dataclass
 class Cell:
-    """One operator x level x data type cell of the matrix."""
+    """One operator x level x data type cell of the matrix. ``illegal`` counts its cases that
+    are illegal descs (validation cases the backend must reject)."""
 
     counts: Counter = field(default_factory=Counter)
+    illegal: int = 0
+
+    @property
+    def illegal_only(self) -> bool:
+        """Every case here is an illegal desc: a pass means "rejected", never "supported" (a
+        data type the operator does not support appears only so)."""
+        return self.total > 0 and self.illegal == self.total
 
     @property
     def total(self) -> int:
@@ -130,6 +138,8 @@ class Cell:
         rate = self.rate
         if rate is None:
             return "#e3e3e3"
+        if self.illegal_only and rate == 1:
+            return "#dde5f2"  # every illegal desc rejected: blue-grey, not the green of support
         # Any failure is warm (red at 0%, amber near 100%), so 99% never passes for green.
         hue = 120 if rate == 1 else 45 * rate
         return f"hsl({hue:.0f}, 65%, {80 if rate == 1 else 70}%)"
@@ -165,13 +175,19 @@ class Matrix:
         for (o, _, d), cell in self.cells.items():
             if o == op and d == dt:
                 total.counts.update(cell.counts)
+                total.illegal += cell.illegal
         return total
+
+    def illegal_only(self, op: str, dt: str) -> bool:
+        """The row holds only illegal descs of this type: shown as rejection tests, not support."""
+        return self.row_total(op, dt).illegal_only
 
     def operator_total(self, op: str) -> Cell:
         total = Cell()
         for (o, _, _), cell in self.cells.items():
             if o == op:
                 total.counts.update(cell.counts)
+                total.illegal += cell.illegal
         return total
 
 
@@ -184,7 +200,9 @@ def _type_key(name: str) -> tuple[int, str]:
 def build_matrix(results: Results) -> Matrix:
     cells: dict[tuple[str, str, str], Cell] = defaultdict(Cell)
     for case in results.cases:
-        cells[(case.operator, case.feature_level, case.data_type)].counts[case.outcome] += 1
+        cell = cells[(case.operator, case.feature_level, case.data_type)]
+        cell.counts[case.outcome] += 1
+        cell.illegal += int(case.kind == "validation" and case.expected == "illegal")
     declared = [str(d) for d in results.data.get("data_types") or []]
     seen_types = {k[2] for k in cells}
     data_types = [d for d in declared if d in seen_types] + sorted(seen_types - set(declared), key=_type_key)
