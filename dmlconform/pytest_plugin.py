@@ -18,6 +18,7 @@ the final outcome and writes ``results.json`` at session end, then the HTML/mark
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import shlex
@@ -367,6 +368,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ConformanceSession(config, settings, handle), PLUGIN_NAME)
 
 
+def remove_reproducers(failures: Path) -> None:
+    """Empty a report directory's ``failures/`` of an earlier run's reproducers: a report
+    directory holds one run, and a reproducer next to "all passed" would be a lie. Only
+    directories this tool wrote (holding a case.json) go; anything else a user put there stays,
+    and so does the directory then."""
+    import shutil
+
+    if not failures.is_dir():
+        return
+    for entry in failures.iterdir():
+        if entry.is_dir() and not entry.is_symlink() and (entry / "case.json").is_file():
+            shutil.rmtree(entry, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        failures.rmdir()  # only when empty
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -514,6 +531,7 @@ class ConformanceSession:
             stale.append(report_dir / "junit.xml")
         for path in stale:
             path.unlink(missing_ok=True)
+        remove_reproducers(report_dir / "failures")
         write_results(report_dir, self.placeholder())
 
     def placeholder(self) -> dict[str, Any]:

@@ -265,3 +265,29 @@ def test_dtypes_no_operator_supports_says_so(tmp_path: Path) -> None:
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert any("no selected operator supports INT32 at feature level 6_4" in line for line in lines), lines
     assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_rerun_into_the_same_report_dir_drops_stale_reproducers(tmp_path: Path) -> None:
+    bad = dmlconform(
+        "run", "--backend", "test_plugin_backends:WrongValues", *SMALL, "--kinds", "numeric", "--report", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert bad.returncode == 1
+    failures = tmp_path / "out" / "failures"
+    assert any(failures.iterdir())
+    good = dmlconform(
+        "run", "--backend", "reference", *SMALL, "--kinds", "numeric", "--report", "out", cwd=tmp_path
+    )
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert not failures.exists()  # a report directory holds one run
+    assert "All " in (tmp_path / "out" / "summary.md").read_text()
+    # what the tool did not write stays
+    bad = dmlconform(
+        "run", "--backend", "test_plugin_backends:WrongValues", *SMALL, "--kinds", "numeric", "--report", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    (failures / "my-notes.txt").write_text("mine")
+    good = dmlconform(
+        "run", "--backend", "reference", *SMALL, "--kinds", "numeric", "--report", "out", cwd=tmp_path
+    )
+    assert good.returncode == 0 and [p.name for p in failures.iterdir()] == ["my-notes.txt"]
