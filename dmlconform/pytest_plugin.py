@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ SUITE_FILE = SUITE_DIR / "test_conformance.py"
 DEFAULT_CASES = 8
 DEFAULT_TIMEOUT = 60.0
 PLUGIN_NAME = "dmlconform-session"
+SKIP_REASONS_SHOWN = 10
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -359,13 +361,24 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         settings.report_dir.mkdir(parents=True, exist_ok=True)
         config.option.xmlpath = str(settings.report_dir / "junit.xml")
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
+    targeted = False
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        args = [suite_argument(arg) for arg in config.args]
+        targeted = any(arg.startswith(f"{SUITE_FILE}::") for arg in args)
+        if targeted:  # the whole suite file (dmlconform run names it) would select every case
+            args = [arg for arg in args if arg != str(SUITE_FILE)]
+        config.args[:] = args
+    else:
         config.args[:] = [str(SUITE_FILE)]
+    if (not config.args or all(a.split("::")[0] == str(SUITE_FILE) for a in config.args)) and hasattr(
+        config.pluginmanager, "_confcutdir"
+    ):
         # The suite lives in the package, possibly far from the rootdir: keep pytest from loading
         # conftest.py files of the directories above it (a source checkout's own conftest).
-        if hasattr(config.pluginmanager, "_confcutdir"):
-            config.pluginmanager._confcutdir = SUITE_DIR
-    config.pluginmanager.register(ConformanceSession(config, settings, handle), PLUGIN_NAME)
+        config.pluginmanager._confcutdir = SUITE_DIR
+    session = ConformanceSession(config, settings, handle)
+    session.targeted = targeted
+    config.pluginmanager.register(session, PLUGIN_NAME)
 
 
 def remove_reproducers(failures: Path) -> None:
@@ -384,12 +397,55 @@ def remove_reproducers(failures: Path) -> None:
         failures.rmdir()  # only when empty
 
 
+_CASE_ID = re.compile(r"^(numeric|validation|metamorphic)\[[^\]]+\]$")
+
+
+def suite_argument(arg: str) -> str:
+    """A test argument as the suite file's pytest node id, so that a failure's id pastes back
+    from wherever it was printed: a bare case id (``validation[...]``), ``::validation[...]``,
+    or ``<any path to>test_conformance.py::...`` (the console shows it relative to the directory
+    of the run, results.json relative to the suite). Other arguments are left alone."""
+    if _CASE_ID.match(arg):
+        return f"{SUITE_FILE}::{arg}"
+    path, sep, rest = arg.partition("::")
+    if sep and _CASE_ID.match(rest) and (not path or Path(path).name == SUITE_FILE.name):
+        return f"{SUITE_FILE}::{rest}"
+    return arg
+
+
+def case_operator(nodeid: str) -> str | None:
+    """The operator of a conformance case's node id (``...::numeric[OP-LEVEL-...]``)."""
+    name = nodeid.rpartition("::")[2]
+    if not _CASE_ID.match(name):
+        return None
+    return name[name.index("[") + 1 :].split("-", 1)[0]
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
 def _utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def failure_text(record: dict[str, Any], settings: Settings, case_id: str) -> str:
+    """What a failure shows (console, junit.xml): the verdict, then how to see it again: the
+    reproducer's replay command when the run wrote one, else the run's command narrowed to
+    this case."""
+    text = str(record.get("message") or "failed")
+    if record.get("replay"):
+        return f"{text}\nreplay: {record['replay']}"
+    try:
+        parts = shlex.split(settings.command)
+    except ValueError:
+        return text
+    if parts[:2] == ["dmlconform", "run"]:
+        base = parts[: parts.index("--")] if "--" in parts else parts
+        parts = [*base, "--", case_id]
+    else:
+        parts.append("::" + case_id)
+    return f"{text}\nre-run alone: {shlex.join(parts)}"
 
 
 class ConformanceFailure(Exception):
@@ -434,7 +490,7 @@ class ConformanceItem(pytest.Item):
             except OSError as exc:
                 self.record["message"] = f"{result.message} (reproducer not written: {exc})"
         if result.status == "failed":
-            raise ConformanceFailure(result.message)
+            raise ConformanceFailure(failure_text(self.record, session.settings, self.name))
         if result.status == "skipped":
             pytest.skip(result.message or "skipped")
 
@@ -473,7 +529,8 @@ class ConformanceSession:
         self.results_path: Path | None = None
         self.report_paths: list[Path] = []
         self.collected: int | None = None  # cases of the run's selection; None until collection ends
-        self.deselected = 0  # of those, how many -k / -m / --deselect / --lf took out
+        self.deselected = 0  # of those, how many -k / -m / --deselect / --lf / case ids left out
+        self.targeted = False  # the command line named cases (node ids): a part of the selection
         self.completion: dict[str, Any] = {}
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
         if controller_with_workers and hasattr(handle, "close"):
@@ -555,19 +612,26 @@ class ConformanceSession:
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected += sum(1 for item in items if isinstance(item, ConformanceItem))
 
+    def whole_selection(self) -> int:
+        """How many cases the run's selection (and shard) holds, before any narrowing."""
+        from dmlconform.runner.cases import collect, in_shard
+
+        return sum(1 for _ in in_shard(collect(self.spec, self.selection()), self.settings.shard))
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         selected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
-        self.collected = selected + self.deselected
+        if self.targeted:
+            self.collected = max(self.whole_selection(), selected)
+            self.deselected = self.collected - selected
+        else:
+            self.collected = selected + self.deselected
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The controller of an xdist run collects nothing itself; every worker reports the same
         # ids, after its own deselection, so the run's whole selection is counted here.
         if self.collected is None:
-            from dmlconform.runner.cases import collect, in_shard
-
-            whole = sum(1 for _ in in_shard(collect(self.spec, self.selection()), self.settings.shard))
-            self.collected = max(whole, len(ids))
+            self.collected = max(self.whole_selection(), len(ids))
             self.deselected = self.collected - len(ids)
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -624,6 +688,7 @@ class ConformanceSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if _is_worker(self.config):
             return
+        self.junit_classname(report)
         record = getattr(report, "dml_record", None)
         if record is None:
             if report.when == "teardown" and report.failed and report.nodeid in self.records:
@@ -632,7 +697,25 @@ class ConformanceSession:
         from dmlconform.results import finish_record
 
         outcome, message = _outcome(report)
+        if outcome == "failed" and record.get("message"):
+            message = record["message"]  # the verdict; the failure text adds the replay command
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
+
+    def junit_classname(self, report: pytest.TestReport) -> None:
+        """junit.xml's classname: ``dmlconform.<OPERATOR>`` (CI pages group test cases by it),
+        not the one suite file every case shares. Set before junitxml records the report (it
+        keeps attributes already set on the test case)."""
+        operator = case_operator(report.nodeid)
+        if operator is None:
+            return
+        try:
+            from _pytest.junitxml import xml_key
+
+            xml = self.config.stash.get(xml_key, None)
+        except ImportError:  # pytest moved its junitxml internals: the default classname stays
+            return
+        if xml is not None:
+            xml.node_reporter(report).add_attribute("classname", f"dmlconform.{operator}")
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -688,7 +771,7 @@ class ConformanceSession:
         elif self.deselected and code in finished:
             status = "narrowed"
             reason = (
-                f"narrowed: {self.deselected} of {collected} cases deselected (-k, -m, --deselect or --lf), "
+                f"narrowed: {self.deselected} of {collected} cases left out (-k, -m, --deselect, --lf or case ids), "
                 "so the run covers part of its selection"
             )
         elif code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -775,6 +858,11 @@ class ConformanceSession:
                 bold=True,
             )
         if self.results_path is None:
+            if not _is_worker(self.config) and any(
+                r.get("outcome") == "skipped" for r in self.records.values()
+            ):
+                tr.section("dmlconform")
+                self.write_skip_reasons(tr)
             return
         if not done or done["complete"]:
             tr.section("dmlconform")
@@ -791,6 +879,22 @@ class ConformanceSession:
             "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, "
             "{xfailed} xfailed, {xpassed} xpassed, {errors} errors".format(**sm)
         )
+        self.write_skip_reasons(tr)
+
+    def write_skip_reasons(self, tr: Any) -> None:
+        """The skipped cases, counted by reason (the ten most frequent)."""
+        from dmlconform.report.model import skip_reasons
+
+        reasons = skip_reasons(self.records.values())
+        if not reasons:
+            return
+        total = sum(n for _, n in reasons)
+        tr.write_line(f"dmlconform: {total} skipped, by reason:")
+        for reason, n in reasons[:SKIP_REASONS_SHOWN]:
+            tr.write_line(f"  {n:6d}  {reason}")
+        rest = reasons[SKIP_REASONS_SHOWN:]
+        if rest:
+            tr.write_line(f"  {sum(n for _, n in rest):6d}  ({len(rest)} other reasons: see results.json)")
 
 
 def _outcome(report: pytest.TestReport) -> tuple[str, str | None]:

@@ -250,6 +250,11 @@ def test_a_run_narrowed_by_k_is_not_complete(tmp_path: Path, workers: list[str])
     assert results["collected"] == whole["collected"] > results["ran"] > 0
     assert results["deselected"] == results["collected"] - results["ran"]
     assert "INCOMPLETE RUN: narrowed" in part.stdout
+    # junit.xml: one classname per operator, under xdist too
+    classnames = {
+        tc.get("classname") for tc in ET.parse(tmp_path / "part" / "junit.xml").getroot().iter("testcase")
+    }
+    assert classnames == {"dmlconform.MEAN_VARIANCE_NORMALIZATION1"}
     # report diff refuses the narrowed run; told to compare anyway, it fails on the lost cases
     diff = dmlconform("report", "diff", "full", "part", cwd=tmp_path)
     assert diff.returncode == 2 and "narrowed" in diff.stderr

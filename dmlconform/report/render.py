@@ -22,7 +22,16 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from dmlconform.report.model import FAILING, NOTABLE, OK, OUTCOMES, CaseRecord, Results, load_results
+from dmlconform.report.model import (
+    FAILING,
+    NOTABLE,
+    OK,
+    OUTCOMES,
+    CaseRecord,
+    Results,
+    load_results,
+    skip_reasons,
+)
 
 # Failures rendered as full entries in the page itself (the rest open from the case table).
 FAILURE_ENTRIES = 100
@@ -1030,6 +1039,7 @@ def build_context(results: Results) -> dict[str, Any]:
         "desc_yaml": _desc_yaml,
         "shrunk_line": shrunk_line,
         "top_failures": notable[:SUMMARY_TOP_FAILURES],
+        "skip_reasons": skip_reasons({"outcome": c.outcome, "message": c.message} for c in results.cases),
         "levels_sorted": _levels_sorted,
     }
 
