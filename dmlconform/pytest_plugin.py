@@ -18,8 +18,10 @@ the final outcome and writes ``results.json`` at session end, then the HTML/mark
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
+import re
 import shlex
 import sys
 import time
@@ -38,6 +40,7 @@ DEFAULT_TIMEOUT = 60.0
 PLUGIN_NAME = "dmlconform-session"
 #: The signal that ended the last session ("SIGTERM"), or None: ``dmlconform run`` exits 143 for it
 terminated_by: str | None = None
+SKIP_REASONS_SHOWN = 10
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -304,6 +307,16 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         if key not in spec.data_types:
             raise pytest.UsageError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
         dtypes.append(key)
+    unsupported = unsupported_data_types(spec, level, tuple(operators), dtypes)
+    if dtypes and len(unsupported) == len(dtypes):
+        from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
+
+        ops = selected_operators(spec, Selection(level=level, operators=tuple(operators)))
+        have = ", ".join(supported_data_types(spec, ops, level)) or "none"
+        raise pytest.UsageError(
+            f"no selected operator supports {', '.join(dtypes)} at feature level {level} or below "
+            f"(they support {have}): nothing to run"
+        )
     kinds = tuple(opt.dml_kinds or KINDS)
     bad = [k for k in kinds if k not in KINDS]
     if bad:
@@ -387,6 +400,16 @@ def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> lis
     return []
 
 
+def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dtypes: list[str]) -> list[str]:
+    """The asked-for data types that no selected operator's support table admits at any level up
+    to ``level``: only illegal-type validation cases could run for them."""
+    from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
+
+    ops = selected_operators(spec, Selection(level=level, operators=operators))
+    have = supported_data_types(spec, ops, level)
+    return [t for t in dtypes if t not in have]
+
+
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
     """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
     coefficient or model name), before any case runs."""
@@ -412,13 +435,64 @@ def pytest_configure(config: pytest.Config) -> None:
     ):
         settings.report_dir.mkdir(parents=True, exist_ok=True)
         config.option.xmlpath = str(settings.report_dir / "junit.xml")
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
+    targeted = False
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        args = [suite_argument(arg) for arg in config.args]
+        targeted = any(arg.startswith(f"{SUITE_FILE}::") for arg in args)
+        if targeted:  # the whole suite file (dmlconform run names it) would select every case
+            args = [arg for arg in args if arg != str(SUITE_FILE)]
+        config.args[:] = args
+    else:
         config.args[:] = [str(SUITE_FILE)]
+    if (not config.args or all(a.split("::")[0] == str(SUITE_FILE) for a in config.args)) and hasattr(
+        config.pluginmanager, "_confcutdir"
+    ):
         # The suite lives in the package, possibly far from the rootdir: keep pytest from loading
         # conftest.py files of the directories above it (a source checkout's own conftest).
-        if hasattr(config.pluginmanager, "_confcutdir"):
-            config.pluginmanager._confcutdir = SUITE_DIR
-    config.pluginmanager.register(ConformanceSession(config, settings, handle), PLUGIN_NAME)
+        config.pluginmanager._confcutdir = SUITE_DIR
+    session = ConformanceSession(config, settings, handle)
+    session.targeted = targeted
+    config.pluginmanager.register(session, PLUGIN_NAME)
+
+
+def remove_reproducers(failures: Path) -> None:
+    """Empty a report directory's ``failures/`` of an earlier run's reproducers: a report
+    directory holds one run, and a reproducer next to "all passed" would be a lie. Only
+    directories this tool wrote (holding a case.json) go; anything else a user put there stays,
+    and so does the directory then."""
+    import shutil
+
+    if not failures.is_dir():
+        return
+    for entry in failures.iterdir():
+        if entry.is_dir() and not entry.is_symlink() and (entry / "case.json").is_file():
+            shutil.rmtree(entry, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        failures.rmdir()  # only when empty
+
+
+_CASE_ID = re.compile(r"^(numeric|validation|metamorphic)\[[^\]]+\]$")
+
+
+def suite_argument(arg: str) -> str:
+    """A test argument as the suite file's pytest node id, so that a failure's id pastes back
+    from wherever it was printed: a bare case id (``validation[...]``), ``::validation[...]``,
+    or ``<any path to>test_conformance.py::...`` (the console shows it relative to the directory
+    of the run, results.json relative to the suite). Other arguments are left alone."""
+    if _CASE_ID.match(arg):
+        return f"{SUITE_FILE}::{arg}"
+    path, sep, rest = arg.partition("::")
+    if sep and _CASE_ID.match(rest) and (not path or Path(path).name == SUITE_FILE.name):
+        return f"{SUITE_FILE}::{rest}"
+    return arg
+
+
+def case_operator(nodeid: str) -> str | None:
+    """The operator of a conformance case's node id (``...::numeric[OP-LEVEL-...]``)."""
+    name = nodeid.rpartition("::")[2]
+    if not _CASE_ID.match(name):
+        return None
+    return name[name.index("[") + 1 :].split("-", 1)[0]
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -427,6 +501,25 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def _utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def failure_text(record: dict[str, Any], settings: Settings, case_id: str) -> str:
+    """What a failure shows (console, junit.xml): the verdict, then how to see it again: the
+    reproducer's replay command when the run wrote one, else the run's command narrowed to
+    this case."""
+    text = str(record.get("message") or "failed")
+    if record.get("replay"):
+        return f"{text}\nreplay: {record['replay']}"
+    try:
+        parts = shlex.split(settings.command)
+    except ValueError:
+        return text
+    if parts[:2] == ["dmlconform", "run"]:
+        base = parts[: parts.index("--")] if "--" in parts else parts
+        parts = [*base, "--", case_id]
+    else:
+        parts.append("::" + case_id)
+    return f"{text}\nre-run alone: {shlex.join(parts)}"
 
 
 class ConformanceFailure(Exception):
@@ -471,7 +564,7 @@ class ConformanceItem(pytest.Item):
             except OSError as exc:
                 self.record["message"] = f"{result.message} (reproducer not written: {exc})"
         if result.status == "failed":
-            raise ConformanceFailure(result.message)
+            raise ConformanceFailure(failure_text(self.record, session.settings, self.name))
         if result.status == "skipped":
             pytest.skip(result.message or "skipped")
 
@@ -509,7 +602,9 @@ class ConformanceSession:
         self.t0 = time.monotonic()
         self.results_path: Path | None = None
         self.report_paths: list[Path] = []
-        self.collected: int | None = None  # cases this run was to run; None until collection ends
+        self.collected: int | None = None  # cases of the run's selection; None until collection ends
+        self.deselected = 0  # of those, how many -k / -m / --deselect / --lf / case ids left out
+        self.targeted = False  # the command line named cases (node ids): a part of the selection
         self.completion: dict[str, Any] = {}
         from dmlconform.runner.lifeline import Lifeline, SigtermTrap
 
@@ -578,6 +673,7 @@ class ConformanceSession:
             stale.append(report_dir / "junit.xml")
         for path in stale:
             path.unlink(missing_ok=True)
+        remove_reproducers(report_dir / "failures")
         write_results(report_dir, self.placeholder())
         meta = {**asdict(self.run_meta()), "started_epoch": time.time()}
         self.lifeline.start(report_dir, meta, self.settings.isolate_flag)
@@ -600,15 +696,31 @@ class ConformanceSession:
             "cases": [],
         }
 
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += sum(1 for item in items if isinstance(item, ConformanceItem))
+
+    def whole_selection(self) -> int:
+        """How many cases the run's selection (and shard) holds, before any narrowing."""
+        from dmlconform.runner.cases import collect, in_shard
+
+        return sum(1 for _ in in_shard(collect(self.spec, self.selection()), self.settings.shard))
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.collected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+        selected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
+        if self.targeted:
+            self.collected = max(self.whole_selection(), selected)
+            self.deselected = self.collected - selected
+        else:
+            self.collected = selected + self.deselected
         self.lifeline.write({"collected": self.collected})
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        # The controller of an xdist run collects nothing itself; every worker reports the same ids.
+        # The controller of an xdist run collects nothing itself; every worker reports the same
+        # ids, after its own deselection, so the run's whole selection is counted here.
         if self.collected is None:
-            self.collected = len(ids)
+            self.collected = max(self.whole_selection(), len(ids))
+            self.deselected = self.collected - len(ids)
             self.lifeline.write({"collected": self.collected})
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
@@ -647,6 +759,12 @@ class ConformanceSession:
             )
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
+        unsupported = unsupported_data_types(self.spec, s.level, s.operators, list(s.data_types))
+        if unsupported:
+            lines.append(
+                f"dmlconform: no selected operator supports {', '.join(unsupported)}: "
+                "only its illegal-type validation cases (which must be rejected) run"
+            )
         lines.append("dmlconform: generating cases")
         return lines
 
@@ -669,6 +787,7 @@ class ConformanceSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if _is_worker(self.config):
             return
+        self.junit_classname(report)
         record = getattr(report, "dml_record", None)
         if record is None:
             if report.when == "teardown" and report.failed and report.nodeid in self.records:
@@ -677,8 +796,26 @@ class ConformanceSession:
         from dmlconform.results import finish_record
 
         outcome, message = _outcome(report)
+        if outcome == "failed" and record.get("message"):
+            message = record["message"]  # the verdict; the failure text adds the replay command
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
         self.lifeline.write({"record": self.records[report.nodeid]})
+
+    def junit_classname(self, report: pytest.TestReport) -> None:
+        """junit.xml's classname: ``dmlconform.<OPERATOR>`` (CI pages group test cases by it),
+        not the one suite file every case shares. Set before junitxml records the report (it
+        keeps attributes already set on the test case)."""
+        operator = case_operator(report.nodeid)
+        if operator is None:
+            return
+        try:
+            from _pytest.junitxml import xml_key
+
+            xml = self.config.stash.get(xml_key, None)
+        except ImportError:  # pytest moved its junitxml internals: the default classname stays
+            return
+        if xml is not None:
+            xml.node_reporter(report).add_attribute("classname", f"dmlconform.{operator}")
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -727,10 +864,12 @@ class ConformanceSession:
         """Whether every collected case has a result, and if not, why (docs/results-json.md).
 
         Complete means every collected case has a result, however the session ended (a -x whose
-        failure was the last case stopped nothing); otherwise the cause is named."""
+        failure was the last case stopped nothing); otherwise the cause is named. A run narrowed
+        by -k, -m, --deselect or --lf covers part of its selection: not complete either."""
         ran, collected, code = len(self.records), self.collected, int(exitstatus)
         stop = session.shouldfail or session.shouldstop
         status, reason = "complete", None
+        finished = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
         if collected is not None and ran >= collected:
             pass
         elif code == pytest.ExitCode.INTERRUPTED and self.sigterm.signal_name:
@@ -740,6 +879,12 @@ class ConformanceSession:
         elif stop:
             status = "stopped"
             reason = f"stopped early: {stop}" if isinstance(stop, str) else "stopped early"
+        elif self.deselected and code in finished:
+            status = "narrowed"
+            reason = (
+                f"narrowed: {self.deselected} of {collected} cases left out (-k, -m, --deselect, --lf or case ids), "
+                "so the run covers part of its selection"
+            )
         elif code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             status, reason = "incomplete", f"pytest ended with exit status {code}"
         else:
@@ -753,6 +898,7 @@ class ConformanceSession:
             "exit_status": code,
             "collected": collected,
             "ran": ran,
+            "deselected": self.deselected,
         }
 
     def run_meta(self) -> Any:
@@ -829,6 +975,11 @@ class ConformanceSession:
                 bold=True,
             )
         if self.results_path is None:
+            if not _is_worker(self.config) and any(
+                r.get("outcome") == "skipped" for r in self.records.values()
+            ):
+                tr.section("dmlconform")
+                self.write_skip_reasons(tr)
             return
         if not done or done["complete"]:
             tr.section("dmlconform")
@@ -845,6 +996,22 @@ class ConformanceSession:
             "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, "
             "{xfailed} xfailed, {xpassed} xpassed, {errors} errors".format(**sm)
         )
+        self.write_skip_reasons(tr)
+
+    def write_skip_reasons(self, tr: Any) -> None:
+        """The skipped cases, counted by reason (the ten most frequent)."""
+        from dmlconform.report.model import skip_reasons
+
+        reasons = skip_reasons(self.records.values())
+        if not reasons:
+            return
+        total = sum(n for _, n in reasons)
+        tr.write_line(f"dmlconform: {total} skipped, by reason:")
+        for reason, n in reasons[:SKIP_REASONS_SHOWN]:
+            tr.write_line(f"  {n:6d}  {reason}")
+        rest = reasons[SKIP_REASONS_SHOWN:]
+        if rest:
+            tr.write_line(f"  {sum(n for _, n in rest):6d}  ({len(rest)} other reasons: see results.json)")
 
 
 def _outcome(report: pytest.TestReport) -> tuple[str, str | None]:

@@ -157,23 +157,38 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+#: Outcomes of a case that ran to a verdict: only these exercise a rule (a skipped case did not
+#: run; an error is counted as failing but judged nothing).
+RAN_OUTCOMES = ("passed", "failed", "xfailed", "xpassed")
+
+
 def coverage(spec: Spec, operators: Iterable[str], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Per operator, per rule id of the spec (every rule, even those no case touched): how many
-    legal cases exercised it, how many illegal descs broke it, how many of those cases failed."""
-    cov: dict[str, dict[str, dict[str, int]]] = {}
+    legal cases that ran depend on it (``RuleKind.at_edge``; ``None`` for a kind no legal desc
+    can sit at the edge of: only an illegal desc exercises those), how many illegal descs that
+    ran broke it, and how many of the cases counted failed."""
+    from dmlconform.rules import KINDS
+
+    cov: dict[str, dict[str, dict[str, int | None]]] = {}
     for name in operators:
         op = spec.operator(name)
-        cov[op.name] = {r.id: {"legal": 0, "illegal": 0, "failed": 0} for r in spec.rules_for(op)}
+        cov[op.name] = {
+            r.id: {"legal": 0 if KINDS[r.kind].has_edge else None, "illegal": 0, "failed": 0}
+            for r in spec.rules_for(op)
+        }
     for rec in records:
         table = cov.get(rec["operator"])
-        if table is None:
+        if table is None or rec["outcome"] not in (*RAN_OUTCOMES, "error"):
             continue
         illegal = rec.get("expected") == "illegal"
         for rid in rec.get("rules") or []:
             entry = table.setdefault(rid, {"legal": 0, "illegal": 0, "failed": 0})
-            entry["illegal" if illegal else "legal"] += 1
             if rec["outcome"] in ("failed", "error"):
-                entry["failed"] += 1
+                entry["failed"] = (entry["failed"] or 0) + 1
+            if rec["outcome"] == "error":
+                continue
+            side = "illegal" if illegal else "legal"
+            entry[side] = (entry[side] or 0) + 1
     return cov
 
 
@@ -236,6 +251,7 @@ def completion_fields(completion: dict[str, Any], records: list[dict[str, Any]])
         "exit_status": completion.get("exit_status"),
         "collected": completion.get("collected", ran),
         "ran": completion.get("ran", ran),
+        "deselected": int(completion.get("deselected") or 0),
     }
 
 

@@ -58,8 +58,22 @@ class RuleKind:
     params: ClassVar[tuple[str, ...]] = ()
     scope: ClassVar[str] = "operator"
 
+    #: Whether a legal desc can sit at this kind's boundary (coverage, ``at_edge``). Kinds that
+    #: only demand presence or equality (required members, same sizes, a supported data type)
+    #: have no edge: every legal desc satisfies them the same way, so only an illegal desc, one
+    #: that breaks the rule, exercises them.
+    has_edge: ClassVar[bool] = False
+
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """Whether the legal desc in ``ctx`` depends on this rule: a value the rule reads sits at
+        the limit of what it allows (a range's end, a minimum, the level something arrives at) or
+        uses a permission the rule grants (a broadcast dimension, a non-zero alignment). An
+        implementation that got the rule wrong meets such a desc; the coverage table counts it
+        as exercising the rule, and no other legal desc."""
+        return False
 
     def members(self, rule: Rule) -> list[str]:
         """Members the rule binds (for spec lint and spec-diff)."""
@@ -99,6 +113,12 @@ class Available(RuleKind):
                 f"not available at {ctx.level.name}",
             )
 
+    has_edge = True
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """At the level the operator arrives at."""
+        return ctx.level.index == ctx.spec.level(ctx.op.introduced).index
+
 
 @kind
 class Required(RuleKind):
@@ -125,6 +145,17 @@ class SupportDimensionCount(RuleKind):
                     f"{name} has {t.rank} dimensions; supported at {ctx.level.name}: "
                     f"{_counts(support.dimension_counts)} (support row 'DML_FEATURE_LEVEL_{ctx.row.since} and above')",
                 )
+
+    has_edge = True
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """A tensor with the fewest or the most dimensions its support row admits."""
+        return any(
+            (t := ctx.tensor(name)) is not None
+            and support.dimension_counts
+            and t.rank in (min(support.dimension_counts), max(support.dimension_counts))
+            for name, support in ctx.row.tensors.items()
+        )
 
 
 def _counts(counts: tuple[int, ...]) -> str:
@@ -219,6 +250,21 @@ class Broadcastable(RuleKind):
 
     name = "broadcastable"
     params = ("member", "to")
+    has_edge = True
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """The desc broadcasts: a dimension of 1 against a larger one, or, while ``fixed_when``
+        holds, a fixed dimension larger than 1 (one that could have been broadcast otherwise)."""
+        t, target = ctx.tensor(rule.params["member"]), ctx.tensor(rule.params["to"])
+        if t is None or target is None or len(t.sizes) != len(target.sizes):
+            return False
+        fixed: frozenset[int] = frozenset()
+        if condition_holds(rule.params.get("fixed_when"), ctx.value):
+            fixed = fixed_dims(rule.params, len(t.sizes))
+        return any(
+            (i in fixed and b > 1) or (i not in fixed and a == 1 < b)
+            for i, (a, b) in enumerate(zip(t.sizes, target.sizes, strict=False))
+        )
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         t, target = ctx.tensor(rule.params["member"]), ctx.tensor(rule.params["to"])
@@ -307,6 +353,12 @@ class ArrayLength(RuleKind):
 class AxesInRange(RuleKind):
     name = "axes_in_range"
     params = ("member", "of")
+    has_edge = True
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """An axis is the last dimension of the tensor."""
+        axes, t = ctx.value(rule.params["member"]), ctx.tensor(rule.params["of"])
+        return axes is not None and t is not None and t.rank - 1 in tuple(axes)
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         axes, t = ctx.value(rule.params["member"]), ctx.tensor(rule.params["of"])
@@ -350,6 +402,16 @@ class TensorKind(RuleKind):
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
 
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        return any(
+            (t := ctx.tensor(m.name)) is not None and self.tensor_at_edge(rule, m.name, t, ctx)
+            for m in ctx.op.tensor_members
+        )
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """``at_edge`` for one tensor of the desc (any tensor at the edge puts the desc there)."""
+        return False
+
 
 @kind
 class TensorDimensionCountRange(TensorKind):
@@ -362,6 +424,11 @@ class TensorDimensionCountRange(TensorKind):
                 f"{name}.DimensionCount",
                 f"DimensionCount {t.rank} is outside 1 to {top} (the maximum at {ctx.level.name})",
             )
+
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        return t.rank in (1, ctx.level.max_dimension_count)
 
 
 @kind
@@ -385,6 +452,11 @@ class TensorSizesPositive(TensorKind):
             if s < 1:
                 yield f"{name}.Sizes[{i}]", f"size {s} is less than 1"
 
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        return 1 in t.sizes
+
 
 @kind
 class TensorStridesCount(TensorKind):
@@ -405,6 +477,12 @@ class TensorElementCountMax(TensorKind):
         if count > rule.params["max"]:
             yield f"{name}.Sizes", f"{count} elements exceed the maximum {rule.params['max']}"
 
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """Within a factor of two of the maximum."""
+        return 2 * math.prod(t.sizes) > rule.params["max"]
+
 
 @kind
 class TensorTotalSize(TensorKind):
@@ -420,6 +498,16 @@ class TensorTotalSize(TensorKind):
                 f"{name}.TotalTensorSizeInBytes",
                 f"TotalTensorSizeInBytes {t.total_tensor_size_in_bytes} is below the minimum implied size {need}",
             )
+
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """A stated TotalTensorSizeInBytes exactly at the minimum (an omitted one is not read)."""
+        if t.total_tensor_size_in_bytes is None or len(t.effective_strides) != len(t.sizes):
+            return False
+        size = ctx.spec.data_types[t.data_type].size
+        need = minimum_implied_size_in_bytes(t.sizes, t.effective_strides, size)
+        return t.total_tensor_size_in_bytes == need
 
 
 @kind
@@ -437,6 +525,17 @@ class TensorAlignment(TensorKind):
                 f"GuaranteedBaseOffsetAlignment {a} must be 0 or a power of two >= the element size {size:g}",
             )
 
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """An alignment at its least legal value, the element size (rounded up to a power of two):
+        an implementation that assumes more alignment than the desc guarantees meets it."""
+        a = t.guaranteed_base_offset_alignment
+        if not a:
+            return False
+        size = ctx.spec.data_types[t.data_type].size
+        return size > 0 and a == 1 << max(math.ceil(math.log2(size)), 0)
+
 
 @kind
 class TensorFlags(TensorKind):
@@ -452,6 +551,15 @@ class TensorFlags(TensorKind):
                 and member.kind != "input"
             ):
                 yield f"{name}.Flags", f"flag {flag.name} is allowed on input tensors only"
+
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """An inputs-only flag on an input: the permission the rule grants, in use."""
+        member = ctx.op.member(name)
+        if member is None or member.kind != "input":
+            return False
+        return any(f.name == t.effective_flags and f.inputs_only for f in ctx.spec.tensor_flags)
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,6 +577,18 @@ class ActivationKind(RuleKind):
 
     def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        return any(
+            m.type == "activation"
+            and isinstance(a := ctx.desc.members.get(m.name), ActivationDesc)
+            and self.activation_at_edge(rule, a, ctx)
+            for m in ctx.op.members
+        )
+
+    def activation_at_edge(self, rule: Rule, a: ActivationDesc, ctx: Context) -> bool:
+        """``at_edge`` for one fused activation of the desc."""
+        return False
 
 
 @kind
@@ -491,6 +611,13 @@ class ActivationAvailable(ActivationKind):
                 f"{name}.Type",
                 f"{a.type} is fusable from DML_FEATURE_LEVEL_{act.since}, not at {ctx.level.name}",
             )
+
+    has_edge = True
+
+    def activation_at_edge(self, rule: Rule, a: ActivationDesc, ctx: Context) -> bool:
+        """An activation at the level it becomes fusable."""
+        act = ctx.spec.activations.get(a.type)
+        return act is not None and ctx.level.index == ctx.spec.level(act.since).index
 
 
 @kind
@@ -532,3 +659,14 @@ class ActivationParameterMin(ActivationKind):
         if value is not None and not value >= rule.params["min"]:
             until = f" before {rule.until}" if rule.until else ""
             yield f"{name}.{p}", f"{a.type} {p} {value:g} must be >= {rule.params['min']:g}{until}"
+
+    has_edge = True
+
+    def activation_at_edge(self, rule: Rule, a: ActivationDesc, ctx: Context) -> bool:
+        """The parameter (given or defaulted) exactly at its minimum."""
+        if a.type != rule.params["activation"]:
+            return False
+        p = rule.params["parameter"]
+        act = ctx.spec.activations[a.type]
+        default = next((x.default for x in act.parameters if x.name == p), None)
+        return a.param_dict.get(p, default) == rule.params["min"]

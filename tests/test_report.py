@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 
@@ -240,24 +242,127 @@ def test_diff_regressions_fixes_and_error_changes(
     assert reverse.removed == [new_case["id"]]
 
 
+def _set_errors(case: dict, ulp: float, ratio: float) -> None:
+    case["errors"]["max_ulp"] = ulp
+    case["errors"]["ratio"] = ratio
+
+
 def test_diff_budget_crossing_and_factor(tmp_path: Path, baseline: dict) -> None:
     new_doc = copy.deepcopy(baseline)
     case = new_doc["cases"][baseline["_passing"][0]]
     budget = case["errors"]["budget_ulp"]
     old_case = baseline["cases"][baseline["_passing"][0]]
-    old_case["errors"]["max_ulp"] = budget * 0.9
-    case["errors"]["max_ulp"] = budget * 1.1  # 1.22x: under the factor, but across the budget
+    _set_errors(old_case, budget * 0.9, 0.9)
+    _flip(new_doc, baseline["_passing"][0], "failed")
+    _set_errors(case, budget * 1.1, 1.1)  # 1.22x: under the factor, but across the budget
     diff = diff_results(
         load_results(_write(tmp_path / "a", baseline)), load_results(_write(tmp_path / "b", new_doc))
     )
     change = next(e for e in diff.error_changes if e.id == case["id"])
     assert change.crossed_budget and change.worse
+    assert (change.before_ratio, change.after_ratio) == (0.9, 1.1)
     # Sub-ULP noise is not a change: 0.1 -> 0.3 ULP.
     old_case["errors"]["max_ulp"], case["errors"]["max_ulp"] = 0.1, 0.3
+    case["outcome"], case["errors"]["ratio"] = "passed", 0.3
     diff = diff_results(
         load_results(_write(tmp_path / "a", baseline)), load_results(_write(tmp_path / "b", new_doc))
     )
     assert case["id"] not in {e.id for e in diff.error_changes}
+
+
+def test_diff_passed_in_both_never_crossed_a_budget(tmp_path: Path, baseline: dict) -> None:
+    """max_ulp and budget_ulp can come from different elements: a case that passed in both runs
+    stayed inside its budget, whatever those two figures say."""
+    new_doc = copy.deepcopy(baseline)
+    index = baseline["_passing"][0]
+    budget = baseline["cases"][index]["errors"]["budget_ulp"]
+    _set_errors(baseline["cases"][index], budget * 0.5, 0.5)
+    _set_errors(new_doc["cases"][index], budget * 3, 0.8)  # max ULP above budget_ulp, yet passed
+    diff = diff_results(
+        load_results(_write(tmp_path / "a", baseline)), load_results(_write(tmp_path / "b", new_doc))
+    )
+    change = next(e for e in diff.error_changes if e.id == baseline["cases"][index]["id"])
+    assert change.worse and not change.crossed_budget
+    assert "crossed budget" not in diff.format_text() and "crossed budget" not in diff.format_markdown()
+
+
+def test_diff_failed_relation_shows_no_invented_figures(tmp_path: Path, baseline: dict) -> None:
+    """A relation judged on a sum has no ULP figures: the line must not claim '0 ULP, budget -'."""
+    new_doc = copy.deepcopy(baseline)
+    index = baseline["_passing"][0]
+    case = _flip(new_doc, index, "failed")
+    case["kind"] = baseline["cases"][index]["kind"] = "metamorphic"
+    relation = {"max_abs": 0.51, "max_ulp": 0.0, "budget_ulp": None, "outputs": {}, "worst": None}
+    case["errors"] = relation
+    baseline["cases"][index]["errors"] = {**relation, "max_abs": 0.0}
+    case["message"] = "OutputGradientTensor: sum(gradient * step) = 0 but the central difference gives -0.51"
+    diff = diff_results(
+        load_results(_write(tmp_path / "a", baseline)), load_results(_write(tmp_path / "b", new_doc))
+    )
+    text = diff.format_text()
+    assert [c.id for c in diff.regressions] == [case["id"]]
+    assert "0 ULP" not in text and "budget -" not in text and "central difference" in text
+    assert case["id"] not in {e.id for e in diff.error_changes}
+
+
+OUTCOME_CHOICES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error", None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_diff_is_symmetric(tmp_path: Path, data: st.DataObject) -> None:
+    """Swapping OLD and NEW: regressions become fixes or failures no longer run, error changes
+    keep their ids and crossings and flip worse/better, lost cases become new ones."""
+    base = make_results(24, seed=5)
+    sides = []
+    for _ in range(2):
+        doc = copy.deepcopy(base)
+        kept = []
+        for case in doc["cases"]:
+            outcome = data.draw(st.sampled_from(OUTCOME_CHOICES))
+            if outcome is None:
+                continue  # the case is absent from this run
+            case["outcome"] = outcome
+            if outcome in ("skipped", "error"):
+                case["errors"] = None
+            elif case["errors"] is not None:
+                ratio = data.draw(st.floats(0.01, 0.99) if outcome == "passed" else st.floats(0.01, 50))
+                case["errors"]["max_ulp"] = ratio * case["errors"]["budget_ulp"]
+                case["errors"]["ratio"] = ratio
+            kept.append(case)
+        doc["cases"] = kept
+        sides.append(load_results(write_results(tmp_path / f"side{len(sides)}", doc)))
+    ab, ba = diff_results(sides[0], sides[1]), diff_results(sides[1], sides[0])
+    assert {c.id for c in ab.regressions} == {c.id for c in ba.fixed} | {c.id for c in ba.unrun}
+    assert {c.id for c in ba.regressions} == {c.id for c in ab.fixed} | {c.id for c in ab.unrun}
+    forward = {e.id: e for e in ab.error_changes}
+    backward = {e.id: e for e in ba.error_changes}
+    assert forward.keys() == backward.keys()
+    for key, e in forward.items():
+        assert backward[key].crossed_budget == e.crossed_budget and backward[key].worse != e.worse
+    assert len(ab.removed) == ba.added and len(ba.removed) == ab.added
+
+
+def test_diff_that_loses_cases_fails_unless_allowed(
+    tmp_path: Path, baseline: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new_doc = copy.deepcopy(baseline)
+    gone = new_doc["cases"].pop(baseline["_passing"][0])
+    skipped = new_doc["cases"][baseline["_passing"][1] - 1]
+    skipped["outcome"], skipped["errors"] = "skipped", None
+    old, new = _write(tmp_path / "old", baseline), _write(tmp_path / "new", new_doc)
+    diff = diff_results(load_results(old), load_results(new))
+    assert diff.removed == [gone["id"]] and diff.skipped_now == [skipped["id"]]
+    assert not diff.has_regressions and diff.lost == 2 and diff.fails
+    assert main(["report", "diff", str(old), str(new)]) == 1
+    captured = capsys.readouterr()
+    assert "LOST: 2 case(s) of OLD have no verdict in NEW (1 absent, 1 skipped now)" in captured.out
+    assert "--allow-lost" in captured.err
+    assert main(["report", "diff", str(old), str(new), "--allow-lost"]) == 0
+    assert "accepted (--allow-lost)" in capsys.readouterr().out
+    assert main(["report", "diff", str(old), str(new), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["lost"] == 2 and data["fails"] is True and data["has_regressions"] is False
 
 
 def test_diff_unusable_input(tmp_path: Path, baseline: dict, capsys: pytest.CaptureFixture[str]) -> None:
@@ -282,3 +387,33 @@ def test_replay_commands_are_framed(tmp_path: Path) -> None:
     assert by_id[failing[1]["id"]]["cmd"] == "custom replay command"
     other = next(c for c in notable if c.id == failing[2]["id"])
     assert "cmd" not in by_id[other.id] and prefix + other.reproducer + suffix == other.replay
+
+
+def test_matrix_shows_illegal_type_rows_as_rejection_tests(tmp_path: Path) -> None:
+    """A data type that appears only in illegal descs (validation cases the backend must reject)
+    is not support: its row and cells say "rejected", not a green pass count."""
+    doc = make_results(60, seed=4)
+    template = next(c for c in doc["cases"] if c["kind"] == "validation")
+    illegal = {
+        **copy.deepcopy(template),
+        "id": "validation[BATCH_NORMALIZATION-6_4-illegal-supported-data-type-0003]",
+        "operator": "BATCH_NORMALIZATION",
+        "feature_level": "6_4",
+        "data_type": "UINT16",
+        "expected": "illegal",
+        "rule": "supported-data-type",
+        "outcome": "passed",
+        "message": None,
+    }
+    doc["cases"].append(illegal)
+    write_results(tmp_path, doc)
+    write_reports(tmp_path)
+    md = (tmp_path / "summary.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| BATCH_NORMALIZATION | UINT16"))
+    assert "(unsupported: rejection tests)" in row and "rejected 1/1" in row
+    assert not re.search(r"\| 1/1 \|", row)
+    html = (tmp_path / "index.html").read_text()
+    assert "unsupported: rejection tests" in html and 'class="cell illegal"' in html
+    # supported types' rows are not marked
+    float_row = next(line for line in md.splitlines() if "| FLOAT32 |" in line)
+    assert "rejected" not in float_row

@@ -127,7 +127,7 @@ RESULTS_SCHEMA: dict[str, Any] = {
                 "additionalProperties": {
                     "type": "object",
                     "required": ["legal", "illegal", "failed"],
-                    "additionalProperties": {"type": "integer"},
+                    "additionalProperties": {"type": ["integer", "null"]},
                 },
             },
         },
@@ -233,3 +233,66 @@ def test_xdist_matches_serial(tmp_path: Path) -> None:
 
     assert strip(a) == strip(b)
     assert a["summary"] == b["summary"] and a["coverage"] == b["coverage"]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_run_narrowed_by_k_is_not_complete(tmp_path: Path, workers: list[str]) -> None:
+    full = dmlconform("run", "--backend", "reference", *SMALL, "--report", "full", cwd=tmp_path)
+    assert full.returncode == 0, full.stderr[-2000:]
+    part = dmlconform(
+        "run", "--backend", "reference", *SMALL, "--report", "part", "--", "-k", "FLOAT16", *workers, cwd=tmp_path
+    )  # fmt: skip
+    assert part.returncode == 0, part.stdout[-2000:] + part.stderr[-2000:]
+    whole = json.loads((tmp_path / "full" / "results.json").read_text())
+    results = json.loads((tmp_path / "part" / "results.json").read_text())
+    assert whole["complete"] is True and whole["deselected"] == 0
+    assert results["complete"] is False and results["status"] == "narrowed"
+    assert results["collected"] == whole["collected"] > results["ran"] > 0
+    assert results["deselected"] == results["collected"] - results["ran"]
+    assert "INCOMPLETE RUN: narrowed" in part.stdout
+    # junit.xml: one classname per operator, under xdist too
+    classnames = {
+        tc.get("classname") for tc in ET.parse(tmp_path / "part" / "junit.xml").getroot().iter("testcase")
+    }
+    assert classnames == {"dmlconform.MEAN_VARIANCE_NORMALIZATION1"}
+    # report diff refuses the narrowed run; told to compare anyway, it fails on the lost cases
+    diff = dmlconform("report", "diff", "full", "part", cwd=tmp_path)
+    assert diff.returncode == 2 and "narrowed" in diff.stderr
+    diff = dmlconform("report", "diff", "full", "part", "--allow-incomplete", cwd=tmp_path)
+    assert diff.returncode == 1 and f"LOST: {results['deselected']} case(s)" in diff.stdout
+    diff = dmlconform("report", "diff", "full", "part", "--allow-incomplete", "--allow-lost", cwd=tmp_path)
+    assert diff.returncode == 0, diff.stdout
+
+
+def test_dtypes_no_operator_supports_says_so(tmp_path: Path) -> None:
+    proc = dmlconform("run", "--backend", "reference", "--dtypes", "INT32", "--report", "out", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert any("no selected operator supports INT32 at feature level 6_4" in line for line in lines), lines
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_rerun_into_the_same_report_dir_drops_stale_reproducers(tmp_path: Path) -> None:
+    bad = dmlconform(
+        "run", "--backend", "test_plugin_backends:WrongValues", *SMALL, "--kinds", "numeric", "--report", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert bad.returncode == 1
+    failures = tmp_path / "out" / "failures"
+    assert any(failures.iterdir())
+    good = dmlconform(
+        "run", "--backend", "reference", *SMALL, "--kinds", "numeric", "--report", "out", cwd=tmp_path
+    )
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert not failures.exists()  # a report directory holds one run
+    assert "All " in (tmp_path / "out" / "summary.md").read_text()
+    # what the tool did not write stays
+    bad = dmlconform(
+        "run", "--backend", "test_plugin_backends:WrongValues", *SMALL, "--kinds", "numeric", "--report", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    (failures / "my-notes.txt").write_text("mine")
+    good = dmlconform(
+        "run", "--backend", "reference", *SMALL, "--kinds", "numeric", "--report", "out", cwd=tmp_path
+    )
+    assert good.returncode == 0 and [p.name for p in failures.iterdir()] == ["my-notes.txt"]

@@ -23,3 +23,56 @@ def test_metamorphic_regimes_apply_to_the_desc_the_relation_starts_from(seed: in
         base = apply_when(case.desc, case.relation)
         assert case.regime in data.regimes_for(base), case.id
         data.make_inputs(base, case.regime, case.input_seed)  # raises RegimeNotApplicable otherwise
+
+
+def _validation_data_types(spec, case) -> set[str]:
+    from dmlconform.desc import TensorDesc
+
+    return {t.data_type for t in case.desc.members.values() if isinstance(t, TensorDesc)}
+
+
+def test_dtypes_select_every_kind_and_illegal_cases_belong_to_the_type_they_test() -> None:
+    from dmlconform.runner.cases import tested_data_type
+
+    spec = load_spec()
+    full = list(collect(spec, Selection(level="6_4", cases=2, tier="smoke")))
+    narrow = list(collect(spec, Selection(level="6_4", cases=2, tier="smoke", data_types=("FLOAT16",))))
+    assert {c.kind for c in narrow} == {"numeric", "validation", "metamorphic"}
+    assert {c.data_type for c in narrow} == {"FLOAT16"}
+    # exactly the full run's FLOAT16 cases, with the same ids
+    assert [c.id for c in narrow] == [c.id for c in full if c.data_type == "FLOAT16"]
+    illegal_types = [c for c in full if c.expected == "illegal" and c.rule == "supported-data-type"]
+    assert illegal_types
+    for case in illegal_types:
+        op = spec.operator(case.operator)
+        supported = set(
+            spec.operator(case.operator)
+            .support_row(spec, spec.level("6_4"))
+            .tensors["InputTensor"]
+            .data_types
+        )
+        assert case.data_type not in supported and case.data_type in _validation_data_types(spec, case)
+        assert tested_data_type(spec, op, case.level, case.desc) == case.data_type
+        # selected by the type it tests, alone
+        only = list(
+            collect(spec, Selection(level="6_4", cases=2, tier="smoke", data_types=(case.data_type,)))
+        )
+        assert case.id in {c.id for c in only}
+        assert all(c.kind == "validation" and c.expected == "illegal" for c in only)
+
+
+def test_tested_data_type_names_an_unsupported_type_on_any_tensor() -> None:
+    from dmlconform.desc import parse_desc
+    from dmlconform.runner.cases import tested_data_type
+
+    spec = load_spec()
+    op = spec.operator("MEAN_VARIANCE_NORMALIZATION1")
+    raw = {
+        "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4]},
+        "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4]},
+        "Axes": [2, 3],
+        "NormalizeVariance": True,
+    }
+    assert tested_data_type(spec, op, "6_4", parse_desc({"type": op.name, "desc": raw})) == "FLOAT32"
+    raw["ScaleTensor"] = {"DataType": "UINT16", "Sizes": [1, 2, 1, 1]}
+    assert tested_data_type(spec, op, "6_4", parse_desc({"type": op.name, "desc": raw})) == "UINT16"

@@ -384,3 +384,75 @@ def test_shape_an_operator_cannot_take_falls_back_to_a_simpler_one(spec, monkeyp
     assert not any(label.endswith(("x3", "x64")) for label in labels)
     for c in cases:
         assert c.desc.members["InputTensor"].element_count == generate.reduction_size(c.desc)
+
+
+def _op_record(op: str, dt: str, i: int, n: int, ratio: float, outcome: str = "passed") -> dict:
+    rec = _record(i, n, ratio, outcome)
+    rec.update(id=f"numeric[{op}-6_4-{dt}-n{n}-{i:04d}]", operator=op, data_type=dt)
+    return rec
+
+
+def test_accuracy_chart_of_a_failing_run_keeps_the_limit_readable(tmp_path: Path) -> None:
+    """Ratios of 1e46 and inf go to a band above a break; the main axis ends at 1e3, so the line
+    at 1 keeps its place instead of being squashed to the bottom."""
+    from dmlconform.report.render import build_accuracy
+
+    cases = [
+        _op_record("OP_A", "FLOAT32", 0, 31, 0.25),
+        _op_record("OP_A", "FLOAT32", 1, 1025, 4.2e46, "failed"),
+        _op_record("OP_A", "FLOAT16", 2, 33, float("inf"), "failed"),
+        _op_record("OP_B", "FLOAT32", 3, 257, 0.5),
+        _op_record("OP_B", "FLOAT32", 4, 4097, 30.0, "failed"),
+    ]
+    (tmp_path / "results.json").write_text(json.dumps({"schema_version": 1, "cases": cases}))
+    results = load_results(tmp_path)
+    chart = build_accuracy(results)
+    assert chart is not None and chart.band is not None and chart.over == 2
+    left, top, right, bottom = chart.plot
+    band_top, band_bottom, nan_y = chart.band
+    assert band_bottom < top  # the band sits above the main axis, past a gap
+    assert chart.yticks[-1][1] == "1e3"  # the main axis ends at the clip
+    # the limit line is well inside the main axis, a fifth of its height or more from either edge
+    # (on an axis up to 1e47 it would sit 2% above the bottom)
+    assert top + (bottom - top) / 5 < chart.one_y < bottom - (bottom - top) / 5
+    points = {p.case: p for s in chart.series for p in s.points}
+    huge, infinite = points[cases[1]["id"]], points[cases[2]["id"]]
+    assert huge.clipped == "over" and band_top <= huge.y <= band_bottom and huge.ratio == 4.2e46
+    assert infinite.clipped == "top" and infinite.y == nan_y
+    thirty = points[cases[4]["id"]]
+    assert thirty.clipped == "" and top < thirty.y < chart.one_y
+    html = render_html(results)
+    svg = re.search(r'<svg class="accuracy".*?</svg>', html, re.S)
+    assert svg and 'id="accuracy-band"' in svg.group(0) and "&gt; 1e3" in svg.group(0)
+    assert "error / budget = 4.2e+46" in svg.group(0)  # the exact figure in the tooltip
+    # a passing run has no band and no break
+    passing = [c for c in cases if c["outcome"] == "passed"]
+    (tmp_path / "results.json").write_text(json.dumps({"schema_version": 1, "cases": passing}))
+    chart = build_accuracy(load_results(tmp_path))
+    assert chart is not None and chart.band is None and chart.over == 0
+
+
+def test_accuracy_chart_one_colour_per_operator(tmp_path: Path) -> None:
+    from dmlconform.report.render import build_accuracy
+
+    ops = [f"OP_{c}" for c in "ABCDEFG"]
+    cases = [
+        _op_record(op, dt, i * 4 + j, n, 0.1 * (j + 1))
+        for i, op in enumerate(ops)
+        for j, (dt, n) in enumerate([("FLOAT32", 31), ("FLOAT32", 1025), ("FLOAT16", 33), ("FLOAT16", 4097)])
+    ]
+    (tmp_path / "results.json").write_text(
+        json.dumps({"schema_version": 1, "data_types": ["FLOAT32", "FLOAT16"], "cases": cases})
+    )
+    chart = build_accuracy(load_results(tmp_path))
+    assert chart is not None
+    colour = {}
+    for s in chart.series:
+        assert colour.setdefault(s.operator, s.colour) == s.colour  # both data types: one colour
+    assert len(set(colour.values())) == len(ops)  # no colour repeats across operators
+    assert [e.label for e in chart.operators] == ops
+    shapes = {s.data_type: (s.marker, s.dash) for s in chart.series}
+    assert shapes["FLOAT32"] != shapes["FLOAT16"] and [e.label for e in chart.data_types] == [
+        "FLOAT32",
+        "FLOAT16",
+    ]

@@ -19,6 +19,7 @@ from pathlib import Path
 USAGE = (
     "dmlconform report DIR\n"
     "       dmlconform report diff OLD NEW [--format text|json|markdown] [--factor F] [--allow-incomplete]\n"
+    "                                     [--allow-lost]\n"
     "       dmlconform report merge R1 R2 ... --out DIR [--allow-incomplete]"
 )
 
@@ -34,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "'report DIR' rewrites DIR/index.html and DIR/summary.md from DIR/results.json. "
             "'report diff OLD NEW' compares two runs (results.json files or report directories): "
             "exit 1 when NEW has regressions (failing cases that passed, were expected failures or "
-            "did not exist in OLD), 0 otherwise, 2 on unusable input. "
+            "did not exist in OLD) or lost cases (cases of OLD absent or skipped in NEW; "
+            "--allow-lost accepts them), 0 otherwise, 2 on unusable input or a report of an "
+            "incomplete run (interrupted, stopped early, narrowed by -k or deselection). "
             "'report merge R1 R2 ... --out DIR' joins the reports of 'run --shard K/N' runs into the "
             "report the unsharded run would have written; exit 2 when the reports are from different "
             "settings, a shard is missing or given twice, or a report is incomplete."
@@ -77,6 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="diff, merge: accept reports of incomplete runs (a merge of them is marked incomplete)",
     )
+    parser.add_argument(
+        "--allow-lost",
+        action="store_true",
+        help="diff: do not fail when cases of OLD have no verdict in NEW (absent or skipped now)",
+    )
     add_spec_dir(parser)  # accepted for symmetry with the other verbs; reports need no spec
     parser.set_defaults(run=run)
 
@@ -87,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
     paths: list[str] = args.paths
     try:
         if paths[0] == "merge":
-            if args.factor is not None or args.format != "text" or args.output:
-                return _usage("--format, --factor and --output apply to 'report diff' only")
+            if args.factor is not None or args.format != "text" or args.output or args.allow_lost:
+                return _usage("--format, --factor, --output and --allow-lost apply to 'report diff' only")
             if len(paths) < 2:
                 return _usage("'report merge' takes the shards' report directories")
             if not args.out:
@@ -102,8 +110,16 @@ def run(args: argparse.Namespace) -> int:
             return _usage("'report diff' takes two paths: OLD NEW")
         if len(paths) != 1:
             return _usage("expected one report directory (or 'diff OLD NEW', or 'merge R1 R2 ...')")
-        if args.factor is not None or args.format != "text" or args.output or args.allow_incomplete:
-            return _usage("--format, --factor, --output and --allow-incomplete apply to 'report diff' only")
+        if (
+            args.factor is not None
+            or args.format != "text"
+            or args.output
+            or args.allow_incomplete
+            or args.allow_lost
+        ):
+            return _usage(
+                "--format, --factor, --output, --allow-incomplete and --allow-lost apply to 'report diff' only"
+            )
         return _regenerate(Path(paths[0]))
     except ResultsError as exc:
         print(f"dmlconform report: error: {exc}", file=sys.stderr)
@@ -145,7 +161,7 @@ def _diff(old_path: str, new_path: str, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    diff = diff_results(old, new, factor=factor)
+    diff = diff_results(old, new, factor=factor, allow_lost=args.allow_lost)
     text = {"text": diff.format_text, "json": diff.format_json, "markdown": diff.format_markdown}[
         args.format
     ]()
@@ -154,7 +170,13 @@ def _diff(old_path: str, new_path: str, args: argparse.Namespace) -> int:
     sys.stdout.write(text)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-    return 1 if diff.has_regressions else 0
+    if diff.lost and not args.allow_lost:
+        print(
+            f"dmlconform report diff: {diff.lost} case(s) of OLD have no verdict in NEW; "
+            "pass --allow-lost if NEW is meant to cover less",
+            file=sys.stderr,
+        )
+    return 1 if diff.fails else 0
 
 
 def _merge(paths: list[str], args: argparse.Namespace) -> int:

@@ -135,13 +135,15 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
     from dmlconform.pytest_plugin import SUITE_DIR, SUITE_FILE, plugin_args
 
     argv = [
-        str(SUITE_FILE),
+        str(SUITE_FILE),  # also the anchor of pytest's initial conftests: never the current directory's
         "--rootdir",
         str(SUITE_DIR),
         "-c",
         str(SUITE_DIR / "pytest.ini"),
-        "-p",
-        "no:cacheprovider",
+        # --lf / --ff read the last run's failures from here: the directory the run starts in,
+        # as pytest's own cache sits in a project (the suite's directory may be read-only)
+        "-o",
+        f"cache_dir={Path.cwd() / '.pytest_cache'}",
         "-p",  # a conformance run times nothing; pytest-benchmark would warn under -n (xdist)
         "no:benchmark",
         "-W",  # the CLI imported the plugin's package already; it has no asserts to rewrite
@@ -184,7 +186,22 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         argv += ["--dml-timeout", str(args.timeout)]
     if getattr(args, "shard", None):
         argv += ["--dml-shard", args.shard]
-    return argv + list(args.pytest_args or [])
+    return argv + suite_arguments(list(args.pytest_args or []))
+
+
+def suite_arguments(extra: list[str]) -> list[str]:
+    """The extra pytest arguments with pasted case ids (``validation[...]``, ``::numeric[...]``,
+    ``.../test_conformance.py::...``) pointed at the suite file, so that pytest neither refuses
+    them nor takes the current directory for the suite's (its conftest.py). A token right after
+    an option that may take a value (``-k EXPR``) is that value and stays as it is; the plugin
+    points any the command line leaves at the suite file itself."""
+    from dmlconform.pytest_plugin import suite_argument
+
+    out = []
+    for i, token in enumerate(extra):
+        after_option = i > 0 and extra[i - 1].startswith("-") and "=" not in extra[i - 1]
+        out.append(token if after_option else suite_argument(token))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

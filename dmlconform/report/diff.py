@@ -5,6 +5,12 @@ backend with known failures can still be held to "no new ones". A regression is 
 that was not failing before (it passed, was an expected failure, was skipped, or did not exist);
 error figures are compared too, because a case that stays inside its budget but got much worse is
 the early warning of the next regression.
+
+The comparison is symmetric: swapping OLD and NEW turns every regression into a fix (or, for a
+case that was skipped or absent, into a failure that is no longer run), every worse error change
+into a better one with the same crossing. And it fails on lost cases: a case of OLD with no
+verdict in NEW (absent, or skipped now) is a gap in the gate, so the diff says so and fails
+unless told that NEW is meant to cover less (``allow_lost``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dmlconform.report.model import OK, CaseRecord, Results, Stack
+from dmlconform.report.model import CaseRecord, Results, Stack
 
 DEFAULT_FACTOR = 1.5
 # Below one ULP a change in the error is noise (0.1 -> 0.3 ULP is a factor of three), so ratios are
@@ -35,11 +41,13 @@ class CaseChange:
     message: str | None = None
     max_ulp: float | None = None
     budget_ulp: float | None = None
+    ratio: float | None = None  # the failing side's worst error / budget, when it has one
 
 
 @dataclass
 class ErrorChange:
-    """A case whose max_ulp moved by more than the factor, or crossed its budget."""
+    """A case whose max_ulp moved by more than the factor, or crossed its budget: inside it (a
+    pass, or a worst error within its budget) on one side and outside it on the other."""
 
     id: str
     operator: str
@@ -50,6 +58,8 @@ class ErrorChange:
     budget_ulp: float | None
     crossed_budget: bool
     worse: bool
+    before_ratio: float | None = None
+    after_ratio: float | None = None
 
 
 @dataclass
@@ -79,14 +89,41 @@ class Diff:
     removed: list[str] = field(default_factory=list)
     stack_changes: list[StackChange] = field(default_factory=list)
     factor: float = DEFAULT_FACTOR
+    # cases failing in OLD that NEW no longer runs (skipped or absent): not fixed
+    unrun: list[CaseChange] = field(default_factory=list)
+    # cases that ran in OLD and are skipped in NEW (with ``removed``, the lost cases)
+    skipped_now: list[str] = field(default_factory=list)
+    old_ran: int = 0
+    allow_lost: bool = False
 
     @property
     def has_regressions(self) -> bool:
         return bool(self.regressions)
 
+    @property
+    def lost(self) -> int:
+        """Cases of OLD with no verdict in NEW."""
+        return len(self.removed) + len(self.skipped_now)
+
+    @property
+    def fails(self) -> bool:
+        """Whether the diff fails the gate: a regression, or lost cases not allowed."""
+        return self.has_regressions or (self.lost > 0 and not self.allow_lost)
+
+    def lost_line(self) -> str | None:
+        if not self.lost:
+            return None
+        verdict = "accepted (--allow-lost)" if self.allow_lost else "the diff fails (--allow-lost accepts it)"
+        return (
+            f"LOST: {self.lost} case(s) of OLD have no verdict in NEW ({len(self.removed)} absent, "
+            f"{len(self.skipped_now)} skipped now): NEW covers less than OLD; {verdict}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["has_regressions"] = self.has_regressions
+        data["lost"] = self.lost
+        data["fails"] = self.fails
         return _finite(data)
 
     def format_json(self) -> str:
@@ -98,8 +135,10 @@ class Diff:
             f"new: {self.new_backend}  {_counts(self.new_summary)}",
             f"{len(self.regressions)} regression(s), {len(self.fixed)} fixed, "
             f"{len(self.error_changes)} error change(s), {self.added} new case(s), "
-            f"{len(self.removed)} removed",
+            f"{len(self.removed)} removed, {len(self.skipped_now)} skipped now",
         ]
+        if self.lost_line():
+            lines.append(str(self.lost_line()))
         lines += [f"{title}: {_stack_line(changes)}" for title, changes in _by_stack(self.stack_changes)]
         if self.regressions:
             lines.append("")
@@ -109,13 +148,22 @@ class Diff:
             lines.append("")
             lines.append("Fixed:")
             lines += [f"  {_change_line(c)}" for c in self.fixed]
+        if self.unrun:
+            lines.append("")
+            lines.append("Failing before, no longer run (not fixed):")
+            lines += [f"  {_change_line(c)}" for c in self.unrun]
         if self.error_changes:
             lines.append("")
             lines.append(f"Error changes (max_ulp by more than {self.factor:g}x or across the budget):")
             lines += [f"  {_error_line(c)}" for c in self.error_changes]
         if self.removed:
             lines.append("")
-            lines.append(f"Removed ({len(self.removed)}): " + ", ".join(self.removed[:20]))
+            more = f", ... ({len(self.removed) - 20} more)" if len(self.removed) > 20 else ""
+            lines.append(f"Removed ({len(self.removed)}): " + ", ".join(self.removed[:20]) + more)
+        if self.skipped_now:
+            lines.append("")
+            more = f", ... ({len(self.skipped_now) - 20} more)" if len(self.skipped_now) > 20 else ""
+            lines.append(f"Skipped now ({len(self.skipped_now)}): " + ", ".join(self.skipped_now[:20]) + more)
         return "\n".join(lines) + "\n"
 
     def format_markdown(self) -> str:
@@ -137,23 +185,30 @@ class Diff:
         lines.append("")
         lines.append(
             f"**{len(self.regressions)} regression(s)**, {len(self.fixed)} fixed, "
-            f"{len(self.error_changes)} error change(s), {self.added} new case(s), {len(self.removed)} removed."
+            f"{len(self.error_changes)} error change(s), {self.added} new case(s), {len(self.removed)} removed, "
+            f"{len(self.skipped_now)} skipped now."
         )
+        if self.lost_line():
+            lines += ["", f"**{_md(str(self.lost_line()))}**"]
         for title, changes in _by_stack(self.stack_changes):
             lines += ["", f"**{_md(title)} changed**: " + _stack_line(changes, code=True)]
-        for title, changes in (("Regressions", self.regressions), ("Fixed", self.fixed)):
+        for title, changes in (
+            ("Regressions", self.regressions),
+            ("Fixed", self.fixed),
+            ("Failing before, no longer run", self.unrun),
+        ):
             if not changes:
                 continue
             lines += [
                 "",
                 f"### {title}",
                 "",
-                "| case | before | after | max ULP | message |",
+                "| case | before | after | error / budget | message |",
                 "|---|---|---|---:|---|",
             ]
             for c in changes:
                 lines.append(
-                    f"| {_md(c.id)} | {c.before or 'new'} | {c.after or 'gone'} | {_fmt(c.max_ulp)} | "
+                    f"| {_md(c.id)} | {c.before or 'new'} | {c.after or 'gone'} | {_fmt(c.ratio)} | "
                     f"{_md((c.message or '')[:160])} |"
                 )
         if self.error_changes:
@@ -161,27 +216,32 @@ class Diff:
                 "",
                 "### Error changes",
                 "",
-                "| case | before ULP | after ULP | budget | |",
+                "| case | before ULP | after ULP | error / budget | |",
                 "|---|---:|---:|---:|---|",
             ]
             for e in self.error_changes:
                 note = ("worse" if e.worse else "better") + (", crossed budget" if e.crossed_budget else "")
                 lines.append(
-                    f"| {_md(e.id)} | {_fmt(e.before_ulp)} | {_fmt(e.after_ulp)} | {_fmt(e.budget_ulp)} | {note} |"
+                    f"| {_md(e.id)} | {_fmt(e.before_ulp)} | {_fmt(e.after_ulp)} | "
+                    f"{_fmt(e.before_ratio)} -> {_fmt(e.after_ratio)} | {note} |"
                 )
         return "\n".join(lines) + "\n"
 
 
-def diff_results(old: Results, new: Results, factor: float = DEFAULT_FACTOR) -> Diff:
+def diff_results(
+    old: Results, new: Results, factor: float = DEFAULT_FACTOR, allow_lost: bool = False
+) -> Diff:
     """Compare two runs case by case (matched on the stable case id)."""
     old_by_id = {c.id: c for c in old.cases}
-    new_ids = {c.id for c in new.cases}
+    new_by_id = {c.id: c for c in new.cases}
     diff = Diff(
         old_backend=_backend_label(old),
         new_backend=_backend_label(new),
         old_summary=old.summary(),
         new_summary=new.summary(),
         factor=factor,
+        allow_lost=allow_lost,
+        old_ran=sum(1 for c in old.cases if c.outcome != "skipped"),
     )
     for case in new.cases:
         before = old_by_id.get(case.id)
@@ -192,14 +252,20 @@ def diff_results(old: Results, new: Results, factor: float = DEFAULT_FACTOR) -> 
             continue
         if case.failing and not before.failing:
             diff.regressions.append(_change(before, case))
-        elif before.failing and case.outcome in OK:
-            diff.fixed.append(_change(before, case))
+        elif before.failing and not case.failing:
+            (diff.unrun if case.outcome == "skipped" else diff.fixed).append(_change(before, case))
+        if before.outcome != "skipped" and case.outcome == "skipped":
+            diff.skipped_now.append(case.id)
         change = _error_change(before, case, factor)
         if change is not None:
             diff.error_changes.append(change)
-    diff.removed = [c.id for c in old.cases if c.id not in new_ids]
+    for case in old.cases:
+        if case.id not in new_by_id:
+            diff.removed.append(case.id)
+            if case.failing:
+                diff.unrun.append(_change(case, None))
     diff.stack_changes = stack_changes(old.stacks, new.stacks)
-    diff.error_changes.sort(key=lambda e: (not e.worse, -_log_ratio(e)))
+    diff.error_changes.sort(key=lambda e: (not e.worse, -_log_ratio(e), e.id))
     return diff
 
 
@@ -243,26 +309,42 @@ def _stack_line(changes: list[StackChange], code: bool = False) -> str:
     )
 
 
-def _change(before: CaseRecord | None, after: CaseRecord) -> CaseChange:
+def _change(before: CaseRecord | None, after: CaseRecord | None) -> CaseChange:
+    """The change of one case; ``after`` None for a case NEW does not have."""
+    shown = after if after is not None and (after.failing or before is None) else before
+    assert shown is not None
     return CaseChange(
-        id=after.id,
-        operator=after.operator,
-        feature_level=after.feature_level,
-        data_type=after.data_type,
+        id=shown.id,
+        operator=shown.operator,
+        feature_level=shown.feature_level,
+        data_type=shown.data_type,
         before=before.outcome if before else None,
-        after=after.outcome,
-        message=after.message if after.failing else (before.message if before else None),
-        max_ulp=after.max_ulp,
-        budget_ulp=after.budget_ulp,
+        after=after.outcome if after else None,
+        message=shown.message,
+        max_ulp=shown.max_ulp,
+        budget_ulp=shown.budget_ulp,
+        ratio=shown.ratio,
     )
 
 
+def _within(case: CaseRecord) -> bool:
+    """Whether a case landed inside its budget: it passed, or (an expected or unexpected failure)
+    its worst element's error / budget, the figure that decides, is at most 1."""
+    if case.outcome in ("passed", "xpassed"):
+        return True
+    ratio = case.ratio
+    return ratio is not None and ratio <= 1
+
+
 def _error_change(before: CaseRecord, after: CaseRecord, factor: float) -> ErrorChange | None:
+    """A function of the pair alone and symmetric in it: swapping the sides swaps the figures,
+    flips ``worse`` and keeps ``crossed_budget``."""
     old_ulp, new_ulp = before.max_ulp, after.max_ulp
     if old_ulp is None or new_ulp is None:
         return None
     budget = after.budget_ulp if after.budget_ulp is not None else before.budget_ulp
-    crossed = budget is not None and ((old_ulp <= budget) != (new_ulp <= budget))
+    # only figures that decided a verdict can cross a budget (a relation judged on a sum has none)
+    crossed = before.ratio is not None and after.ratio is not None and _within(before) != _within(after)
     if math.isnan(old_ulp) or math.isnan(new_ulp):
         moved = math.isnan(old_ulp) != math.isnan(new_ulp)
         worse = math.isnan(new_ulp)
@@ -270,6 +352,8 @@ def _error_change(before: CaseRecord, after: CaseRecord, factor: float) -> Error
         a, b = max(old_ulp, ULP_FLOOR), max(new_ulp, ULP_FLOOR)
         moved = (b / a > factor or a / b > factor) if math.isfinite(a) and math.isfinite(b) else a != b
         worse = b > a
+    if crossed:
+        worse = _within(before)  # leaving the budget is worse, entering it better, whatever the ULP
     if not (moved or crossed):
         return None
     return ErrorChange(
@@ -282,6 +366,8 @@ def _error_change(before: CaseRecord, after: CaseRecord, factor: float) -> Error
         budget_ulp=budget,
         crossed_budget=crossed,
         worse=worse,
+        before_ratio=before.ratio,
+        after_ratio=after.ratio,
     )
 
 
@@ -311,14 +397,17 @@ def _fmt(value: float | None) -> str:
 
 
 def _change_line(c: CaseChange) -> str:
-    figures = f" ({_fmt(c.max_ulp)} ULP, budget {_fmt(c.budget_ulp)})" if c.max_ulp is not None else ""
+    figures = f" (error / budget {_fmt(c.ratio)})" if c.ratio is not None else ""
     message = f": {c.message.splitlines()[0][:160]}" if c.message else ""
     return f"{c.id}  {c.before or 'new'} -> {c.after or 'gone'}{figures}{message}"
 
 
 def _error_line(e: ErrorChange) -> str:
     note = ("worse" if e.worse else "better") + (", crossed budget" if e.crossed_budget else "")
-    return f"{e.id}  {_fmt(e.before_ulp)} -> {_fmt(e.after_ulp)} ULP (budget {_fmt(e.budget_ulp)}; {note})"
+    ratios = ""
+    if e.before_ratio is not None or e.after_ratio is not None:
+        ratios = f"; error / budget {_fmt(e.before_ratio)} -> {_fmt(e.after_ratio)}"
+    return f"{e.id}  {_fmt(e.before_ulp)} -> {_fmt(e.after_ulp)} max ULP ({note}{ratios})"
 
 
 def _md(text: str) -> str:

@@ -43,6 +43,7 @@ PER_RUN_FIELDS = frozenset(
         "exit_status",
         "collected",
         "ran",
+        "deselected",
         "merged_from",
     }
 )
@@ -161,14 +162,18 @@ def _summarize(records: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _merge_coverage(parts: list[Part]) -> dict[str, Any]:
-    merged: dict[str, dict[str, dict[str, int]]] = {}
+    merged: dict[str, dict[str, dict[str, int | None]]] = {}
     for part in parts:
         for op, rules in part.results.coverage.items():
             table = merged.setdefault(op, {})
             for rule, counts in (rules or {}).items():
                 entry = table.setdefault(rule, {})
                 for key, n in (counts or {}).items():
-                    entry[key] = entry.get(key, 0) + int(n or 0)
+                    # None (no legal desc can sit at the rule's edge) stays None in every shard
+                    if n is None and entry.get(key) is None:
+                        entry[key] = None
+                    else:
+                        entry[key] = int(entry.get(key) or 0) + int(n or 0)
     return merged
 
 
@@ -337,6 +342,7 @@ def merge_reports(
         "exit_status": max(exit_codes) if exit_codes else None,
         "collected": collected,
         "ran": len(records),
+        "deselected": sum(int(d.get("deselected") or 0) for d in datas),
         "shard": None,
         "summary": _summarize(records),
         "cases": records,

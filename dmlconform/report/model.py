@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +25,17 @@ NOTABLE = frozenset({"failed", "error", "xpassed"})
 OK = frozenset({"passed", "xfailed"})
 # How a stack's name reads in a report header ("DirectML stack"); other names show as written.
 STACK_TITLES = {"directml": "DirectML"}
+
+
+def skip_reasons(records: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+    """Why cases were skipped: each distinct reason with its count, most frequent first (a run
+    that skips 412 cases says for what, once, not 412 times)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.get("outcome") == "skipped":
+            reason = str(r.get("message") or "no reason given").strip().splitlines()[0]
+            counts[reason] = counts.get(reason, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 class ResultsError(Exception):

@@ -22,7 +22,16 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from dmlconform.report.model import FAILING, NOTABLE, OK, OUTCOMES, CaseRecord, Results, load_results
+from dmlconform.report.model import (
+    FAILING,
+    NOTABLE,
+    OK,
+    OUTCOMES,
+    CaseRecord,
+    Results,
+    load_results,
+    skip_reasons,
+)
 
 # Failures rendered as full entries in the page itself (the rest open from the case table).
 FAILURE_ENTRIES = 100
@@ -100,9 +109,17 @@ def json_for_script(data: Any) -> Markup:
 
 @dataclass
 class Cell:
-    """One operator x level x data type cell of the matrix."""
+    """One operator x level x data type cell of the matrix. ``illegal`` counts its cases that
+    are illegal descs (validation cases the backend must reject)."""
 
     counts: Counter = field(default_factory=Counter)
+    illegal: int = 0
+
+    @property
+    def illegal_only(self) -> bool:
+        """Every case here is an illegal desc: a pass means "rejected", never "supported" (a
+        data type the operator does not support appears only so)."""
+        return self.total > 0 and self.illegal == self.total
 
     @property
     def total(self) -> int:
@@ -130,6 +147,8 @@ class Cell:
         rate = self.rate
         if rate is None:
             return "#e3e3e3"
+        if self.illegal_only and rate == 1:
+            return "#dde5f2"  # every illegal desc rejected: blue-grey, not the green of support
         # Any failure is warm (red at 0%, amber near 100%), so 99% never passes for green.
         hue = 120 if rate == 1 else 45 * rate
         return f"hsl({hue:.0f}, 65%, {80 if rate == 1 else 70}%)"
@@ -165,13 +184,19 @@ class Matrix:
         for (o, _, d), cell in self.cells.items():
             if o == op and d == dt:
                 total.counts.update(cell.counts)
+                total.illegal += cell.illegal
         return total
+
+    def illegal_only(self, op: str, dt: str) -> bool:
+        """The row holds only illegal descs of this type: shown as rejection tests, not support."""
+        return self.row_total(op, dt).illegal_only
 
     def operator_total(self, op: str) -> Cell:
         total = Cell()
         for (o, _, _), cell in self.cells.items():
             if o == op:
                 total.counts.update(cell.counts)
+                total.illegal += cell.illegal
         return total
 
 
@@ -184,7 +209,9 @@ def _type_key(name: str) -> tuple[int, str]:
 def build_matrix(results: Results) -> Matrix:
     cells: dict[tuple[str, str, str], Cell] = defaultdict(Cell)
     for case in results.cases:
-        cells[(case.operator, case.feature_level, case.data_type)].counts[case.outcome] += 1
+        cell = cells[(case.operator, case.feature_level, case.data_type)]
+        cell.counts[case.outcome] += 1
+        cell.illegal += int(case.kind == "validation" and case.expected == "illegal")
     declared = [str(d) for d in results.data.get("data_types") or []]
     seen_types = {k[2] for k in cells}
     data_types = [d for d in declared if d in seen_types] + sorted(seen_types - set(declared), key=_type_key)
@@ -409,10 +436,25 @@ SIZE_BANDS: tuple[tuple[str, float, float], ...] = (
 )
 """Reduction-length bands of the accuracy table (results.json ``reduction_length``)."""
 
-ACC_WIDTH, ACC_HEIGHT = 720, 320
-_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 52, 16, 12, 40
+ACC_WIDTH, ACC_HEIGHT = 720, 340
+_ACC_LEFT, _ACC_RIGHT, _ACC_TOP, _ACC_BOTTOM = 58, 16, 12, 40
 _ACC_FLOOR_EXP = -8  # error/budget below 1e-8 (exact results included) sits on the floor
-_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+_ACC_CLIP_EXP = 3  # the main axis ends at 1e3; worse ratios go to the band above the break
+_ACC_BAND, _ACC_GAP = 34, 14  # the overflow band's height and the break's gap under it (px)
+# One colour per operator, told apart by people with the common colour-vision deficiencies
+# (Okabe and Ito's palette, black left out); past eight operators, evenly spaced hues.
+_PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#8c564b", "#f0e442")
+# Per data type, in the run's order: a marker and a line dash.
+_MARKERS = ("circle", "square", "diamond", "triangle")
+_DASHES = ("", "6 3", "2 2", "8 3 2 3")
+
+
+def operator_colours(operators: list[str]) -> dict[str, str]:
+    """A distinct colour for each operator, stable for a given set of operators."""
+    ops = sorted(set(operators))
+    if len(ops) <= len(_PALETTE):
+        return {op: _PALETTE[i] for i, op in enumerate(ops)}
+    return {op: f"hsl({round(360 * i / len(ops))}, 70%, 42%)" for i, op in enumerate(ops)}
 
 
 def _worse(a: float | None, b: float | None) -> bool:
@@ -465,15 +507,34 @@ class Point:
     n: int
     ratio: float
     case: str
-    clipped: str  # "", "floor" (below the axis), "top" (inf/NaN)
+    clipped: str  # "", "floor" (below the axis), "over" (above the break), "top" (inf/NaN)
 
 
 @dataclass
 class Series:
+    """One operator and data type: its colour is the operator's, marker and dash the type's."""
+
     label: str
     colour: str
     points: list[Point]
     worst: float | None
+    operator: str = ""
+    data_type: str = ""
+    marker: str = "circle"
+    dash: str = ""
+
+    @property
+    def segments(self) -> list[str]:
+        """Polyline paths through the points in order of n, broken at clipped points (an exact
+        result on the floor, a ratio above the break: markers, not plunges and spikes of the
+        line) so that the curves stay readable."""
+        out: list[list[Point]] = [[]]
+        for p in self.points:
+            if p.clipped:
+                out.append([])
+            else:
+                out[-1].append(p)
+        return [" ".join(f"{p.x},{p.y}" for p in seg) for seg in out if len(seg) > 1]
 
     @property
     def path(self) -> str:
@@ -481,14 +542,33 @@ class Series:
 
 
 @dataclass
+class LegendEntry:
+    label: str
+    colour: str = ""
+    marker: str = ""
+    dash: str = ""
+    worst: float | None = None
+
+
+@dataclass
 class AccuracyChart:
-    """Error/budget against reduction length, both on log scales, one series per group."""
+    """Error/budget against reduction length, both on log scales, one series per group.
+
+    The main y axis ends at 10^_ACC_CLIP_EXP (or lower): a failing run's ratios of 1e40 would
+    otherwise squash the line at 1, which is what the chart is for. Worse points sit in a band
+    above a break (``band``: its top and bottom y, and the y of its inf/NaN row), with their
+    exact figures in their tooltips and in the table of bands."""
 
     series: list[Series]
     xticks: list[tuple[float, str]]
     yticks: list[tuple[float, str]]
     one_y: float
-    plot: tuple[int, int, int, int]  # left, top, right, bottom edges
+    plot: tuple[int, int, int, int]  # left, top, right, bottom edges (the main axis's top)
+    band: tuple[float, float, float] | None = None  # top, bottom, inf/NaN row; None: no band
+    band_label: str = ""
+    over: int = 0  # points in the band
+    operators: list[LegendEntry] = field(default_factory=list)
+    data_types: list[LegendEntry] = field(default_factory=list)
     width: int = ACC_WIDTH
     height: int = ACC_HEIGHT
 
@@ -497,19 +577,21 @@ def _decade(e: int) -> str:
     return {0: "1", 1: "10", 2: "100"}.get(e, f"1e{e}")
 
 
-def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
-    """The chart for ``groups`` (label -> cases). Per group and log2 bin of n (ceil(log2 n), so
-    that both sides of every power of two stay apart), the worst case is a point; the points of
-    a group are joined in order of n. None when no case has both figures."""
-    picked: dict[str, dict[int, CaseRecord]] = {}
-    for label, cases in groups.items():
+def accuracy_chart(
+    groups: dict[tuple[str, str], list[CaseRecord]], data_types: list[str] | None = None
+) -> AccuracyChart | None:
+    """The chart for ``groups`` ((operator, data type) -> cases). Per group and log2 bin of n
+    (ceil(log2 n), so that both sides of every power of two stay apart), the worst case is a
+    point; the points of a group are joined in order of n. None when no case has both figures."""
+    picked: dict[tuple[str, str], dict[int, CaseRecord]] = {}
+    for key, cases in groups.items():
         for case in cases:
             if case.ratio is None or case.reduction_length is None:
                 continue
             b = math.ceil(math.log2(max(case.reduction_length, 1)))
-            best = picked.setdefault(label, {}).get(b)
+            best = picked.setdefault(key, {}).get(b)
             if best is None or _worse(case.ratio, best.ratio):
-                picked[label][b] = case
+                picked[key][b] = case
     if not picked:
         return None
     chosen = [c for bins in picked.values() for c in bins.values()]
@@ -520,9 +602,18 @@ def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
         x_hi += 1
     y_lo = max(math.floor(math.log10(min(finite))) if finite else -3, _ACC_FLOOR_EXP)
     y_lo = min(y_lo, -1)
-    y_hi = max(math.ceil(math.log10(max(finite))) if finite else 0, 0) + 1
-    left, top = _ACC_LEFT, _ACC_TOP
-    right, bottom = ACC_WIDTH - _ACC_RIGHT, ACC_HEIGHT - _ACC_BOTTOM
+    clip = 10.0**_ACC_CLIP_EXP
+    over = [c.ratio for c in chosen if c.ratio is not None and not c.ratio <= clip]
+    if over:
+        y_hi = _ACC_CLIP_EXP
+    else:
+        y_hi = min(max(math.ceil(math.log10(max(finite))) if finite else 0, 0) + 1, _ACC_CLIP_EXP)
+    left, right, bottom = _ACC_LEFT, ACC_WIDTH - _ACC_RIGHT, ACC_HEIGHT - _ACC_BOTTOM
+    band_top = _ACC_TOP
+    top = _ACC_TOP + (_ACC_BAND + _ACC_GAP if over else 0)
+    band_bottom = band_top + _ACC_BAND
+    over_finite = [math.log10(r) for r in over if math.isfinite(r)]
+    over_lo, over_hi = (min(over_finite), max(over_finite)) if over_finite else (0.0, 0.0)
 
     def px(n: float) -> float:
         return round(left + (math.log10(n) - x_lo) / (x_hi - x_lo) * (right - left), 1)
@@ -530,39 +621,84 @@ def accuracy_chart(groups: dict[str, list[CaseRecord]]) -> AccuracyChart | None:
     def py(e: float) -> float:
         return round(bottom - (e - y_lo) / (y_hi - y_lo) * (bottom - top), 1)
 
+    def py_over(e: float) -> float:
+        """Inside the band, below its inf/NaN row: ordered, on a compressed log scale."""
+        lo_y, hi_y = band_bottom - 5, band_top + 14
+        if over_hi == over_lo:
+            return round((lo_y + hi_y) / 2, 1)
+        return round(lo_y - (e - over_lo) / (over_hi - over_lo) * (lo_y - hi_y), 1)
+
+    types = [t for t in (data_types or []) if any(k[1] == t for k in picked)]
+    types += sorted({k[1] for k in picked} - set(types), key=_type_key)
+    colours = operator_colours([k[0] for k in picked])
     series = []
-    for i, (label, bins) in enumerate(sorted(picked.items())):
+    for (op, dt), bins in sorted(picked.items(), key=lambda kv: (kv[0][0], types.index(kv[0][1]))):
         points = []
         for case in sorted(bins.values(), key=lambda c: c.reduction_length or 0):
             r = case.ratio
             assert r is not None
-            clipped = ""
-            if math.isnan(r) or math.isinf(r):
-                e, clipped = float(y_hi), "top"
-            elif r <= 10.0**y_lo:
-                e, clipped = float(y_lo), "floor"
-            else:
-                e = min(math.log10(r), float(y_hi))
             n = max(case.reduction_length or 1, 1)
-            points.append(Point(px(n), py(e), n, r, case.id, clipped))
+            if math.isnan(r) or math.isinf(r):
+                y, clipped = float(band_top + 5), "top"
+            elif r > clip:
+                y, clipped = py_over(math.log10(r)), "over"
+            elif r <= 10.0**y_lo:
+                y, clipped = py(float(y_lo)), "floor"
+            else:
+                y, clipped = py(min(math.log10(r), float(y_hi))), ""
+            points.append(Point(px(n), y, n, r, case.id, clipped))
         worst = None
         for case in bins.values():
             if _worse(case.ratio, worst):
                 worst = case.ratio
-        series.append(Series(label, _PALETTE[i % len(_PALETTE)], points, worst))
+        t = types.index(dt)
+        series.append(
+            Series(
+                f"{op} {dt}",
+                colours[op],
+                points,
+                worst,
+                operator=op,
+                data_type=dt,
+                marker=_MARKERS[t % len(_MARKERS)],
+                dash=_DASHES[t % len(_DASHES)],
+            )
+        )
     step = 1 if x_hi - x_lo <= 8 else 2
     xticks = [(px(10.0**e), _decade(e)) for e in range(x_lo, x_hi + 1, step)]
     ystep = 1 if y_hi - y_lo <= 8 else 2
     yticks = [(py(e), _decade(e) if e >= 0 else f"1e{e}") for e in range(y_lo, y_hi + 1, ystep)]
-    return AccuracyChart(series, xticks, yticks, py(0.0), (left, top, right, bottom))
+    operators = []
+    for op in sorted(colours):
+        worst = None
+        for s in series:
+            if s.operator == op and _worse(s.worst, worst):
+                worst = s.worst
+        operators.append(LegendEntry(op, colour=colours[op], worst=worst))
+    data_type_entries = [
+        LegendEntry(dt, marker=_MARKERS[i % len(_MARKERS)], dash=_DASHES[i % len(_DASHES)])
+        for i, dt in enumerate(types)
+    ]
+    return AccuracyChart(
+        series,
+        xticks,
+        yticks,
+        py(0.0),
+        (left, top, right, bottom),
+        band=(float(band_top), float(band_bottom), float(band_top + 5)) if over else None,
+        band_label=f"> {_decade(_ACC_CLIP_EXP)}",
+        over=len(over),
+        operators=operators,
+        data_types=data_type_entries,
+    )
 
 
 def build_accuracy(results: Results) -> AccuracyChart | None:
     """One series per operator and data type (a run has one backend)."""
-    groups: dict[str, list[CaseRecord]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[CaseRecord]] = defaultdict(list)
     for case in accuracy_cases(results):
-        groups[f"{case.operator} {case.data_type}"].append(case)
-    return accuracy_chart(groups)
+        groups[(case.operator, case.data_type)].append(case)
+    return accuracy_chart(groups, [str(d) for d in results.data.get("data_types") or []])
 
 
 def tier_text(data: dict[str, Any]) -> str | None:
@@ -580,8 +716,11 @@ def tier_text(data: dict[str, Any]) -> str | None:
 
 @dataclass
 class RuleCoverage:
+    """One rule's row. ``legal`` is None for a rule no legal desc can sit at the edge of
+    (presence and equality rules): only an illegal case exercises those."""
+
     rule: str
-    legal: int
+    legal: int | None
     illegal: int
     failed: int
 
@@ -591,19 +730,24 @@ class RuleCoverage:
             return "failing"
         if not self.legal and not self.illegal:
             return "untested"
-        if not self.illegal:
-            return "legal only"
-        if not self.legal:
-            return "illegal only"
-        return "tested"
+        if self.legal is None or (self.legal and self.illegal):
+            return "tested"
+        return "legal only" if self.legal else "illegal only"
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value or 0)
 
 
 def build_coverage(results: Results) -> list[dict[str, Any]]:
-    """Rows per operator from results["coverage"]; derived from the cases' "rules" if absent."""
+    """Rows per operator from results["coverage"]; derived from the cases' "rules" if absent
+    (counting the cases that ran, as ``results.coverage`` does)."""
     coverage = results.coverage
     if not coverage:
         derived: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
         for case in results.cases:
+            if case.outcome == "skipped":
+                continue
             for rule in case.raw.get("rules") or []:
                 entry = derived[case.operator].setdefault(str(rule), {"legal": 0, "illegal": 0, "failed": 0})
                 side = "illegal" if case.expected == "illegal" and case.rule == rule else "legal"
@@ -616,7 +760,7 @@ def build_coverage(results: Results) -> list[dict[str, Any]]:
         rows = [
             RuleCoverage(
                 rule=str(rule),
-                legal=int((counts or {}).get("legal", 0) or 0),
+                legal=_count((counts or {}).get("legal", 0)),
                 illegal=int((counts or {}).get("illegal", 0) or 0),
                 failed=int((counts or {}).get("failed", 0) or 0),
             )
@@ -895,6 +1039,7 @@ def build_context(results: Results) -> dict[str, Any]:
         "desc_yaml": _desc_yaml,
         "shrunk_line": shrunk_line,
         "top_failures": notable[:SUMMARY_TOP_FAILURES],
+        "skip_reasons": skip_reasons({"outcome": c.outcome, "message": c.message} for c in results.cases),
         "levels_sorted": _levels_sorted,
     }
 

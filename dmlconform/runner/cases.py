@@ -159,6 +159,27 @@ def input_data_type(op: Operator, desc: OperatorDesc) -> str | None:
     return None
 
 
+def tested_data_type(spec: Spec, op: Operator, level: str, desc: OperatorDesc) -> str | None:
+    """The data type a validation case belongs to: a type the support row refuses for the tensor
+    that has it (the case tests that the type is rejected: it says nothing of support for it),
+    else the first input's."""
+    row = op.support_row(spec, spec.level(level))
+    for m in op.tensor_members:
+        t, support = desc.members.get(m.name), row.tensors.get(m.name)
+        if isinstance(t, TensorDesc) and support is not None and t.data_type not in support.data_types:
+            return t.data_type
+    return input_data_type(op, desc)
+
+
+def supported_data_types(spec: Spec, ops: Iterable[Operator], top: str) -> list[str]:
+    """Every data type some operator's support table admits at a level up to ``top``."""
+    out: list[str] = []
+    for op in ops:
+        for level in _levels(spec, op, top):
+            out += [t for t in operator_data_types(spec, op, level) if t not in out]
+    return out
+
+
 def operator_data_types(spec: Spec, op: Operator, level: str) -> tuple[str, ...]:
     """Data types the support table admits for the operator's first input at ``level``."""
     row = op.support_row(spec, spec.level(level))
@@ -314,6 +335,7 @@ def _data_types(spec: Spec, op: Operator, level: str, sel: Selection) -> list[st
 
 def _validation(spec: Spec, op: Operator, levels: list[str], sel: Selection) -> Iterator[Case]:
     """Legal descs must be accepted, and one illegal desc per active rule (at least) rejected.
+    ``--dtypes`` filters both: an illegal desc belongs to the type it tests (``tested_data_type``).
 
     Only at the selected level: ``check(desc)`` takes no level, a backend judges a desc at the
     one level it implements (the plugin loads it at the selected level when it can), so a desc
@@ -323,19 +345,23 @@ def _validation(spec: Spec, op: Operator, levels: list[str], sel: Selection) -> 
     there are breakable rules covers each at least once per level."""
     for level in levels:
         legal: list[OperatorDesc] = []
-        for dt in _data_types(spec, op, level, sel):
+        for dt in operator_data_types(spec, op, level):  # all of them: the ids of a full run
             legal += legal_for(spec, op, level, dt, max(1, sel.cases // 2), sel.seed)
         for i, desc in enumerate(legal):
-            yield Case(
-                "validation", op.name, level, input_data_type(op, desc), i, desc, sel.seed, expected="legal"
-            )
+            data_type = input_data_type(op, desc)
+            if sel.data_types and data_type not in sel.data_types:
+                continue
+            yield Case("validation", op.name, level, data_type, i, desc, sel.seed, expected="legal")
         count = max(sel.cases, breakable_rule_count(spec, op, level))
         for i, (desc, rule) in enumerate(illegal_for(spec, op, level, count, sel.seed)):
+            data_type = tested_data_type(spec, op, level, desc)
+            if sel.data_types and data_type not in sel.data_types:
+                continue  # --dtypes selects every kind; the index keeps the id of the full run's case
             yield Case(
                 "validation",
                 op.name,
                 level,
-                input_data_type(op, desc),
+                data_type,
                 i,
                 desc,
                 sel.seed,

@@ -15,6 +15,7 @@ import numpy as np
 
 from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.rules import Context
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
 from dmlconform.spec import Relation, Spec, load_spec
@@ -273,14 +274,17 @@ def _num(v: Any, digits: int = 6) -> str:
 
 
 def exercised_rules(spec: Spec, desc: OperatorDesc, level: str) -> list[str]:
-    """Rules a legal desc exercises: the active rules that bind at least one member it sets
-    (a broadcast rule on an absent ScaleTensor is not exercised), plus rules that bind none."""
-    out = []
-    for rule, kind in active_rules(spec, desc.operator, level):
-        members = kind.members(rule)
-        if not members or any(desc.members.get(m) is not None for m in members):
-            out.append(rule.id)
-    return out
+    """Rules a legal desc exercises: the active rules it depends on, those at whose edge it sits
+    (``RuleKind.at_edge``: a dimension count at the end of its range, a broadcast dimension, an
+    explicit size at the minimum). A rule every legal desc satisfies alike (same data type,
+    required members) is exercised only by the illegal desc that breaks it."""
+    lv = spec.level(level)
+    op = spec.operator(desc.operator)
+    ctx = Context(spec, op, lv, desc, op.support_row(spec, lv))
+    for m in op.tensor_members:
+        if not isinstance(desc.members.get(m.name), TensorDesc):
+            ctx.unusable.add(m.name)
+    return [rule.id for rule, kind in active_rules(spec, desc.operator, level) if kind.at_edge(rule, ctx)]
 
 
 # ------------------------------------------------------------------------------------------
