@@ -22,7 +22,9 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser("directml", help="set up and inspect the real DirectML under Wine")
-    verbs = p.add_subparsers(dest="directml_verb", metavar="setup|info|versions", required=True)
+    verbs = p.add_subparsers(
+        dest="directml_verb", metavar="setup|info|versions|accept|sweep|publish", required=True
+    )
     setup_p = verbs.add_parser("setup", help="install Wine, lavapipe, DirectML.dll and the runner; self-test")
     setup_p.add_argument(
         "--version",
@@ -42,6 +44,9 @@ def register(sub: Any) -> None:
         "--check", action="store_true", help="self-test every installed release now (about 2 s each)"
     )
     versions_p.set_defaults(run=run_versions)
+    from dmlconform.commands import directml_releases
+
+    directml_releases.register(verbs)
 
 
 def _err(message: str) -> int:
