@@ -10,7 +10,6 @@ lists it, so a new disagreement cannot hide behind an old decision.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -19,6 +18,7 @@ from typing import Any
 import yaml
 
 from dmlconform.desc import ActivationDesc
+from dmlconform.runner.expect import Expectation
 
 DECISIONS = (
     "spec-corrected",
@@ -58,7 +58,8 @@ class Finding:
     experiment: str | None = None
 
     def claims_case(self, case_id: str) -> bool:
-        return any(fnmatch.fnmatchcase(case_id, pattern) for pattern in self.cases)
+        """Whether a glob of ``cases`` matches the id, brackets literal (as in --expect files)."""
+        return any(Expectation(pattern, self.id, 0).matches(case_id) for pattern in self.cases)
 
 
 @dataclass(frozen=True)

@@ -305,7 +305,7 @@ def availability_section(sweep: Sweep, spec: Spec) -> list[str]:
     return lines
 
 
-def runs_section(sweep: Sweep) -> list[str]:
+def runs_section(sweep: Sweep, spec: Spec) -> list[str]:
     from dmlconform.report.releases import releases_view, render_markdown
 
     if not sweep.runs:
@@ -321,6 +321,14 @@ def runs_section(sweep: Sweep) -> list[str]:
         "releases at different levels share the seeded cases of the levels both reach.",
         "",
     ]
+    from dmlconform.results import spec_hash
+
+    stale = [r.label for r in view.releases if r.spec_hash and r.spec_hash != spec_hash(spec)]
+    if stale:
+        lines += [
+            f"**The runs of {', '.join(stale)} were judged against another spec than this page's: sweep again.**",
+            "",
+        ]
     body = render_markdown(view, heading="###")
     lines += body.splitlines()[2:]  # drop the view's own heading
     return lines
@@ -452,7 +460,7 @@ def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, 
         "",
         *availability_section(sweep, spec),
         "",
-        *runs_section(sweep),
+        *runs_section(sweep, spec),
         "",
         *find_lines,
         "",
