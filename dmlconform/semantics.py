@@ -256,7 +256,8 @@ class GradPlan:
     input (``output``), Scale (``scale_gradient_output``) and Bias (``bias_gradient_output``),
     summed over ``axes`` (where the statistics' sizes are 1). ``statistics``: ``given`` (Mean and
     Variance are constants) or ``batch`` (the gradient flows through the batch mean and
-    variance)."""
+    variance). ``centre_with`` (``batch`` only): the mean the input gradient centres Input on,
+    ``input`` (the batch mean of Input) or ``mean`` (the Mean member, spec ``semantics.centre_with``)."""
 
     input: str
     input_gradient: str
@@ -270,10 +271,16 @@ class GradPlan:
     statistics: str
     axes: tuple[int, ...]
     shape: tuple[int, ...]
+    centre_with: str = "input"
 
     @property
     def reduction_length(self) -> int:
         return math.prod(self.shape[i] for i in self.axes)
+
+    @property
+    def centres_on_mean(self) -> bool:
+        """The input gradient centres Input on the Mean member rather than on its batch mean."""
+        return self.statistics == "batch" and self.centre_with == "mean"
 
     def input_members(self) -> tuple[str, ...]:
         return (self.input, self.input_gradient, self.mean, self.variance, self.scale)
@@ -334,6 +341,9 @@ def make_grad_plan(desc: OperatorDesc, spec: Spec | None = None) -> GradPlan:
     statistics = str(sem.get("statistics", "given"))
     if statistics not in ("given", "batch"):
         raise SemanticsError(f"semantics.statistics {statistics!r} is not understood (given, batch)")
+    centre_with = str(sem.get("centre_with", "input"))
+    if centre_with not in ("input", "mean"):
+        raise SemanticsError(f"semantics.centre_with {centre_with!r} is not understood (input, mean)")
     return GradPlan(
         input=inp,
         input_gradient=_need(desc, sem, "input_gradient", spec),
@@ -347,4 +357,5 @@ def make_grad_plan(desc: OperatorDesc, spec: Spec | None = None) -> GradPlan:
         statistics=statistics,
         axes=reduction_axes(desc, spec),
         shape=tuple(desc.get(inp, spec).sizes),
+        centre_with=centre_with,
     )

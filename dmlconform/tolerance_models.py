@@ -138,8 +138,9 @@ def reduction_grad_budgets(
     """``model: reduction_grad`` (the spec files' derivation): the two gradient sums err by
     c_mean u g(n) times the sum of their terms' magnitudes (plus c_pt roundings per term); the
     input gradient is pointwise with given statistics, and with batch statistics carries the
-    error of its two means and of the centring mean. The centring mean may be the bound
-    MeanTensor or mean(Input) (spec doc_notes.bound-mean): their difference is allowed for."""
+    error of its two means and of the centring mean. With ``centre_with: mean`` the centre is the
+    Mean member (spec doc_notes.bound-mean, settled by DirectML); with ``input`` the batch mean,
+    and then the Mean member's difference from it is allowed for (either reading passes)."""
     plan = semantics.make_grad_plan(desc, spec)
     co, u = _coefficients(desc, spec, plan.output, None, overrides)
     n = plan.reduction_length
@@ -165,13 +166,16 @@ def reduction_grad_budgets(
             e_dx = co.pointwise * u * np.abs(dy * scale * inv_sd)
         else:
             m_x = np.mean(x, axis=axes, keepdims=True)
-            xc = x - m_x
+            xc = x - (mean if plan.centres_on_mean else m_x)
             abs_dy = np.mean(np.abs(dy), axis=axes, keepdims=True)
             c1 = np.mean(dy * xc, axis=axes, keepdims=True)
             abs_c1 = np.mean(np.abs(dy * xc), axis=axes, keepdims=True)
-            e_xc = np.maximum(
-                co.mean * u * g * np.mean(np.abs(x), axis=axes, keepdims=True), np.abs(mean - m_x)
-            )
+            if plan.centres_on_mean:  # x - Mean: one rounding, no mean of n terms
+                e_xc = co.pointwise * u * np.max(np.abs(xc), axis=axes, keepdims=True)
+            else:  # the centring mean's error, or MeanTensor's difference from it (either reading)
+                e_xc = np.maximum(
+                    co.mean * u * g * np.mean(np.abs(x), axis=axes, keepdims=True), np.abs(mean - m_x)
+                )
             e_dx = (
                 np.abs(scale)
                 * inv_sd

@@ -231,8 +231,8 @@ def _grad_inputs(r, shape, stat, npdt=np.float32):
 
 def _mp_grad(inputs, shape, stat, eps, batch):
     """Independent mpmath evaluation: the documented sums, and for ``batch`` the derivative of
-    Scale * (x - mean(x)) / sqrt(Variance + eps) through mean(x) and the batch variance
-    (whose value is the bound Variance), written out per slice."""
+    Scale * (x - Mean) / sqrt(Variance + eps) through the batch statistics (whose values are
+    the bound Mean and Variance), written out per slice."""
     axes = [i for i, s in enumerate(stat) if s == 1]
     e = mpmath.mpf(float(np.float32(eps)))
     og = np.empty(shape, dtype=object)
@@ -253,9 +253,10 @@ def _mp_grad(inputs, shape, stat, eps, batch):
             for i, a in zip(group, dy, strict=True):
                 og[i] = a * s / sd
             continue
-        mx = mpmath.fsum(x) / n
-        xc = [b - mx for b in x]
-        # d/dx_j of sum_k dy_k * s * (x_k - mean(x)) / sqrt(var_b(x) + e), var_b's value = v
+        # centred on MeanTensor (spec semantics.centre_with: mean, doc_notes bound-mean: what
+        # every DirectML release computes): d/dx_j of sum_k dy_k * s * (x_k - M) / sqrt(V + e)
+        # with M's derivative the batch mean's and V's that of mean((x - M)^2)
+        xc = [b - m for b in x]
         mdy = mpmath.fsum(dy) / n
         c1 = mpmath.fsum(a * b for a, b in zip(dy, xc, strict=True)) / n
         for i, a, c in zip(group, dy, xc, strict=True):

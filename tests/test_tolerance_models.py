@@ -129,12 +129,12 @@ def test_training_gradient_without_the_batch_terms_fails():
     assert not _compare(desc, wrong, inputs).passed
 
 
-def test_training_gradient_of_a_constant_slice_allows_the_float32_mean_and_no_more():
-    """A constant slice, Variance 0, Epsilon 1e-12 (the constant_slices regime; the numpy backend
-    failed it, and ``dmlconform shrink`` showed why): the exact input gradient is 0, but a
-    float32 batch mean one ULP off leaves x - mean ~ 2e-7, and the gradient's second-order term
-    (that error squared over var + eps) makes it ~2e5. That is float32's limit on this input, so
-    it passes; a result 100 times further off does not."""
+def test_training_gradient_of_a_constant_slice_centred_on_mean_tensor_is_zero():
+    """A constant slice, Variance 0, Epsilon 1e-12 (the constant_slices regime) whose MeanTensor
+    is the data's value: centred on MeanTensor (doc_notes bound-mean) the input gradient is 0
+    exactly, and the numpy backend computes that. An implementation that recomputes the batch
+    mean in float32 instead (one ULP off: x - mean ~ 2e-7, squared over var + eps ~ 2e5) is
+    computing the printed reading, which the budget no longer excuses."""
     desc = parse_desc(
         {
             "type": "BATCH_NORMALIZATION_TRAINING_GRAD",
@@ -154,10 +154,14 @@ def test_training_gradient_of_a_constant_slice_allows_the_float32_mean_and_no_mo
         "ScaleTensor": np.ones((1, 1), np.float32),
     }
     got = NumpyBackend().execute(desc, inputs)
-    assert np.abs(got["OutputGradientTensor"]).max() > 1e4  # float32's cancellation, not 0
+    assert not got["OutputGradientTensor"].any()
     assert _compare(desc, got, inputs).passed
-    worse = dict(got, OutputGradientTensor=(got["OutputGradientTensor"] * 100).astype(np.float32))
-    assert not _compare(desc, worse, inputs).passed
+    # the printed reading in float32: the batch mean one ULP off, its square over Epsilon
+    x = inputs["InputTensor"]
+    off = x - np.nextafter(np.float32(-3.5779676), np.float32(0))
+    printed = (-(off * np.mean(off)) / np.float32(1e-12) / np.sqrt(np.float32(1e-12))).astype(np.float32)
+    assert np.abs(printed).max() > 1e4
+    assert not _compare(desc, dict(got, OutputGradientTensor=printed), inputs).passed
 
 
 def test_mvn2_without_the_mean_step_is_not_the_centred_variance():
@@ -179,3 +183,54 @@ def test_mvn2_without_the_mean_step_is_not_the_centred_variance():
     assert _compare(desc, NumpyBackend().execute(desc, inputs), inputs).passed
     centred = x / np.sqrt(x.var(axis=1, keepdims=True) + np.float32(1e-5))
     assert not _compare(desc, {"OutputTensor": centred.astype(np.float32)}, inputs).passed
+
+
+def test_training_gradient_centred_on_neither_mean_fails_where_mean_tensor_is_not_the_batch_mean():
+    """doc_notes bound-mean: the spec centres OutputGradient on MeanTensor, as every DirectML
+    release does (cases/directml/bntg-mean-tensor-offset). With MeanTensor 0.5 / -0.25 / 0 off
+    the batch mean per channel, that reading passes, and outputs centred on the batch mean (the
+    printed reading) or halfway between fail: before, the budget allowed the two readings'
+    difference and let all three pass."""
+    desc = parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING_GRAD",
+            "desc": {
+                **{k: T((4, 3, 5)) for k in ("InputTensor", "InputGradientTensor", "OutputGradientTensor")},
+                **{
+                    k: T((1, 3, 1))
+                    for k in (
+                        "MeanTensor",
+                        "VarianceTensor",
+                        "ScaleTensor",
+                        "OutputScaleGradientTensor",
+                        "OutputBiasGradientTensor",
+                    )
+                },
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    dy = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    batch_mean = x.astype(np.float64).mean(axis=(0, 2), keepdims=True)
+    inputs = {
+        "InputTensor": x,
+        "InputGradientTensor": dy,
+        "MeanTensor": (batch_mean + np.array([0.5, -0.25, 0.0]).reshape(1, 3, 1)).astype(np.float32),
+        "VarianceTensor": x.astype(np.float64).var(axis=(0, 2), keepdims=True).astype(np.float32),
+        "ScaleTensor": np.array([1.0, 2.0, 0.5], np.float32).reshape(1, 3, 1),
+    }
+    X, DY, M, V, S = (inputs[k].astype(np.float64) for k in inputs)
+    e = float(np.float32(1e-5))
+
+    def centred_on(c):  # written out here, independently of the reference
+        mean_dy = DY.mean(axis=(0, 2), keepdims=True)
+        c1 = (DY * (X - c)).mean(axis=(0, 2), keepdims=True)
+        return (S / np.sqrt(V + e) * (DY - mean_dy - (X - c) * c1 / (V + e))).astype(np.float32)
+
+    good = NumpyBackend().execute(desc, inputs)
+    assert np.allclose(good["OutputGradientTensor"], centred_on(M), atol=1e-5)
+    assert _compare(desc, good, inputs).passed
+    for wrong in (batch_mean, (M + batch_mean) / 2):
+        assert not _compare(desc, dict(good, OutputGradientTensor=centred_on(wrong)), inputs).passed

@@ -268,7 +268,7 @@ def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dic
     if plan.statistics == "given":
         dx = dy * (scale * inv_sd)
     else:
-        xc = x - reduce_sum(x, axes, dt, mean=True)
+        xc = x - (mean if plan.centres_on_mean else reduce_sum(x, axes, dt, mean=True))
         dyc = dy - reduce_sum(dy, axes, dt, mean=True)
         coef1 = reduce_sum(dy * xc, axes, dt, mean=True)
         dx = scale * inv_sd * (dyc - xc * coef1 / (var + dt(plan.epsilon)))

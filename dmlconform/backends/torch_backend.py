@@ -376,14 +376,21 @@ def _rms_torch(p: semantics.Plan, t: Loader) -> tuple[dict[str, torch.Tensor], s
 def _grad_torch(p: semantics.GradPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
     """torch.autograd through the forward batch normalization. ``given``: Mean and Variance are
     constants. ``batch``: their values are the given tensors but their gradients are the batch
-    mean's and (population) variance's, which is the documented formula."""
+    mean's and (population) variance's, the variance taken about the Mean member where the spec
+    centres on it (``centre_with: mean``)."""
     x, dy, mean, var, scale = (t(m) for m in (p.input, p.input_gradient, p.mean, p.variance, p.scale))
     assert x is not None and dy is not None and mean is not None and var is not None and scale is not None
     x = x.clone().requires_grad_(True)
     scale = scale.clone().requires_grad_(True)
     bias = torch.zeros_like(scale, requires_grad=True)
     if p.statistics == "batch":
-        if p.axes:
+        if p.centres_on_mean:
+            # centred on the Mean member (semantics.centre_with: mean): the variance's gradient is
+            # that of mean((x - Mean)^2), the mean's that of the batch mean (x itself without axes)
+            sq = (x - mean.detach()) ** 2
+            bmean = x.mean(dim=p.axes, keepdim=True) if p.axes else x
+            bvar = sq.mean(dim=p.axes, keepdim=True) if p.axes else sq
+        elif p.axes:
             bvar, bmean = torch.var_mean(x, dim=p.axes, correction=0, keepdim=True)
         else:  # one element per slice: the mean is x itself and the variance identically 0
             bmean, bvar = x, x * 0.0

@@ -2,8 +2,14 @@
 
 ``setup`` installs or prepares every piece (idempotent, each step says what it did and how long
 it took) and ends with the self-test, because DirectML's S_OK proves nothing on a broken stack.
-``info`` prints the same account without changing anything; ``versions`` lists the installed
-releases. Exit codes: 0 ok, 1 the self-test failed, 2 a piece is missing or cannot be had.
+``info`` prints the same account without changing anything but the release's status record;
+``versions`` lists the known releases, what is installed, each one's maximum feature level and
+whether it runs here, as its self-test found (``status.py``). Exit codes: 0 ok, 1 the self-test
+failed, 2 a piece is missing or cannot be had.
+
+A release that cannot run on this stack (1.5.1 crashes, 1.10.1 records nothing) is found by its
+self-test, recorded and reported as such; ``setup --version all`` installs and checks every
+release of the table and fails only when a release the table expects to run does not.
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "directml",
         help="set up and inspect the real DirectML under Wine",
-        description="Set up (setup), inspect (info) and list (versions) the real DirectML.dll running under "
+        description="Set up (setup), inspect (info), list (versions), probe acceptance (accept), sweep releases (sweep) and publish (publish) the real DirectML.dll running under "
         "Wine, vkd3d and lavapipe on this machine, for 'dmlconform run --backend directml'. Exit status: "
         "that of the action.",
     )
-    verbs = p.add_subparsers(dest="directml_verb", metavar="setup|info|versions", required=True)
+    verbs = p.add_subparsers(dest="directml_verb", metavar="setup|info|versions|accept|sweep|publish", required=True)
     setup_p = verbs.add_parser(
         "setup",
         help="install Wine, lavapipe, DirectML.dll and the runner; self-test",
@@ -36,7 +42,7 @@ def register(sub: Any) -> None:
         "--version",
         action="append",
         metavar="V",
-        help="DirectML release to install (repeatable; default 1.15.4; 'all' for every release that runs here)",
+        help="DirectML release to install and self-test (repeatable; default 1.15.4; 'all' for every release)",
     )
     setup_p.set_defaults(run=run_setup)
     info_p = verbs.add_parser(
@@ -55,7 +61,13 @@ def register(sub: Any) -> None:
         description="List the DirectML releases setup knows (the wheel each comes from, its maximum "
         "feature level, whether it is installed and whether it runs under this stack). Exit status: 0.",
     )
+    versions_p.add_argument(
+        "--check", action="store_true", help="self-test every installed release now (about 2 s each)"
+    )
     versions_p.set_defaults(run=run_versions)
+    from dmlconform.commands import directml_releases
+
+    directml_releases.register(verbs)
 
 
 def _err(message: str, action: str) -> int:
@@ -78,7 +90,7 @@ def _setup_versions(requested: list[str] | None) -> list[str]:
     if not requested:
         return [DEFAULT_DML_VERSION]
     if "all" in requested:
-        return [r.dml_version for r in RELEASES if r.runs_here]
+        return [r.dml_version for r in RELEASES]
     for v in requested:
         release(v)  # KeyError naming the known versions
     return list(dict.fromkeys(requested))
@@ -104,9 +116,14 @@ def run_setup(args: argparse.Namespace) -> int:
         _step("runner", lambda: str(stack.build_runner(print)))
     except provision.ProvisionError as exc:
         return _err(str(exc), "setup")
+    from dmlconform.backends.directml.releases import release
+
     status = 0
     for v in versions:
-        status = max(status, _report(v, None, "setup"))
+        code = _report(v, None, "setup")
+        # 'all' includes the releases the table already knows cannot run here: reported, not failed
+        expected_to_fail = "all" in (args.version or []) and not release(v).runs_here
+        status = max(status, 0 if code == 1 and expected_to_fail else code)
     print(f"setup finished in {time.monotonic() - start:.1f} s")
     return status
 
@@ -116,39 +133,104 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def _report(version: str | None, dll: str | None, action: str) -> int:
-    """Start a runner on the stack, print what DirectML says of itself, run the self-test."""
-    from dmlconform.backends.directml import stack
+    """Start a runner on the stack, print what DirectML says of itself, run the self-test; for
+    an installed release (not ``--dll``), record the outcome as that release's status."""
+    from dmlconform.backends.directml import stack, status
     from dmlconform.backends.directml.backend import account
     from dmlconform.backends.directml.client import RunnerError
+    from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
     from dmlconform.spec import load_spec
 
     try:
         found = stack.locate(version, dll)
     except stack.StackMissing as exc:
         return _err(str(exc), action)
+    record = None if dll else (version or DEFAULT_DML_VERSION)
+    runner, lavapipe = status.current_stack()
     try:
         with stack.Session(found) as session:
             info, test = account(session, load_spec())
     except (RunnerError, OSError, RuntimeError) as exc:
+        if record:
+            status.write(
+                status.Status(
+                    record,
+                    False,
+                    f"the runner did not start: {exc}",
+                    file_version=_file_version(found),
+                    runner=runner,
+                    lavapipe=lavapipe,
+                )
+            )
+            print(
+                f"DirectML {_file_version(found)}\n  {'self-test':<18} cannot run here: the runner did not start: {exc}"
+            )
+            return 1
         return _err(f"the runner did not start: {exc}", action)
     print(f"DirectML {info['directml']}")
     for key in ("max_feature_level", "float16", "adapter", "vulkan_driver", "vkd3d", "wine", "directml_dll"):
         print(f"  {key.replace('_', ' '):<18} {info.get(key, '?')}")
-    print(f"  {'self-test':<18} {'passed' if test.passed else 'FAILED'}: {test.detail}")
-    return 0 if test.passed else 1
+    passed = test.passed and bool(info.get("max_feature_level"))
+    if record:
+        status.write(
+            status.Status(
+                record,
+                passed,
+                ("self-test passed: " if passed else "self-test failed: ") + test.detail,
+                file_version=info["directml"],
+                max_feature_level=info.get("max_feature_level", ""),
+                float16=info.get("float16", ""),
+                runner=runner,
+                lavapipe=lavapipe,
+            )
+        )
+    verdict = "passed" if passed else "FAILED (cannot run here)"
+    print(f"  {'self-test':<18} {verdict}: {test.detail}")
+    return 0 if passed else 1
+
+
+def _file_version(found: Any) -> str:
+    from dmlconform.backends.directml import provision
+
+    try:
+        return found.file_version()
+    except provision.ProvisionError as exc:
+        return f"unknown ({exc})"
 
 
 def run_versions(args: argparse.Namespace) -> int:
-    from dmlconform.backends.directml import provision
+    """One line per known release: its wheel, the maximum feature level DirectML reported (the
+    table's, marked ``?``, before a self-test), whether it is installed, and whether it runs here
+    as its recorded self-test found (``--check`` measures again)."""
+    from dmlconform.backends.directml import status
     from dmlconform.backends.directml.releases import RELEASES
+    from dmlconform.backends.directml.stack import StackMissing
 
-    home = provision.home()
-    print(f"{'DirectML':<9} {'wheel':<30} {'max FL':<7} {'installed':<10} here")
+    print(f"{'DirectML':<9} {'wheel':<30} {'max FL':<7} {'installed':<10} status on this stack")
+    runnable = 0
     for r in RELEASES:
-        dll = home / "dll" / r.dml_version / "DirectML.dll"
         wheel = f"{r.package}=={r.package_version}"
-        status = "runs" if r.runs_here else f"does not run: {r.note}"
-        print(
-            f"{r.dml_version:<9} {wheel:<30} {r.max_feature_level or '-':<7} {'yes' if dll.is_file() else 'no':<10} {status}"
-        )
+        here = status.installed(r.dml_version)
+        record = status.read(r.dml_version) if here else None
+        if here and args.check:
+            try:
+                record = status.measure(r.dml_version)
+            except StackMissing as exc:
+                return _err(str(exc), "versions")
+            status.write(record)
+        if record is None:
+            level = f"{r.max_feature_level}?" if r.max_feature_level else "-"
+            text = (
+                "not installed"
+                if not here
+                else f"not checked: run dmlconform directml info --version {r.dml_version}"
+            )
+        else:
+            level = record.max_feature_level or "-"
+            text = ("runs: " if record.runs else "cannot run here: ") + record.detail
+            if status.stale(record):
+                text += " (measured on another runner or lavapipe: --check)"
+            runnable += record.runs
+        print(f"{r.dml_version:<9} {wheel:<30} {level:<7} {'yes' if here else 'no':<10} {text}")
+    print(f"{runnable} release(s) run here")
     return 0

@@ -3,6 +3,7 @@
     dmlconform report DIR                 rewrite DIR/index.html and DIR/summary.md from DIR/results.json
     dmlconform report diff OLD NEW        regressions, fixes and error changes between two runs
     dmlconform report merge R1 R2 ... --out R   join the reports of a sharded run (run --shard K/N)
+    dmlconform report releases R1 R2 ...  one backend's runs on several releases, release by release
 
 One subparser with a free first positional (rather than nested subparsers) because "report DIR"
 must keep working: argparse would read DIR as an unknown sub-command. Exit status: 0 done / no
@@ -20,7 +21,8 @@ USAGE = (
     "dmlconform report DIR\n"
     "       dmlconform report diff OLD NEW [--format text|json|markdown] [--factor F] [--allow-incomplete]\n"
     "                                     [--allow-lost]\n"
-    "       dmlconform report merge R1 R2 ... --out DIR [--allow-incomplete]"
+    "       dmlconform report merge R1 R2 ... --out DIR [--allow-incomplete]\n"
+    "       dmlconform report releases R1 R2 ... [--format text|json|markdown] [-o FILE]"
 )
 
 
@@ -53,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--format",
         choices=("text", "json", "markdown"),
         default="text",
-        help="diff output format (default text)",
+        help="diff and releases output format (default text)",
     )
     parser.add_argument(
         "--factor",
@@ -104,6 +106,12 @@ def run(args: argparse.Namespace) -> int:
             return _merge(paths[1:], args)
         if args.out:
             return _usage("--out applies to 'report merge' only")
+        if paths[0] == "releases":
+            if args.factor is not None or args.allow_incomplete:
+                return _usage("--factor and --allow-incomplete apply to 'report diff' and 'merge'")
+            if len(paths) < 2:
+                return _usage("'report releases' takes the runs' report directories")
+            return _releases(paths[1:], args)
         if paths[0] == "diff" and len(paths) == 3:
             return _diff(paths[1], paths[2], args)
         if paths[0] == "diff":
@@ -177,6 +185,19 @@ def _diff(old_path: str, new_path: str, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if diff.fails else 0
+
+
+def _releases(paths: list[str], args: argparse.Namespace) -> int:
+    from dmlconform.report import load_results
+    from dmlconform.report.releases import releases_view, render_json, render_markdown, render_text
+
+    view = releases_view([load_results(p) for p in paths])
+    render = {"text": render_text, "json": render_json, "markdown": render_markdown}[args.format]
+    text = render(view)
+    sys.stdout.write(text)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
 
 
 def _merge(paths: list[str], args: argparse.Namespace) -> int:

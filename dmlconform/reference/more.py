@@ -108,7 +108,7 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
         if plan.statistics == "given":
             dx = dy * (scale * inv_sd)
         else:
-            xc = x - np.mean(x, axis=axes, keepdims=True)
+            xc = x - (mean if plan.centres_on_mean else np.mean(x, axis=axes, keepdims=True))
             dyc = dy - np.mean(dy, axis=axes, keepdims=True)
             coef1 = np.mean(dy * xc, axis=axes, keepdims=True)
             dx = scale * inv_sd * (dyc - xc * coef1 / (var + plan.epsilon))

@@ -558,7 +558,7 @@ def _comparable_slices(
     relation can judge it.
 
     The forward normalizes by the slice's own statistics; the gradient by MeanTensor and
-    VarianceTensor (the docs leave which mean it centres with open: doc_notes bound-mean). They
+    VarianceTensor (it centres on MeanTensor, as DirectML does: doc_notes bound-mean). They
     are one function only where the two agree (the data regimes give a constant slice under
     Epsilon 0 a positive VarianceTensor, to keep the gradient defined). And a slice where a few
     ULPs of the data are not small against sqrt(var + Epsilon) has a gradient no implementation
@@ -631,8 +631,13 @@ def directional_derivative(
     # 0/0 (Epsilon 0 over a zero-variance slice) is undefined by the docs: those elements are
     # left out, as the tolerance model accepts anything there
     ok = np.isfinite(f_plus) & np.isfinite(f_minus) & np.broadcast_to(np.isfinite(grad), f_plus.shape)
-    if x.size > np.size(inputs[grad_plan.variance]):  # one element per slice: the gradient is 0 anyway
+    if x.size > np.size(inputs[grad_plan.variance]):
         ok &= np.broadcast_to(_comparable_slices(xf, var, x.dtype, axes, inputs, grad_plan), f_plus.shape)
+    else:
+        # one element per slice: the forward is constant there, and the gradient, centred on
+        # MeanTensor (doc_notes bound-mean), is 0 where MeanTensor is the element itself
+        given = np.asarray(inputs[grad_plan.mean], dtype=np.float64)
+        ok &= np.broadcast_to(np.broadcast_to(given, xf.shape) == xf, f_plus.shape)
     if not ok.any():
         result.message = (
             f"relation {rel.id}: no element where it applies on this data (0/0, statistics not the "

@@ -457,6 +457,18 @@ def lavapipe_version(icd_json: Path) -> str:
 # DirectML.dll from an onnxruntime-directml Windows wheel
 
 _WHEEL_MEMBER = "onnxruntime/capi/DirectML.dll"
+
+
+def wheel_member(names: Iterable[str]) -> str:
+    """The wheel member that is DirectML's DLL: ``onnxruntime/capi/DirectML.dll`` at the top of
+    newer wheels, under ``<name>.data/purelib/`` in older ones (1.10.0-1.11.1 measured), so the
+    path is matched by its ending. KeyError when no member matches."""
+    for name in names:
+        if name == _WHEEL_MEMBER or name.endswith("/" + _WHEEL_MEMBER):
+            return name
+    raise KeyError(_WHEEL_MEMBER)
+
+
 _FILE_VERSION_KEY = "FileVersion\0".encode("utf-16-le")
 
 
@@ -553,7 +565,7 @@ def ensure_dll(dml_version: str, log: Log = None) -> Path:
                 try:
                     with (
                         zipfile.ZipFile(wheels[0]) as wheel,
-                        wheel.open(_WHEEL_MEMBER) as member,
+                        wheel.open(wheel_member(wheel.namelist())) as member,
                         open(partial, "wb") as out,
                     ):
                         shutil.copyfileobj(member, out, 1 << 20)

@@ -1,0 +1,147 @@
+"""The findings registry (``findings.yaml``): what each disagreement and failure is, and why.
+
+A release sweep sees three kinds of evidence: CreateOperator disagreements (``matrix``), failing
+cases of conformance runs, and reproducers replayed on each release. Each finding claims some of
+them: ``acceptance`` entries by the rule a probe breaks and DirectML's verdict (optionally the
+fused activation's type), ``cases`` globs by case id, ``reproducers`` by the replay outcome that
+shows it. Whatever no finding claims is *undecided*: the sweep reports it and the published table
+lists it, so a new disagreement cannot hide behind an old decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from dmlconform.desc import ActivationDesc
+from dmlconform.runner.expect import Expectation
+
+DECISIONS = (
+    "spec-corrected",
+    "directml-lax",
+    "docs-contract",
+    "directml-bug",
+    "directml-precision",
+    "stack",
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A CreateOperator disagreement a finding explains: DirectML's ``verdict`` on a probe the
+    spec says breaks ``rule`` (``legal`` for a legal probe), optionally only with ``activation``."""
+
+    rule: str
+    verdict: str
+    activation: str | None = None
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    path: str
+    shows: str  # the replay outcome (passed | failed) that shows the finding
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    decision: str
+    evidence: str
+    acceptance: tuple[Claim, ...] = ()
+    cases: tuple[str, ...] = ()
+    reproducers: tuple[Reproducer, ...] = ()
+    experiment: str | None = None
+
+    def claims_case(self, case_id: str) -> bool:
+        """Whether a glob of ``cases`` matches the id, brackets literal (as in --expect files)."""
+        return any(Expectation(pattern, self.id, 0).matches(case_id) for pattern in self.cases)
+
+
+@dataclass(frozen=True)
+class Registry:
+    decisions: dict[str, str]
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    def get(self, finding_id: str) -> Finding:
+        for f in self.findings:
+            if f.id == finding_id:
+                return f
+        raise KeyError(finding_id)
+
+    def explain_case(self, case_id: str) -> str | None:
+        """The first finding whose globs claim a failing case, or None."""
+        return next((f.id for f in self.findings if f.claims_case(case_id)), None)
+
+    def explain_disagreement(self, rules: tuple[str, ...], verdict: str, activation: str | None) -> list[str]:
+        """The findings that together explain DirectML answering ``verdict`` on a probe the spec
+        says breaks ``rules`` (empty: legal): every rule must be claimed, else []."""
+        wanted = rules or ("legal",)
+        found: list[str] = []
+        for rule in wanted:
+            owner = next(
+                (
+                    f.id
+                    for f in self.findings
+                    for c in f.acceptance
+                    if c.rule == rule and c.verdict == verdict and c.activation in (None, activation)
+                ),
+                None,
+            )
+            if owner is None:
+                return []
+            if owner not in found:
+                found.append(owner)
+        return found
+
+
+def _finding(raw: dict[str, Any], decisions: dict[str, str]) -> Finding:
+    decision = raw["decision"]
+    if decision not in decisions:
+        raise ValueError(f"finding {raw.get('id')}: unknown decision {decision!r}")
+    return Finding(
+        id=str(raw["id"]),
+        title=str(raw["title"]),
+        decision=decision,
+        evidence=" ".join(str(raw["evidence"]).split()),
+        acceptance=tuple(Claim(**c) for c in raw.get("acceptance") or ()),
+        cases=tuple(raw.get("cases") or ()),
+        reproducers=tuple(Reproducer(**r) for r in raw.get("reproducers") or ()),
+        experiment=raw.get("experiment"),
+    )
+
+
+def parse(text: str) -> Registry:
+    raw = yaml.safe_load(text)
+    decisions = {str(k): str(v) for k, v in raw["decisions"].items()}
+    if set(decisions) != set(DECISIONS):
+        raise ValueError(f"decisions must be exactly {', '.join(DECISIONS)}")
+    findings = tuple(_finding(f, decisions) for f in raw["findings"])
+    ids = [f.id for f in findings]
+    if len(set(ids)) != len(ids):
+        raise ValueError("finding ids must be unique")
+    return Registry(decisions, findings)
+
+
+@cache
+def registry() -> Registry:
+    """The project's findings (``findings.yaml`` beside this module)."""
+    text = (
+        resources.files("dmlconform.backends.directml").joinpath("findings.yaml").read_text(encoding="utf-8")
+    )
+    return parse(text)
+
+
+def activation_of(desc: Any, spec: Any) -> str | None:
+    """The fused activation's type of a desc (None without one): what an acceptance claim may name."""
+    op = spec.operator(desc.operator)
+    for m in op.members:
+        if m.type == "activation":
+            act = desc.members.get(m.name)
+            if isinstance(act, ActivationDesc):
+                return act.type
+    return None

@@ -1,0 +1,469 @@
+"""docs/directml-conformance.md from a release sweep's directory (``sweep.py``): nothing measured here.
+
+Every figure comes from the sweep's files: the releases' self-tests (releases.json), DirectML's
+verdicts on the acceptance corpus (acceptance-*.json, judged here against the spec by
+``matrix``), the conformance runs (runs/<V>/results.json, through ``report.releases``) and the
+reproducers' replays (replays.json). The findings' decisions and evidence come from
+``findings.yaml``; which releases show each finding is computed from the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dmlconform.backends.directml import acceptance as acc
+from dmlconform.backends.directml import matrix
+from dmlconform.backends.directml.findings import Registry, activation_of, registry
+from dmlconform.spec import Spec
+
+PUBLISH_COMMAND = "dmlconform directml publish"
+SWEEP_COMMAND = "dmlconform directml sweep"
+
+
+class PublishError(ValueError):
+    """The sweep directory cannot be published; the message is one line."""
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _span(releases: list[str], order: list[str]) -> str:
+    """Releases as ranges of consecutive ones in ``order``: 1.8.0-1.14.1, 1.15.4."""
+    if not releases:
+        return "none"
+    idx = sorted(order.index(r) for r in releases if r in order)
+    groups: list[list[int]] = []
+    for i in idx:
+        if groups and i == groups[-1][-1] + 1:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    parts = [order[g[0]] if len(g) == 1 else f"{order[g[0]]} to {order[g[-1]]}" for g in groups]
+    return ", ".join(parts) + (" (all)" if len(idx) == len(order) > 1 else "")
+
+
+@dataclass
+class Sweep:
+    """A sweep directory, loaded."""
+
+    path: Path
+    releases: list[dict[str, Any]]
+    answers: list[acc.ReleaseAnswers]
+    runs: dict[str, Any]  # release -> Results
+    replays: dict[str, Any]
+    meta: dict[str, Any]
+    probes: list[acc.Probe] = field(default_factory=list)
+
+    @property
+    def order(self) -> list[str]:
+        return [a.release for a in self.answers]
+
+
+def load(path: Path, spec: Spec) -> Sweep:
+    from dmlconform.report import load_results
+
+    if not path.is_dir():
+        raise PublishError(f"{path}: not a sweep directory (run {SWEEP_COMMAND} --out {path})")
+    try:
+        releases = json.loads((path / "releases.json").read_text(encoding="utf-8"))["releases"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise PublishError(
+            f"{path / 'releases.json'}: cannot read ({exc}): run {SWEEP_COMMAND} --out {path}"
+        ) from None
+    try:
+        answers = acc.load_answers(path)
+    except ValueError as exc:
+        raise PublishError(str(exc)) from None
+    if not answers:
+        raise PublishError(f"{path}: no acceptance-*.json: run {SWEEP_COMMAND} --out {path}")
+    settings = {a.settings for a in answers}
+    if len(settings) > 1:
+        raise PublishError(f"{path}: the acceptance files were made with different corpus settings")
+    runs = {}
+    for a in answers:
+        run_dir = path / "runs" / a.release
+        if (run_dir / "results.json").is_file():
+            runs[a.release] = load_results(run_dir)
+    replays_file = path / "replays.json"
+    replays = json.loads(replays_file.read_text(encoding="utf-8")) if replays_file.is_file() else {}
+    meta_file = path / "sweep.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
+    sweep = Sweep(path, releases, answers, runs, replays, meta)
+    sweep.probes = acc.corpus(spec, answers[0].settings)
+    known = {p.id for p in sweep.probes}
+    for a in answers:
+        if set(a.verdicts) - known:
+            raise PublishError(
+                f"{path}: acceptance-{a.release}.json names probes this spec does not generate "
+                "(the spec or generators changed since the sweep): sweep again"
+            )
+    return sweep
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+
+def _stack_lines(sweep: Sweep) -> list[str]:
+    for results in sweep.runs.values():
+        v = results.versions
+        facts = [
+            ("Wine", v.get(f"{results.backend_name}.wine")),
+            ("vkd3d", v.get(f"{results.backend_name}.vkd3d")),
+            ("Vulkan driver", v.get(f"{results.backend_name}.vulkan_driver")),
+            ("adapter", v.get(f"{results.backend_name}.adapter")),
+        ]
+        return [f"- {k}: {_md(x)}" for k, x in facts if x]
+    return []
+
+
+def releases_section(sweep: Sweep) -> list[str]:
+    lines = [
+        "## Releases",
+        "",
+        "Every `DirectML.dll` comes from a Windows wheel of `onnxruntime-directml` (`dmlconform directml "
+        "setup --version V`). Whether a release runs here is decided by its self-test on this stack "
+        "(`dmlconform directml versions`); a release that cannot run is reported, never judged.",
+        "",
+        "| DirectML | wheel | max feature level | here |",
+        "|---|---|---|---|",
+    ]
+    for r in sweep.releases:
+        st = r.get("status") or {}
+        level = st.get("max_feature_level") or "-"
+        if not r.get("installed"):
+            here = "not installed"
+        elif st.get("runs"):
+            here = "runs"
+        else:
+            here = f"cannot run here: {_md(st.get('detail', '?'))} (table: {_md(r.get('table_note', ''))})"
+        lines.append(f"| {r['release']} | `{r['wheel']}` | {level} | {here} |")
+    return lines
+
+
+def _judged(sweep: Sweep, spec: Spec) -> dict[str, list[matrix.Judged]]:
+    expect = matrix.Expectations(spec)
+    return {a.release: matrix.judge(expect, sweep.probes, a) for a in sweep.answers}
+
+
+def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.Judged]]) -> list[str]:
+    st = sweep.answers[0].settings
+    lines = [
+        "## Acceptance: DirectML's CreateOperator against the spec",
+        "",
+        f"The corpus: at every feature level, {st.legal} legal descs per data type and {st.illegal} illegal "
+        f"descs per rule that can be broken alone (generator seed {st.seed}); {len(sweep.probes)} probes. "
+        "Each release is asked about every probe (CreateOperator, then CompileOperator) and judged against "
+        "the spec at its own maximum level. The counts below cover the probes generated at that level and "
+        "below; 'cannot be asked' are illegal descs whose broken rule DirectML's C structs cannot carry "
+        "(a count that differs from its array, an omitted member).",
+        "",
+        "| release | level | probes | legal accepted | legal refused | illegal refused | illegal accepted | cannot be asked | errors | agreement |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    matrices = {}
+    for a in sweep.answers:
+        m = matrix.acceptance(spec, judged[a.release], a.release, a.max_feature_level)
+        matrices[a.release] = m
+        t = m.totals()
+        lg, il = t[matrix.LEGAL], t["illegal"]
+        asked = lg.accepted + lg.refused + il.refused + il.accepted
+        agree = lg.accepted + il.refused
+        lines.append(
+            f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | {lg.accepted} | {lg.refused} | "
+            f"{il.refused} | {il.accepted} | {lg.inexpressible + il.inexpressible} | {lg.error + il.error} | "
+            f"{agree / asked:.2%} |"
+        )
+    lines += [
+        "",
+        "Per operator (legal accepted / refused; illegal refused / accepted):",
+        "",
+        "| operator | " + " | ".join(a.release for a in sweep.answers) + " |",
+        "|---|" + "---|" * len(sweep.answers),
+    ]
+    ops = sorted({op for m in matrices.values() for op in m.by_operator()})
+    for op in ops:
+        cells = []
+        for a in sweep.answers:
+            c = matrices[a.release].by_operator().get(op)
+            if c is None:
+                cells.append("-")
+                continue
+            lg, il = c[matrix.LEGAL], c["illegal"]
+            cells.append(f"{lg.accepted}/{lg.refused}; {il.refused}/{il.accepted}")
+        lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "<details><summary>Per rule (the rules a probe breaks at the release's level; refused / asked "
+        "for illegal probes, accepted / asked for legal ones; the generated levels in the last column)</summary>",
+        "",
+        "| operator | rule | " + " | ".join(a.release for a in sweep.answers) + " | levels |",
+        "|---|---|" + "---:|" * len(sweep.answers) + "---|",
+    ]
+    rows: dict[tuple[str, str], dict[str, tuple[matrix.Cell, list[str]]]] = defaultdict(dict)
+    for a in sweep.answers:
+        for key, value in matrices[a.release].by_rule().items():
+            rows[key][a.release] = value
+    for (op, rule), per in sorted(rows.items()):
+        cells = []
+        levels: set[str] = set()
+        for a in sweep.answers:
+            if a.release not in per:
+                cells.append("-")
+                continue
+            cell, lvs = per[a.release]
+            levels |= set(lvs)
+            asked = cell.accepted + cell.refused
+            good = cell.accepted if rule == matrix.LEGAL else cell.refused
+            cells.append(f"{good}/{asked}" if asked else "n/a")
+        span = sorted(levels, key=lambda n: spec.level(n).index)
+        lines.append(f"| {op} | {rule} | " + " | ".join(cells) + f" | {span[0]}..{span[-1]} |")
+    lines += ["", "</details>"]
+    return lines
+
+
+def disagreements_section(
+    sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.Judged]], reg: Registry
+) -> tuple[list[str], dict[str, list[str]], int]:
+    """The disagreements grouped by (finding, operator, rule, verdict), the releases that show
+    each finding's disagreements, and the count of undecided ones."""
+    groups: dict[tuple[str, str, str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    shown: dict[str, list[str]] = defaultdict(list)
+    undecided = 0
+    for a in sweep.answers:
+        for j in matrix.disagreements(judged[a.release]):
+            owners = reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, spec))
+            key_id = "+".join(owners) if owners else "undecided"
+            undecided += not owners
+            groups[(key_id, j.probe.operator, j.expect_key, j.verdict)][a.release].append(j.probe.id)
+            for o in owners:
+                if a.release not in shown[o]:
+                    shown[o].append(a.release)
+    lines = [
+        "### Every disagreement",
+        "",
+        "Probes DirectML answered otherwise than the spec at the release's level (all generated levels), "
+        "by the finding that decides them:",
+        "",
+        "| finding | operator | the spec says it breaks | DirectML | releases (probes) | e.g. |",
+        "|---|---|---|---|---|---|",
+    ]
+    if not groups:
+        lines.append("| - | - | - | - | none | - |")
+    for (fid, op, rule, verdict), per in sorted(groups.items()):
+        rel = ", ".join(f"{r} ({len(per[r])})" for r in sweep.order if r in per)
+        example = next(iter(per.values()))[0]
+        lines.append(f"| {fid} | {op} | {rule} | {verdict} | {rel} | `{example}` |")
+    lines += [
+        "",
+        f"{undecided} undecided disagreement(s)."
+        + ("" if not undecided else " **Each needs a decision in findings.yaml.**"),
+    ]
+    return lines, shown, undecided
+
+
+def availability_section(sweep: Sweep, spec: Spec) -> list[str]:
+    expect = matrix.Expectations(spec)
+    bounds = matrix.availability(spec, expect, sweep.probes, sweep.answers)
+    lines = [
+        "## Availability: level-bound rules against releases that straddle them",
+        "",
+        "Each change between feature levels (`dmlconform spec-diff --from 1_0 --to 6_4`) is held against "
+        "the releases whose maximum levels lie on either side of it. Witnesses are the probes that break "
+        "exactly that rule on the lower side and nothing on the upper; each release must refuse them below "
+        "the change and accept them from it (refused or accepted / witnesses it was judged on).",
+        "",
+        "| operator | level | change | rule | below | at or above | agrees |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    skipped: dict[str, list[str]] = defaultdict(list)
+    for b in bounds:
+        if not b.straddled:
+            skipped[b.reason()].append(f"{b.operator} {b.rule} ({b.level})")
+            continue
+
+        def side(rows: list[tuple[str, str]], b: matrix.Boundary = b) -> str:
+            out = []
+            for r, _ in rows:
+                ok, n = b.results.get(r, (0, 0))
+                if n:
+                    out.append(f"{r} {ok}/{n}")
+            return ", ".join(out) or "-"
+
+        verdict = {True: "yes", False: "**no**", None: "no witness"}[b.agrees]
+        lines.append(
+            f"| {b.operator} | {b.level} | {_md(b.kind)}: {_md(b.subject)} | {b.rule} | {side(b.below)} | "
+            f"{side(b.above)} | {verdict} |"
+        )
+    for reason, items in skipped.items():
+        lines += ["", f"Not confronted ({reason}): " + "; ".join(items) + "."]
+    return lines
+
+
+def runs_section(sweep: Sweep, spec: Spec) -> list[str]:
+    from dmlconform.report.releases import releases_view, render_markdown
+
+    if not sweep.runs:
+        return ["## Conformance runs", "", "No runs in this sweep."]
+    view = releases_view(list(sweep.runs.values()))
+    settings = sweep.meta.get("settings", {})
+    lines = [
+        "## Conformance runs, release by release",
+        "",
+        f"`dmlconform run --backend directml --backend-option version=V --tier {settings.get('tier', '?')} "
+        f"--cases {settings.get('cases', '?')} --seed {settings.get('seed', '?')}`, each release at its own "
+        "maximum level (no expected-failures file: every failure shows). A case id names its level, so "
+        "releases at different levels share the seeded cases of the levels both reach.",
+        "",
+    ]
+    from dmlconform.results import spec_hash
+
+    stale = [r.label for r in view.releases if r.spec_hash and r.spec_hash != spec_hash(spec)]
+    if stale:
+        lines += [
+            f"**The runs of {', '.join(stale)} were judged against another spec than this page's: sweep again.**",
+            "",
+        ]
+    body = render_markdown(view, heading="###")
+    lines += body.splitlines()[2:]  # drop the view's own heading
+    return lines
+
+
+def _failing_by_finding(
+    sweep: Sweep, reg: Registry
+) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+    claimed: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    unexplained: dict[str, list[str]] = defaultdict(list)
+    for release, results in sweep.runs.items():
+        for case in results.cases:
+            if not case.failing:
+                continue
+            fid = reg.explain_case(case.id)
+            if fid is None:
+                unexplained[release].append(case.id)
+            else:
+                claimed[fid][release] += 1
+    return claimed, unexplained
+
+
+def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -> tuple[list[str], int]:
+    claimed, unexplained = _failing_by_finding(sweep, reg)
+    order = sweep.order
+    lines = [
+        "## Findings",
+        "",
+        "| | finding | decision | acceptance | failing run cases | reproducer shows it on |",
+        "|---|---|---|---|---|---|",
+    ]
+    detail: list[str] = []
+    for f in reg.findings:
+        acc_rel = _span(shown.get(f.id, []), order) if f.acceptance else "-"
+        runs = claimed.get(f.id, {})
+        run_text = (
+            ", ".join(f"{r} ({runs[r]})" for r in order if r in runs)
+            if runs
+            else ("none" if f.cases else "-")
+        )
+        repro_rel: list[str] = []
+        for r in f.reproducers:
+            outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
+            repro_rel.append(
+                f"`{r.path}`: "
+                + _span([v for v, o in outcomes.items() if o.get("outcome") == r.shows], order)
+            )
+        lines.append(
+            f"| {f.id} | {_md(f.title)} | {f.decision} | {acc_rel} | {run_text} | {'<br>'.join(repro_rel) or '-'} |"
+        )
+        detail += [
+            "",
+            f"### {f.id}: {f.title}",
+            "",
+            f"**Decision: {f.decision}.** {reg.decisions[f.decision]}",
+            "",
+        ]
+        detail.append(f.evidence)
+        for r in f.reproducers:
+            outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
+            if outcomes:
+                per = ", ".join(f"{v} {o.get('outcome')}" for v, o in outcomes.items())
+                detail += [
+                    "",
+                    f"Reproducer `{r.path}` (shows the finding when it {r.shows}): {per}. "
+                    f"`dmlconform replay {r.path} --backend directml --backend-option version=V`",
+                ]
+        if f.experiment:
+            detail += ["", f"Experiment: `python {f.experiment} --version V`."]
+    total_unexplained = sum(len(v) for v in unexplained.values())
+    lines += detail
+    lines += ["", "### Run failures no finding explains", ""]
+    if not total_unexplained:
+        lines.append("None: every failing case of every run is claimed by a finding above.")
+    for release, ids in unexplained.items():
+        lines.append(
+            f"- {release}: " + ", ".join(f"`{i}`" for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
+        )
+    return lines, total_unexplained
+
+
+def regenerate_section(sweep: Sweep) -> list[str]:
+    settings = sweep.meta.get("settings", {})
+    return [
+        "## Regenerate",
+        "",
+        "```sh",
+        "dmlconform directml setup --version all",
+        f"{SWEEP_COMMAND} --out {sweep.path} --cases {settings.get('cases', 2)} --seed {settings.get('seed', 0)}",
+        f"{PUBLISH_COMMAND} {sweep.path} --out docs/directml-conformance.md",
+        "```",
+        "",
+        "The sweep self-tests every release, asks each runnable one about the corpus, runs the conformance "
+        f"suite on it and replays the reproducers (steps here: {sweep.meta.get('seconds', {})} s); publish "
+        "reads only the sweep's files. `dmlconform report releases DIR/runs/*` prints the release-by-release "
+        "view and `dmlconform report diff DIR/runs/A DIR/runs/B` names every case that changed between two.",
+    ]
+
+
+def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, dict[str, int]]:
+    """The markdown page and its health: undecided disagreements and unexplained failures."""
+    from dmlconform.results import spec_hash
+
+    reg = reg or registry()
+    judged = _judged(sweep, spec)
+    dis_lines, shown, undecided = disagreements_section(sweep, spec, judged, reg)
+    find_lines, unexplained = findings_section(sweep, reg, shown)
+    runnable = [r["release"] for r in sweep.releases if (r.get("status") or {}).get("runs")]
+    lines = [
+        "# DirectML conformance, release by release",
+        "",
+        f"<!-- generated by `{PUBLISH_COMMAND} {sweep.path}` from a release sweep; do not edit by hand -->",
+        "",
+        f"The spec (spec hash `{spec_hash(spec)[:12]}`) held against {len(runnable)} DirectML releases "
+        "that run on this project's machine: their own verdicts on what is legal (CreateOperator), their "
+        "numbers on the default tier, and every disagreement decided with its evidence. The stack:",
+        "",
+        *_stack_lines(sweep),
+        "",
+        "DirectML runs its DXBC (shader model 5.1) shaders here, translated by vkd3d to SPIR-V and run by "
+        "lavapipe on the CPU: real DirectML validation, operator selection and shader arithmetic, not the "
+        "DXIL shaders or vendor metacommands of a GPU. Findings marked `stack` are this translation's.",
+        "",
+        *releases_section(sweep),
+        "",
+        *acceptance_section(sweep, spec, judged),
+        "",
+        *dis_lines,
+        "",
+        *availability_section(sweep, spec),
+        "",
+        *runs_section(sweep, spec),
+        "",
+        *find_lines,
+        "",
+        *regenerate_section(sweep),
+    ]
+    return "\n".join(lines) + "\n", {"undecided": undecided, "unexplained": unexplained}

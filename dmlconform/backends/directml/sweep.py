@@ -1,0 +1,242 @@
+"""A release sweep: every installed DirectML release held against the spec, into one directory.
+
+    DIR/releases.json          each known release: wheel, installed, its self-test now (status.py)
+    DIR/acceptance-<V>.json    DirectML's CreateOperator verdict on every probe (acceptance.py)
+    DIR/runs/<V>/              a conformance run (``dmlconform run``) on the release
+    DIR/replays.json           every finding's reproducers replayed on every release
+    DIR/sweep.json             the settings, the commands and how long each step took
+
+A release whose self-test fails (1.5.1 crashes, 1.10.1 records nothing) is recorded as unable to
+run here and gets no acceptance, run or replay: it is never judged. ``publish.py`` turns the
+directory into docs/directml-conformance.md; nothing there is measured, so the table can be
+regenerated from a sweep at any time.
+
+Conformance runs go through ``dmlconform run`` in a child process each (a pytest session per
+release, as a user would run it); the acceptance probes and the replays run in this process, one
+runner per release.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dmlconform.spec import Spec
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    cases: int = 2
+    seed: int = 0
+    legal: int = 12
+    illegal: int = 6
+    tier: str = "default"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": self.cases,
+            "seed": self.seed,
+            "legal": self.legal,
+            "illegal": self.illegal,
+            "tier": self.tier,
+        }
+
+
+def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
+    """Self-test every installed release of ``versions`` now; write releases.json; return the
+    releases that run here, oldest first."""
+    from dmlconform.backends.directml import status
+    from dmlconform.backends.directml.releases import release
+
+    rows = []
+    runnable = []
+    for v in versions:
+        row = release(v)
+        entry: dict[str, Any] = {
+            "release": v,
+            "wheel": f"{row.package}=={row.package_version}",
+            "table_max_feature_level": row.max_feature_level,
+            "table_runs_here": row.runs_here,
+            "table_note": row.note,
+            "installed": status.installed(v),
+        }
+        if entry["installed"]:
+            measured = status.measure(v)
+            status.write(measured)
+            entry["status"] = measured.to_json()
+            if measured.runs:
+                runnable.append(v)
+            log(f"  {v:<8} {'runs' if measured.runs else 'cannot run here'}: {measured.detail}")
+        else:
+            log(f"  {v:<8} not installed (dmlconform directml setup --version {v})")
+        rows.append(entry)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "releases.json").write_text(json.dumps({"releases": rows}, indent=1) + "\n", encoding="utf-8")
+    return runnable
+
+
+def run_acceptance(versions: list[str], settings: SweepSettings, spec: Spec, out: Path, log: Log) -> None:
+    from dmlconform.backends.directml import acceptance as acc
+
+    st = acc.Settings(seed=settings.seed, legal=settings.legal, illegal=settings.illegal)
+    start = time.monotonic()
+    probes = acc.corpus(spec, st)
+    log(f"  corpus: {len(probes)} probes in {time.monotonic() - start:.1f} s")
+    for v in versions:
+        answers = acc.ask_release(v, probes, st, spec)
+        acc.write_answers(answers, out)
+        counts = {k: sum(1 for x in answers.verdicts.values() if x == k) for k in acc.VERDICTS}
+        log(
+            f"  {v:<8} {answers.max_feature_level}: "
+            + ", ".join(f"{n} {k}" for k, n in counts.items())
+            + f" in {answers.seconds:.1f} s"
+        )
+
+
+def run_command(version: str, settings: SweepSettings, report: Path) -> list[str]:
+    """The ``dmlconform run`` command line of one release's conformance run."""
+    return [
+        "dmlconform",
+        "run",
+        "--backend",
+        "directml",
+        "--backend-option",
+        f"version={version}",
+        "--tier",
+        settings.tier,
+        "--cases",
+        str(settings.cases),
+        "--seed",
+        str(settings.seed),
+        "--report",
+        str(report),
+    ]
+
+
+def run_conformance(versions: list[str], settings: SweepSettings, out: Path, log: Log) -> dict[str, Any]:
+    """One ``dmlconform run`` per release, in a child process of this interpreter."""
+    done: dict[str, Any] = {}
+    for v in versions:
+        report = out / "runs" / v
+        argv = run_command(v, settings, report)
+        start = time.monotonic()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from dmlconform.cli import main; sys.exit(main())",
+                *argv[1:],
+            ],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+        )
+        seconds = time.monotonic() - start
+        tail = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        summary = next((ln.strip("= ") for ln in reversed(tail) if " in " in ln and "=" in ln), "")
+        done[v] = {"command": " ".join(argv), "exit_status": proc.returncode, "seconds": round(seconds, 1)}
+        if not (report / "results.json").is_file():
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            log(f"  {v:<8} run failed (exit {proc.returncode}): {last}")
+            continue
+        log(f"  {v:<8} {summary or 'done'} ({seconds:.0f} s)")
+    return done
+
+
+def run_replays(versions: list[str], spec: Spec, cases_root: Path, out: Path, log: Log) -> None:
+    """Replay every finding's reproducers on every release: replays.json[finding][path][release]."""
+    from dmlconform.backends.directml.backend import DirectMLBackend
+    from dmlconform.backends.directml.findings import registry
+    from dmlconform.commands.replay import load_case_dir
+    from dmlconform.runner.checks import run_case
+    from dmlconform.runner.guard import ThreadGuard
+    from dmlconform.validate import validate
+
+    reproducers = [(f.id, r) for f in registry().findings for r in f.reproducers]
+    loaded = {}
+    for _, r in reproducers:
+        try:
+            loaded[r.path] = load_case_dir(cases_root / r.path, spec)
+        except ValueError as exc:
+            log(f"  {r.path}: cannot load: {exc}")
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for v in versions:
+        backend = DirectMLBackend(version=v)
+        try:
+            guard = ThreadGuard(backend, 300)
+            for fid, r in reproducers:
+                if r.path not in loaded:
+                    continue
+                case, inputs, meta = loaded[r.path]
+                if case.kind == "validation":
+                    # a validation reproducer speaks only where its expected verdict holds
+                    illegal = bool(validate(case.desc, backend.feature_level, spec))
+                    if illegal != (case.expected == "illegal"):
+                        table.setdefault(fid, {}).setdefault(r.path, {})[v] = {
+                            "outcome": "n/a",
+                            "message": f"{case.expected} at {case.level}, not at {backend.feature_level}",
+                        }
+                        continue
+                result = run_case(case, guard, spec, inputs=inputs, tolerance=meta.get("tolerance") or None)
+                table.setdefault(fid, {}).setdefault(r.path, {})[v] = {
+                    "outcome": result.status,
+                    "message": (result.message or "")[:300],
+                }
+        finally:
+            backend.close()
+        shown = sum(
+            1
+            for fid, r in reproducers
+            if table.get(fid, {}).get(r.path, {}).get(v, {}).get("outcome") == r.shows
+        )
+        log(f"  {v:<8} {shown} of {len(reproducers)} reproducers show their finding")
+    (out / "replays.json").write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+
+
+def sweep(
+    versions: list[str],
+    settings: SweepSettings,
+    spec: Spec,
+    out: Path,
+    cases_root: Path,
+    log: Log,
+    runs: bool = True,
+) -> dict[str, Any]:
+    """Every step in order; returns (and writes) sweep.json."""
+    steps: dict[str, float] = {}
+    start = time.monotonic()
+    log("releases (self-test):")
+    runnable = record_releases(versions, out, log)
+    steps["releases"] = time.monotonic() - start
+    t = time.monotonic()
+    log("acceptance (CreateOperator on every probe):")
+    run_acceptance(runnable, settings, spec, out, log)
+    steps["acceptance"] = time.monotonic() - t
+    done: dict[str, Any] = {}
+    if runs:
+        t = time.monotonic()
+        log(f"conformance runs (--tier {settings.tier} --cases {settings.cases} --seed {settings.seed}):")
+        done = run_conformance(runnable, settings, out, log)
+        steps["runs"] = time.monotonic() - t
+    t = time.monotonic()
+    log("reproducers (replayed on every release):")
+    run_replays(runnable, spec, cases_root, out, log)
+    steps["replays"] = time.monotonic() - t
+    meta = {
+        "settings": settings.to_json(),
+        "releases": versions,
+        "runnable": runnable,
+        "runs": done,
+        "seconds": {k: round(v, 1) for k, v in steps.items()},
+    }
+    (out / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return meta

@@ -1,0 +1,212 @@
+"""``dmlconform directml accept | sweep | publish``: DirectML releases held against the spec.
+
+    dmlconform directml accept [--version V ...|all] [--out DIR]   CreateOperator on the corpus
+    dmlconform directml sweep  [--version V ...|all] [--out DIR] [--cases N] [--no-runs]
+    dmlconform directml publish DIR [--out docs/directml-conformance.md]
+
+``accept`` asks the releases about every probe of the acceptance corpus and prints the agreement
+and every disagreement by the finding that decides it (exit 1 when one is undecided). ``sweep``
+does that, a conformance run per release and the reproducers' replays, into one directory that
+``publish`` turns into the published table (exit 1 when a disagreement is undecided or a run
+failure is unexplained, so a new one cannot slip into the table unnoticed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = "reports/directml-releases"
+DEFAULT_DOC = "docs/directml-conformance.md"
+
+
+def register(verbs: Any) -> None:
+    accept_p = verbs.add_parser(
+        "accept", help="ask DirectML releases about every probe of the acceptance corpus"
+    )
+    _versions_argument(accept_p)
+    accept_p.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"answers directory (default {DEFAULT_OUT})"
+    )
+    _corpus_arguments(accept_p)
+    accept_p.set_defaults(run=run_accept)
+
+    sweep_p = verbs.add_parser(
+        "sweep", help="acceptance, a conformance run and the reproducers on every release, into one directory"
+    )
+    _versions_argument(sweep_p)
+    sweep_p.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"sweep directory (default {DEFAULT_OUT})"
+    )
+    _corpus_arguments(sweep_p)
+    sweep_p.add_argument(
+        "--cases", type=int, default=2, metavar="N", help="run --cases per release (default 2)"
+    )
+    sweep_p.add_argument(
+        "--tier", default="default", choices=("smoke", "default", "stress"), help="run --tier"
+    )
+    sweep_p.add_argument(
+        "--no-runs", action="store_true", help="skip the conformance runs (keep any already there)"
+    )
+    sweep_p.add_argument(
+        "--cases-root",
+        default=".",
+        metavar="DIR",
+        help="where cases/directml/ lies (default: the current directory)",
+    )
+    sweep_p.set_defaults(run=run_sweep)
+
+    publish_p = verbs.add_parser("publish", help="write docs/directml-conformance.md from a sweep directory")
+    publish_p.add_argument(
+        "sweep_dir", nargs="?", default=DEFAULT_OUT, metavar="DIR", help=f"default {DEFAULT_OUT}"
+    )
+    publish_p.add_argument("--out", default=DEFAULT_DOC, metavar="FILE", help=f"default {DEFAULT_DOC}")
+    publish_p.set_defaults(run=run_publish)
+
+
+def _versions_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--version",
+        action="append",
+        metavar="V",
+        help="DirectML release (repeatable; default 'all': every installed release whose self-test passes)",
+    )
+
+
+def _corpus_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    p.add_argument(
+        "--legal", type=int, default=12, metavar="N", help="legal descs per level and data type (12)"
+    )
+    p.add_argument("--illegal", type=int, default=6, metavar="N", help="illegal descs per level and rule (6)")
+
+
+def _err(verb: str, message: str) -> int:
+    print(f"dmlconform directml {verb}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _versions(requested: list[str] | None) -> list[str]:
+    """The releases asked for, in table order; KeyError names the known ones."""
+    from dmlconform.backends.directml.releases import RELEASES, release
+
+    if not requested or "all" in requested:
+        return [r.dml_version for r in RELEASES]
+    for v in requested:
+        release(v)
+    wanted = set(requested)
+    return [r.dml_version for r in RELEASES if r.dml_version in wanted]
+
+
+def run_accept(args: argparse.Namespace) -> int:
+    from dmlconform.backends.directml import acceptance as acc
+    from dmlconform.backends.directml import matrix, status
+    from dmlconform.backends.directml.findings import activation_of, registry
+    from dmlconform.backends.directml.stack import StackMissing
+    from dmlconform.spec import load_spec
+
+    try:
+        versions = _versions(args.version)
+    except KeyError as exc:
+        return _err("accept", str(exc).strip("'\""))
+    spec = load_spec()
+    settings = acc.Settings(seed=args.seed, legal=args.legal, illegal=args.illegal)
+    start = time.monotonic()
+    probes = acc.corpus(spec, settings)
+    print(f"corpus: {len(probes)} probes (seed {args.seed}) in {time.monotonic() - start:.1f} s")
+    out = Path(args.out)
+    expect = matrix.Expectations(spec)
+    reg = registry()
+    undecided = 0
+    for v in versions:
+        if not status.installed(v):
+            if args.version and "all" not in args.version:
+                return _err(
+                    "accept", f"DirectML {v} is not installed: run dmlconform directml setup --version {v}"
+                )
+            continue
+        try:
+            measured = status.measure(v)
+        except StackMissing as exc:
+            return _err("accept", str(exc))
+        status.write(measured)
+        if not measured.runs:
+            print(f"DirectML {v}: cannot run here, not judged: {measured.detail}")
+            continue
+        answers = acc.ask_release(v, probes, settings, spec)
+        acc.write_answers(answers, out)
+        judged = matrix.judge(expect, probes, answers)
+        m = matrix.acceptance(spec, judged, v, answers.max_feature_level)
+        t = m.totals()
+        lg, il = t[matrix.LEGAL], t["illegal"]
+        print(
+            f"DirectML {v} ({answers.max_feature_level}), probes at its level and below: legal {lg.accepted} "
+            f"accepted / {lg.refused} refused; illegal {il.refused} refused / {il.accepted} accepted; "
+            f"{lg.inexpressible + il.inexpressible} cannot be asked; {lg.error + il.error} errors "
+            f"({answers.seconds:.1f} s)"
+        )
+        groups: dict[tuple[str, str, str, str], int] = {}
+        for j in matrix.disagreements(judged):
+            owners = reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, spec))
+            key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict)
+            groups[key] = groups.get(key, 0) + 1
+            undecided += not owners
+        for (fid, op, rule, verdict), n in sorted(groups.items()):
+            print(f"  {fid:<9} {op} breaks {rule}: {verdict} ({n} probes)")
+    print(f"answers in {out}; {undecided} undecided disagreement(s)")
+    return 1 if undecided else 0
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from dmlconform.backends.directml import provision
+    from dmlconform.backends.directml.stack import StackMissing
+    from dmlconform.backends.directml.sweep import SweepSettings, sweep
+    from dmlconform.spec import load_spec
+
+    try:
+        versions = _versions(args.version)
+    except KeyError as exc:
+        return _err("sweep", str(exc).strip("'\""))
+    if args.cases < 1:
+        return _err("sweep", "--cases must be at least 1")
+    root = Path(args.cases_root)
+    if not (root / "cases" / "directml").is_dir():
+        return _err(
+            "sweep", f"no cases/directml under {root.resolve()}: run from the project or pass --cases-root"
+        )
+    settings = SweepSettings(
+        cases=args.cases, seed=args.seed, legal=args.legal, illegal=args.illegal, tier=args.tier
+    )
+    start = time.monotonic()
+    try:
+        meta = sweep(versions, settings, load_spec(), Path(args.out), root, print, runs=not args.no_runs)
+    except (StackMissing, provision.ProvisionError) as exc:
+        return _err("sweep", str(exc))
+    print(
+        f"sweep of {len(meta['runnable'])} release(s) in {time.monotonic() - start:.0f} s: {args.out}; "
+        f"publish with: dmlconform directml publish {args.out}"
+    )
+    return 0
+
+
+def run_publish(args: argparse.Namespace) -> int:
+    from dmlconform.backends.directml.publish import PublishError, load, render
+    from dmlconform.spec import load_spec
+
+    spec = load_spec()
+    try:
+        sweep = load(Path(args.sweep_dir), spec)
+    except PublishError as exc:
+        return _err("publish", str(exc))
+    text, health = render(sweep, spec)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(
+        f"wrote {out}: {len(sweep.answers)} release(s), {health['undecided']} undecided disagreement(s), "
+        f"{health['unexplained']} unexplained run failure(s)"
+    )
+    return 1 if health["undecided"] or health["unexplained"] else 0

@@ -1,0 +1,92 @@
+"""Real DirectML releases against the spec: the self-test's verdict per release, CreateOperator on
+a slice of the acceptance corpus, and the findings' reproducers on the releases they are about.
+
+Needs the stack ``dmlconform directml setup`` installs (skipped with its one line otherwise); the
+tests that name another release skip when it is not installed (``setup --version all``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dmlconform.backends.directml.stack import StackMissing, locate
+
+try:
+    locate()
+except StackMissing as exc:
+    pytest.skip(str(exc), allow_module_level=True)
+
+from dmlconform.backends.directml import acceptance as acc
+from dmlconform.backends.directml import matrix, status
+from dmlconform.backends.directml.backend import DirectMLBackend
+from dmlconform.backends.directml.findings import activation_of, registry
+from dmlconform.commands.replay import load_case_dir
+from dmlconform.runner.checks import run_case
+from dmlconform.runner.guard import ThreadGuard
+from dmlconform.spec import load_spec
+
+SPEC = load_spec()
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def needs(version: str) -> None:
+    if not status.installed(version):
+        pytest.skip(f"DirectML {version} is not installed: dmlconform directml setup --version {version}")
+
+
+def test_the_self_test_decides_whether_a_release_runs_here() -> None:
+    measured = status.measure("1.15.4")
+    assert measured.runs and measured.max_feature_level == "6_4", measured
+    assert measured.file_version.startswith("1.15.4+")
+
+
+@pytest.mark.parametrize("version", ["1.5.1", "1.10.1"])
+def test_a_release_that_cannot_run_here_is_reported_not_judged(version: str) -> None:
+    needs(version)
+    measured = status.measure(version)
+    assert not measured.runs
+    assert measured.detail.startswith(("the runner did not start", "self-test failed"))
+
+
+def test_createoperator_on_a_corpus_slice_disagrees_only_where_a_finding_says() -> None:
+    settings = acc.Settings(seed=1, legal=2, illegal=2)
+    probes = [
+        p
+        for p in acc.corpus(SPEC, settings)
+        if p.operator in ("MEAN_VARIANCE_NORMALIZATION1", "BATCH_NORMALIZATION") and p.level in ("5_0", "6_4")
+    ]
+    answers = acc.ask_release("1.15.4", probes, settings, SPEC)
+    judged = matrix.judge(matrix.Expectations(SPEC), probes, answers)
+    assert any(j.verdict == acc.ACCEPTED for j in judged) and any(j.verdict == acc.REFUSED for j in judged)
+    wrong = matrix.disagreements(judged)
+    assert wrong, "axes-unique (F3) is in the slice"
+    reg = registry()
+    for j in wrong:
+        assert reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, SPEC)) == ["F3"], j
+    assert not [j for j in judged if j.verdict == acc.ERROR]
+
+
+@pytest.mark.parametrize(
+    ("path", "version", "outcome"),
+    [
+        ("cases/directml/bntg-mean-tensor-offset", "1.15.4", "passed"),  # F4: the spec follows DirectML
+        ("cases/directml/mvn1-repeated-axis", "1.15.4", "failed"),  # F3
+        ("cases/directml/softplus-steepness-below-one", "1.15.4", "passed"),  # F7: fixed in 1.15
+        ("cases/directml/softplus-steepness-below-one", "1.14.1", "failed"),  # F7: Steepness 1 computed
+        ("cases/directml/gelu-below-5_1", "1.8.0", "passed"),  # F8: 1.8.0 refuses GELU
+        ("cases/directml/gelu-below-5_1", "1.9.1", "failed"),  # F8: 1.9.1 accepts it at 5_0
+    ],
+)
+def test_reproducers_show_their_finding_on_their_releases(path: str, version: str, outcome: str) -> None:
+    needs(version)
+    case, inputs, meta = load_case_dir(ROOT / path, SPEC)
+    backend = DirectMLBackend(version=version)
+    try:
+        result = run_case(
+            case, ThreadGuard(backend, 120), SPEC, inputs=inputs, tolerance=meta.get("tolerance")
+        )
+    finally:
+        backend.close()
+    assert result.status == outcome, result.message
