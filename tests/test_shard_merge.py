@@ -90,8 +90,13 @@ def _junit_cases(report: Path) -> list[tuple[str, str, list[tuple[str, str | Non
     suite = ET.parse(report / "junit.xml").getroot().find("testsuite")
     assert suite is not None
     counts = {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")}
+    home = str(report.resolve())  # failure texts end with a replay command into the report
     cases = [
-        (tc.get("classname") or "", tc.get("name") or "", [(ch.tag, ch.get("message")) for ch in tc])
+        (
+            tc.get("classname") or "",
+            tc.get("name") or "",
+            [(ch.tag, (ch.get("message") or "").replace(home, "REPORT") or None) for ch in tc],
+        )
         for tc in suite
         if tc.tag == "testcase"
     ]

@@ -256,6 +256,18 @@ def _copy_reproducers(part: Part, records: list[dict[str, Any]], out: Path) -> N
             case_json.write_text(json.dumps(saved, indent=1), encoding="utf-8")
 
 
+def _point_at(cases: list[ET.Element], shard_dir: Path, out: Path) -> None:
+    """A failure's text names its replay command, whose reproducer path is under the shard's
+    directory: point it at the merged report's copy, as results.json's replay is."""
+    old, new = str(shard_dir.resolve()), str(out.resolve())
+    for case in cases:
+        for child in case:
+            if child.get("message") and old in child.get("message", ""):
+                child.set("message", child.get("message", "").replace(old, new))
+            if child.text and old in child.text:
+                child.text = child.text.replace(old, new)
+
+
 def _merge_junit(parts: list[Part], out: Path) -> Path | None:
     """One junit.xml: the shards' test cases dealt back in round-robin order (which restores the
     collection order of serial shards), the counters summed. None when a shard has none."""
@@ -285,6 +297,8 @@ def _merge_junit(parts: list[Part], out: Path) -> Path | None:
         if child.tag != "testcase":
             merged.append(child)  # <properties>, suite-level output: kept from the first shard
     cases = [[c for c in s if c.tag == "testcase"] for s in suites]
+    for part, shard_cases in zip(parts, cases, strict=True):
+        _point_at(shard_cases, part.directory, out)
     for i in range(max(len(c) for c in cases)):
         for shard_cases in cases:
             if i < len(shard_cases):
