@@ -336,16 +336,18 @@ class _Asking:
     def __init__(self, guard: Any, operator: str):
         self.guard = guard
         self.operator = operator
-        self._answers: dict[OperatorDesc, str | None] = {}
+        # by identity (the desc objects a case makes live as long as it): hashing a desc costs
+        # a JSON dump, paid by every case of a backend that has no supports() at all
+        self._answers: dict[int, tuple[OperatorDesc, str | None]] = {}
 
     def require(self, desc: OperatorDesc) -> None:
         """Unsupported (the case is skipped) when the backend says it does not support ``desc``."""
         ask = getattr(self.guard, "supports", None)
         if not callable(ask):
             return
-        if desc not in self._answers:
-            self._answers[desc] = ask(desc)
-        reason = self._answers[desc]
+        if id(desc) not in self._answers:
+            self._answers[id(desc)] = (desc, ask(desc))
+        reason = self._answers[id(desc)][1]
         if reason is not None:
             whose = f" (its derived {desc.operator} desc)" if desc.operator != self.operator else ""
             raise Unsupported(f"{reason}{whose}")
