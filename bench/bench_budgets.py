@@ -12,7 +12,9 @@ output member:
   over the elements where the reference is nonzero: a budget that wide lets an answer with no
   relation to the right one pass (issue 21, item 8); ``all``: the same over every finite
   element, which also counts outputs that are mostly exact zeros (RELU, THRESHOLDED_RELU),
-  whose median |reference| is 0 while their zeros are judged to the last bit;
+  whose median |reference| is 0 while their zeros are judged to the last bit; ``n=1``: the
+  loose cases whose reduction slices hold one value each (the budgets then still grant the
+  mean of one element a rounding error, divided by sqrt(Epsilon));
 - ``zero``: cases whose reference for that output is identically zero;
 - ``nonfinite``: cases whose reference for that output has no finite element;
 
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform import execute, tolerance, tolerance_models
+from dmlconform.data import effective_reduction_size
 from dmlconform.degenerate import impostors
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
@@ -92,6 +95,7 @@ def measure(cases: int, seeds: list[int], max_elements: int, operators: tuple[st
                 med_b, med_r = float(np.median(b[nonzero])), float(np.median(np.abs(r[nonzero])))
                 if not med_b <= 0.5 * med_r:
                     row["loose"] += 1
+                    row["loose_n1"] += effective_reduction_size(case.desc, spec) == 1
                     examples[f"{key} loose"].append(
                         f"{case.id} seed {seed} {case.regime}: median budget {med_b:.3g}, median |ref| {med_r:.3g}"
                         " (nonzero elements)"
@@ -119,12 +123,17 @@ def main() -> None:
     a = ap.parse_args()
     res = measure(a.cases, a.seeds, a.max_elements, tuple(a.operators))
     print(f"--cases {a.cases}, seeds {a.seeds}, size cases up to {a.max_elements} elements")
-    print(f"{'operator.output':<60} {'cases':>6} {'loose':>13} {'all':>13} {'zero':>5} {'nonfinite':>9}")
+    print(
+        f"{'operator.output':<60} {'cases':>6} {'loose':>13} {'n=1':>4} {'all':>13} {'zero':>5} {'nonfinite':>9}"
+    )
     for key in sorted(res["per_output"]):
         r = res["per_output"][key]
         share = f"{r['loose']} ({r['loose'] / r['cases']:.1%})"
         share_all = f"{r['loose_all']} ({r['loose_all'] / r['cases']:.1%})"
-        print(f"{key:<60} {r['cases']:>6} {share:>13} {share_all:>13} {r['zero']:>5} {r['nonfinite']:>9}")
+        print(
+            f"{key:<60} {r['cases']:>6} {share:>13} {r['loose_n1']:>4} {share_all:>13} {r['zero']:>5} "
+            f"{r['nonfinite']:>9}"
+        )
     print(
         f"\n{'operator':<36} {'cases':>6} {'degenerate':>10} {'skipped':>7} {'zeros':>6} {'negated':>7} {'input':>6}"
     )
