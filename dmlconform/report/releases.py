@@ -161,6 +161,8 @@ def _release(results: Results) -> Release:
         counts = rel.outcomes.setdefault(case.operator, dict.fromkeys(OUTCOMES, 0))
         counts[case.outcome] = counts.get(case.outcome, 0) + 1
         ratio = case.ratio
+        if ratio is not None and not math.isfinite(ratio) and not case.failing:
+            ratio = None  # a passing case with an undefined worst element (NaN where anything goes)
         if case.kind in NUMERIC_KINDS and ratio is not None:
             key = (case.operator, case.data_type or "")
             best = rel.worst.get(key)

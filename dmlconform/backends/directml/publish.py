@@ -267,7 +267,25 @@ def disagreements_section(
     return lines, shown, undecided
 
 
-def availability_section(sweep: Sweep, spec: Spec) -> list[str]:
+def _explained_by(
+    b: matrix.Boundary, judged: dict[str, list[matrix.Judged]], spec: Spec, reg: Registry
+) -> str:
+    """The findings that decide a boundary's disagreeing witnesses ('undecided' if any is not)."""
+    witnesses = set(b.witnesses)
+    owners: list[str] = []
+    for release, _ in b.below + b.above:
+        for j in judged.get(release, []):
+            if j.probe.id in witnesses and j.agrees is False:
+                found = reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, spec))
+                for o in found or ["undecided"]:
+                    if o not in owners:
+                        owners.append(o)
+    return ", ".join(owners)
+
+
+def availability_section(
+    sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.Judged]], reg: Registry
+) -> list[str]:
     expect = matrix.Expectations(spec)
     bounds = matrix.availability(spec, expect, sweep.probes, sweep.answers)
     lines = [
@@ -296,6 +314,8 @@ def availability_section(sweep: Sweep, spec: Spec) -> list[str]:
             return ", ".join(out) or "-"
 
         verdict = {True: "yes", False: "**no**", None: "no witness"}[b.agrees]
+        if b.agrees is False:
+            verdict += f" ({_explained_by(b, judged, spec, reg)})"
         lines.append(
             f"| {b.operator} | {b.level} | {_md(b.kind)}: {_md(b.subject)} | {b.rule} | {side(b.below)} | "
             f"{side(b.above)} | {verdict} |"
@@ -458,7 +478,7 @@ def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, 
         "",
         *dis_lines,
         "",
-        *availability_section(sweep, spec),
+        *availability_section(sweep, spec, judged, reg),
         "",
         *runs_section(sweep, spec),
         "",
