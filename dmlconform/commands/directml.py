@@ -28,7 +28,9 @@ def register(sub: Any) -> None:
         "Wine, vkd3d and lavapipe on this machine, for 'dmlconform run --backend directml'. Exit status: "
         "that of the action.",
     )
-    verbs = p.add_subparsers(dest="directml_verb", metavar="setup|info|versions|accept|sweep|publish", required=True)
+    verbs = p.add_subparsers(
+        dest="directml_verb", metavar="setup|info|versions|accept|sweep|publish", required=True
+    )
     setup_p = verbs.add_parser(
         "setup",
         help="install Wine, lavapipe, DirectML.dll and the runner; self-test",
