@@ -141,7 +141,7 @@ def test_a_perturbed_output_fails_that_case_only(played: Path):
     res = results(played)
     assert res["summary"]["failed"] == 1 and res["summary"]["errors"] == 0
     rec = by_id(res)[e["id"]]
-    assert rec["outcome"] == "failed" and "ULP" in rec["message"]
+    assert rec["outcome"] == "failed" and "> budget" in rec["message"]
     assert rec["errors"]["worst"]["member"] == "OutputTensor"
 
 

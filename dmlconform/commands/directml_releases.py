@@ -25,7 +25,12 @@ DEFAULT_DOC = "docs/directml-conformance.md"
 
 def register(verbs: Any) -> None:
     accept_p = verbs.add_parser(
-        "accept", help="ask DirectML releases about every probe of the acceptance corpus"
+        "accept",
+        help="ask DirectML releases about every probe of the acceptance corpus",
+        description="Send every desc of the acceptance corpus (legal descs at each level up to the "
+        "release's maximum, and illegal ones breaking each rule) to CreateOperator/CompileOperator of "
+        "each release and record the answers with the agreement matrix. Exit status: 0 done, 2 a "
+        "release or the stack is missing.",
     )
     _versions_argument(accept_p)
     accept_p.add_argument(
@@ -35,7 +40,11 @@ def register(verbs: Any) -> None:
     accept_p.set_defaults(run=run_accept)
 
     sweep_p = verbs.add_parser(
-        "sweep", help="acceptance, a conformance run and the reproducers on every release, into one directory"
+        "sweep",
+        help="acceptance, a conformance run and the reproducers on every release, into one directory",
+        description="For every runnable release: its self-test, the acceptance corpus, a conformance "
+        "run and the findings' reproducers, all under one directory that 'publish' turns into the "
+        "published table. Exit status: 0 done, 2 a release or the stack is missing.",
     )
     _versions_argument(sweep_p)
     sweep_p.add_argument(
@@ -46,7 +55,10 @@ def register(verbs: Any) -> None:
         "--cases", type=int, default=2, metavar="N", help="run --cases per release (default 2)"
     )
     sweep_p.add_argument(
-        "--tier", default="default", choices=("smoke", "default", "stress"), help="run --tier"
+        "--tier",
+        default="default",
+        choices=("smoke", "default", "stress"),
+        help="run --tier: smoke, default or stress (default: default)",
     )
     sweep_p.add_argument(
         "--no-runs", action="store_true", help="skip the conformance runs (keep any already there)"
@@ -59,7 +71,13 @@ def register(verbs: Any) -> None:
     )
     sweep_p.set_defaults(run=run_sweep)
 
-    publish_p = verbs.add_parser("publish", help="write docs/directml-conformance.md from a sweep directory")
+    publish_p = verbs.add_parser(
+        "publish",
+        help="write docs/directml-conformance.md from a sweep directory",
+        description="Generate the published DirectML conformance table (releases x operators, "
+        "acceptance agreement, findings with their reproducers) from a sweep directory. Exit status: 0 "
+        "written, 2 the sweep directory is missing or incomplete.",
+    )
     publish_p.add_argument(
         "sweep_dir", nargs="?", default=DEFAULT_OUT, metavar="DIR", help=f"default {DEFAULT_OUT}"
     )
@@ -79,9 +97,9 @@ def _versions_argument(p: argparse.ArgumentParser) -> None:
 def _corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.add_argument(
-        "--legal", type=int, default=12, metavar="N", help="legal descs per level and data type (12)"
+        "--legal", type=int, default=12, metavar="N", help="legal descs per level and data type (default 12)"
     )
-    p.add_argument("--illegal", type=int, default=6, metavar="N", help="illegal descs per level and rule (6)")
+    p.add_argument("--illegal", type=int, default=6, metavar="N", help="illegal descs per level and rule (default 6)")
 
 
 def _err(verb: str, message: str) -> int:
