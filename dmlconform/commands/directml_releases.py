@@ -99,7 +99,9 @@ def _corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--legal", type=int, default=12, metavar="N", help="legal descs per level and data type (default 12)"
     )
-    p.add_argument("--illegal", type=int, default=6, metavar="N", help="illegal descs per level and rule (default 6)")
+    p.add_argument(
+        "--illegal", type=int, default=6, metavar="N", help="illegal descs per level and rule (default 6)"
+    )
 
 
 def _err(verb: str, message: str) -> int:
