@@ -432,6 +432,9 @@ def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -
 
 def regenerate_section(sweep: Sweep) -> list[str]:
     settings = sweep.meta.get("settings", {})
+    seconds = (
+        ", ".join(f"{k} {v:.0f} s" for k, v in (sweep.meta.get("seconds") or {}).items()) or "not recorded"
+    )
     return [
         "## Regenerate",
         "",
@@ -442,7 +445,7 @@ def regenerate_section(sweep: Sweep) -> list[str]:
         "```",
         "",
         "The sweep self-tests every release, asks each runnable one about the corpus, runs the conformance "
-        f"suite on it and replays the reproducers (steps here: {sweep.meta.get('seconds', {})} s); publish "
+        f"suite on it and replays the reproducers (here: {seconds}); publish "
         "reads only the sweep's files. `dmlconform report releases DIR/runs/*` prints the release-by-release "
         "view and `dmlconform report diff DIR/runs/A DIR/runs/B` names every case that changed between two.",
     ]
