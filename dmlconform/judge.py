@@ -17,6 +17,7 @@ place (a layout no reference output has).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,17 @@ KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 compile time (or cache load) would not pay off, and cold start stays numba-free."""
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+@dataclass(frozen=True)
+class ModelTerms:
+    """What the compiled pass leaves for the numpy model: the plan, the slices' statistics and
+    their errors (in the kernel's slice order) and the working precision's unit roundoff."""
+
+    plan: Plan
+    ss: Any  # tolerance.SliceStatistics
+    st: Any  # tolerance.StatisticsErrors
+    u: float
 
 
 def _slice_rows(arr: np.ndarray, perm: tuple[int, ...], n_kept: int, target: tuple[int, int, int] | None):
@@ -57,24 +69,11 @@ def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
     return (a if a.dtype == np.float32 else a.astype(np.float32)), False
 
 
-def _run_chunks(n_slices: int, elements: int, call: Any) -> None:
-    """``call(k0, k1)`` over chunks of slices (or work items) on the reference's thread pool
-    (each is judged alone, so the split never changes a figure)."""
-    from dmlconform.reference import kernels as rk
-
-    chunks = min(n_slices, rk.THREADS * rk.CHUNKS_PER_THREAD)
-    if rk.THREADS <= 1 or chunks <= 1 or elements < rk.PARALLEL_MIN_ELEMENTS:
-        call(0, n_slices)
-        return
-    bounds = [n_slices * i // chunks for i in range(chunks + 1)]
-    for done in [rk._pool().submit(call, a, b) for a, b in zip(bounds, bounds[1:], strict=False)]:
-        done.result()
-
-
 def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; and the rows layout."""
     from dmlconform import judge_kernels as jk
+    from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import SliceStatistics
 
     x32, half = _as_float32(x)
@@ -89,7 +88,7 @@ def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
             flat, bits, sk, sm, k0, k1, m_len, l_len, half, mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1]
         )  # fmt: skip
 
-    _run_chunks(k_len, x.size, call)
+    run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_kernels)
     n = m_len * l_len
     return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), (flat, sk, sm, shape, perm)
 
@@ -187,15 +186,18 @@ def judge_normalization(
     spec: Spec,
     overrides: dict[str, Any] | None,
     budget_out: np.ndarray | None = None,
-) -> tuple[Any, dict[str, Any]]:
+    plan: Plan | None = None,
+) -> tuple[Any, ModelTerms]:
     """The normalization model's comparison of the main output, compiled. Returns the
-    :class:`~dmlconform.tolerance.OutputComparison` of the main output and what the numpy
-    model needs for the statistics outputs (``plan``, ``ss``, ``st``, ``co``, ``u``).
-    ``budget_out``: a float64 array of the output's shape that receives every budget (tests)."""
+    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the model's
+    per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
+    float64 array of the output's shape that receives every budget (tests); ``plan``: the
+    desc's, when the caller has it (:func:`plan_for`)."""
     from dmlconform import judge_kernels as jk
     from dmlconform import tolerance as tl
+    from dmlconform.reference.kernels import run_chunks
 
-    plan = make_plan(desc, spec)
+    plan = plan or make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
     co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, overrides)
     u = tl.UNIT_ROUNDOFF[co.working_precision]
@@ -242,7 +244,7 @@ def judge_normalization(
             nan if co.max_ulp is None else co.max_ulp, co.max_ulp is not None, fig[i0:i1], store,
         )  # fmt: skip
 
-    _run_chunks(item_k.size, x_flat.size, call)
+    run_chunks(item_k.size, x_flat.size, call)
     fig = merge_items(fig, item_k, k_len)
     if budget_out is not None:
         logical = store.reshape(tuple(plan.shape[i] for i in perm))
@@ -252,7 +254,7 @@ def judge_normalization(
         out.aggregate = tl.aggregate_from_sums(
             fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, st.e_mean / sd, rel_sd, co
         )
-    return out, {"plan": plan, "ss": ss, "st": st, "co": co, "u": u}
+    return out, ModelTerms(plan, ss, st, u)
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
@@ -276,23 +278,26 @@ def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtyp
     )
 
 
-def applies(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-            inputs: dict[str, Any], spec: Spec, also_inputs: tuple) -> bool:  # fmt: skip
-    """Whether the compiled judge takes this comparison (else the numpy model does)."""
+def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+             inputs: dict[str, Any], spec: Spec, also_inputs: tuple) -> Plan | None:  # fmt: skip
+    """The desc's plan when the compiled judge takes this comparison; None when the numpy
+    model does (small cases, other models, a relation's second input set, mismatched outputs)."""
     from dmlconform import tolerance_models
 
     if also_inputs or tolerance_models.handles(desc, spec):
-        return False
+        return None
     from dmlconform.semantics import SemanticsError
 
     try:
         plan = make_plan(desc, spec)
     except SemanticsError:
-        return False
+        return None
     x = np.asarray(inputs.get(plan.input))
     if x.size < KERNEL_MIN_ELEMENTS or x.dtype not in _FLOATS:
-        return False
+        return None
     got, ref = outputs_backend.get(plan.output), outputs_reference.get(plan.output)
     if not isinstance(got, np.ndarray) or got.shape != tuple(plan.shape) or got.dtype.kind != "f":
-        return False  # the numpy path words the mismatch
-    return isinstance(ref, np.ndarray) and ref.dtype in _FLOATS and ref.shape == got.shape
+        return None  # the numpy path words the mismatch
+    if not (isinstance(ref, np.ndarray) and ref.dtype in _FLOATS and ref.shape == got.shape):
+        return None
+    return plan

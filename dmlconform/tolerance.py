@@ -1000,14 +1000,19 @@ def compare(
     )
     from dmlconform import judge  # numba-free; imports its kernels only for large cases
 
-    if judge.applies(desc, outputs_backend, outputs_reference, inputs, spec, also_inputs):
-        main, parts = judge.judge_normalization(
-            desc, outputs_backend[make_plan(desc, spec).output], outputs_reference[make_plan(desc, spec).output],
-            inputs, spec, overrides,
-        )  # fmt: skip
-        plan = parts["plan"]
+    plan = judge.plan_for(desc, outputs_backend, outputs_reference, inputs, spec, also_inputs)
+    if plan is not None:
+        main, terms = judge.judge_normalization(
+            desc,
+            outputs_backend[plan.output],
+            outputs_reference[plan.output],
+            inputs,
+            spec,
+            overrides,
+            plan=plan,
+        )
         by_member, coeffs = statistics_output_budgets(
-            desc, plan, parts["ss"], parts["st"], outputs_reference, spec, overrides, parts["u"]
+            desc, plan, terms.ss, terms.st, outputs_reference, spec, overrides, terms.u
         )
         outputs = {plan.output: main}
         for name in by_member:

@@ -197,6 +197,20 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL[1]
 
 
+def run_chunks(count: int, elements: int, call: Callable[[int, int], None]) -> None:
+    """``call(i0, i1)`` over ``count`` independent units (slices, work items, elements) split
+    into chunks on the thread pool, or once on the calling thread when the work is small
+    (``elements`` below PARALLEL_MIN_ELEMENTS) or there is one thread. Each unit is computed
+    alone, so the split never changes a result."""
+    chunks = min(count, THREADS * CHUNKS_PER_THREAD)
+    if THREADS <= 1 or chunks <= 1 or elements < PARALLEL_MIN_ELEMENTS:
+        call(0, count)
+        return
+    bounds = [count * i // chunks for i in range(chunks + 1)]
+    for done in [_pool().submit(call, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]:
+        done.result()
+
+
 class _Chunked:
     """The compiled kernel with the same call signature, run over chunks of slices in parallel.
 
@@ -217,13 +231,7 @@ class _Chunked:
                 mean_out[k0:k1], var_out[k0:k1],
             )  # fmt: skip
 
-        chunks = min(n_slices, THREADS * CHUNKS_PER_THREAD)
-        if THREADS <= 1 or chunks <= 1 or n_slices * m_len * l_len < PARALLEL_MIN_ELEMENTS:
-            run(0, n_slices)
-            return
-        bounds = [n_slices * i // chunks for i in range(chunks + 1)]
-        for done in [_pool().submit(run, a, b) for a, b in zip(bounds, bounds[1:], strict=False)]:
-            done.result()
+        run_chunks(n_slices, n_slices * m_len * l_len, run)
 
 
 def _normalize(  # type: ignore[no-untyped-def]
@@ -323,12 +331,4 @@ def parallel_copy(src: np.ndarray, dst: np.ndarray) -> None:
     split over the same thread pool and chunk count as the kernel (an OpenMP ``prange`` copy
     would leave its threads spinning after each call, slowing whatever runs next)."""
     a, b = src.reshape(-1), dst.reshape(-1)
-    chunks = max(1, min(a.size, THREADS * CHUNKS_PER_THREAD))
-    if THREADS <= 1 or a.size < PARALLEL_MIN_ELEMENTS:
-        _copy(a, b)
-        return
-    bounds = [a.size * i // chunks for i in range(chunks + 1)]
-    for done in [
-        _pool().submit(_copy, a[lo:hi], b[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False)
-    ]:
-        done.result()
+    run_chunks(a.size, a.size, lambda lo, hi: _copy(a[lo:hi], b[lo:hi]))
