@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 def _entry_point_loads_plugin() -> bool:
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         return False
-    return any(ep.value == "dmlconform.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return any(ep.value == "dmlconform.runner.plugin" for ep in entry_points(group="pytest11"))
 
 
-pytest_plugins = [] if _entry_point_loads_plugin() else ["dmlconform.pytest_plugin"]
+pytest_plugins = [] if _entry_point_loads_plugin() else ["dmlconform.runner.plugin"]

@@ -20,7 +20,7 @@ output member:
 
 and per operator the numeric cases (every output together) that three answers with nothing to
 do with the operator pass: all zeros, the right answer negated, an input returned unchanged
-(``dmlconform.degenerate.impostors``; as backends: ``broken.Zeros``, ``Negated``,
+(``dmlconform.generation.degenerate.impostors``; as backends: ``broken.Zeros``, ``Negated``,
 ``InputUnchanged``). A case that one of them passes judges nothing. Not a speed benchmark: a
 before/after measure of how discriminating the generated cases are.
 """
@@ -34,12 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import execute, tolerance, tolerance_models
-from dmlconform.data import effective_reduction_size
-from dmlconform.degenerate import impostors
+from dmlconform import execute
+from dmlconform.generation.data import effective_reduction_size
+from dmlconform.generation.degenerate import impostors
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
-from dmlconform.spec import load_spec
+from dmlconform.spec.model import load_spec
+from dmlconform.tolerance import core as tolerance
+from dmlconform.tolerance import models as tolerance_models
 
 
 def _budgets(spec: Any, desc: Any, ref: dict[str, np.ndarray], inputs: dict[str, np.ndarray]) -> dict:

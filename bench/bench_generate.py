@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from dmlconform import generate as gen
-from dmlconform.spec import load_spec
+from dmlconform.generation import descs as gen
+from dmlconform.spec.model import load_spec
 
 
 def rate(fn, count: int) -> float:

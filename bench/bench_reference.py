@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dmlconform.desc import parse_desc
 from dmlconform.reference import buffers, execute
 from dmlconform.reference.kernels import parallel_copy
+from dmlconform.spec.desc import parse_desc
 
 
 def median_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:

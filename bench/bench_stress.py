@@ -44,13 +44,13 @@ def _rss() -> int:
 
 def worker(args: argparse.Namespace) -> int:
     """Run one band's size cases against one backend; print one JSON line."""
-    from dmlconform import generate
     from dmlconform.backends import load_backend
+    from dmlconform.generation import descs as generate
     from dmlconform.runner import tiers
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.guard import ThreadGuard
-    from dmlconform.spec import load_spec
+    from dmlconform.spec.model import load_spec
 
     spec = load_spec()
     _, lo, hi = BANDS[args.band]
@@ -131,7 +131,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    from dmlconform.spec import load_spec
+    from dmlconform.spec.model import load_spec
 
     spec = load_spec()
     ops = sorted(spec.operators) if args.operators == ["all"] else args.operators

@@ -10,9 +10,9 @@ import argparse
 import statistics
 import time
 
-from dmlconform.generate import illegal_descs, legal_descs
-from dmlconform.spec import load_spec
-from dmlconform.validate import validate
+from dmlconform.generation.descs import illegal_descs, legal_descs
+from dmlconform.spec.model import load_spec
+from dmlconform.spec.validate import validate
 
 
 def corpus(n: int) -> list[tuple[object, str]]:

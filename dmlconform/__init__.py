@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmlconform.desc import ActivationDesc, DescError, OperatorDesc, TensorDesc, load_desc, parse_desc
 from dmlconform.errors import Rejected, Unsupported, Violation
-from dmlconform.spec import Spec, SpecError, load_spec
-from dmlconform.validate import validate
+from dmlconform.spec.desc import ActivationDesc, DescError, OperatorDesc, TensorDesc, load_desc, parse_desc
+from dmlconform.spec.model import Spec, SpecError, load_spec
+from dmlconform.spec.validate import validate
 
 __version__ = "0.1.0"
 

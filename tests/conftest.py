@@ -20,8 +20,8 @@ def native_modules_loaded() -> None:
     which test first imports a library depends on how xdist spreads the tests over workers."""
     import numpy as np
 
-    from dmlconform.desc import parse_desc
     from dmlconform.reference import execute
+    from dmlconform.spec.desc import parse_desc
 
     t = {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 2]}
     desc = parse_desc(

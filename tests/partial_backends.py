@@ -9,8 +9,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from dmlconform.backends.reference import ReferenceBackend
-from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
+from dmlconform.spec.desc import OperatorDesc
 
 
 class Mvn1Only(ReferenceBackend):

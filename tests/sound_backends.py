@@ -2,7 +2,7 @@
 
 A typical port loops over each slice in order (sequential sums); PyTorch's CUDA batch norm
 updates a running mean (Welford). Both err more than numpy's pairwise sums: the lenient
-tolerance model has terms for them (dmlconform/tolerance.py), and these backends keep those terms
+tolerance model has terms for them (dmlconform/tolerance/core.py), and these backends keep those terms
 honest. The required (strict) model admits them for short reductions only: the sequential loop
 is also ``broken:SequentialSumStatistics``, which long reductions catch. Load
 them as ``sound_backends:SequentialLoop`` with this directory on the path.
@@ -16,7 +16,7 @@ import numpy as np
 
 from dmlconform.backends.broken import sequential_statistics
 from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.data import to_slices
+from dmlconform.generation.data import to_slices
 
 
 def _slices(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, list[int]]:

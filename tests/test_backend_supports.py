@@ -15,12 +15,12 @@ import pytest
 from test_run import REPO, dmlconform
 
 from dmlconform.backends.reference import ReferenceBackend
-from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard, backend_info, support_reason
-from dmlconform.spec import load_spec
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 MVN, MVN1 = "MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1"

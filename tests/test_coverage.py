@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_run import SMALL, dmlconform
 
-from dmlconform import generate
-from dmlconform.desc import parse_desc
-from dmlconform.results import coverage
-from dmlconform.rules import KINDS
+from dmlconform.generation import descs as generate
 from dmlconform.runner.checks import exercised_rules
-from dmlconform.spec import load_spec
-from dmlconform.validate import validate
+from dmlconform.runner.results import coverage
+from dmlconform.spec.desc import parse_desc
+from dmlconform.spec.model import load_spec
+from dmlconform.spec.rules import KINDS
+from dmlconform.spec.validate import validate
 
 SPEC = load_spec()
 MVN1 = "MEAN_VARIANCE_NORMALIZATION1"

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from dmlconform import data as dd
-from dmlconform import generate as gen
-from dmlconform.spec import load_spec
+from dmlconform.generation import data as dd
+from dmlconform.generation import descs as gen
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 OPS = sorted(SPEC.operators)

@@ -9,15 +9,16 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from dmlconform import data as dd
-from dmlconform import degenerate, execute
-from dmlconform import generate as gen
+from dmlconform import execute
 from dmlconform.backends.base import load_backend
-from dmlconform.desc import parse_desc
+from dmlconform.generation import data as dd
+from dmlconform.generation import degenerate
+from dmlconform.generation import descs as gen
 from dmlconform.runner.cases import Selection, collect, legal_for
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec import load_spec
+from dmlconform.spec.desc import parse_desc
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
@@ -51,7 +52,7 @@ def _bntg(x_sizes, stat_sizes, mean_strides=None, eps=1e-5, dtype="FLOAT32"):
 
 
 def _own_statistics(desc, inputs):
-    """Each slice's mean and population variance, independently of dmlconform.data: float64
+    """Each slice's mean and population variance, independently of dmlconform.generation.data: float64
     numpy over the reduced axes of the input as drawn; and the scale of each (mean |x|, mean
     x^2), against which two float64 summation orders differ by ~1e-16."""
     x = inputs["InputTensor"].astype(np.float64)

@@ -45,12 +45,12 @@ from dmlconform.backends.directml.client import (
 )
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.backends.directml.selftest import run_self_test
-from dmlconform.data import make_inputs, regimes_for
-from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.generate import legal_descs
-from dmlconform.spec import load_spec
-from dmlconform.tolerance import compare
+from dmlconform.generation.data import make_inputs, regimes_for
+from dmlconform.generation.descs import legal_descs
+from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.spec.model import load_spec
+from dmlconform.tolerance.core import compare
 
 SPEC = load_spec()
 #: Debian bookworm's own lavapipe (mesa-vulkan-drivers 22.3.6): no VK_EXT_descriptor_indexing.

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.pack import NO_BINDING, Unrepresentable
-from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.errors import Unsupported
-from dmlconform.generate import legal_descs
-from dmlconform.spec import load_spec
+from dmlconform.generation.descs import legal_descs
+from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 

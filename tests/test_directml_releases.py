@@ -21,10 +21,10 @@ from dmlconform.backends.directml import acceptance as acc
 from dmlconform.backends.directml import findings, matrix, provision, publish, status
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.cli import main
-from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.spec import load_spec
-from dmlconform.validate import validate
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import load_spec
+from dmlconform.spec.validate import validate
 
 SPEC = load_spec()
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ from dmlconform.backends.directml.findings import activation_of, registry
 from dmlconform.commands.replay import load_case_dir
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec import load_spec
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 ROOT = Path(__file__).resolve().parent.parent

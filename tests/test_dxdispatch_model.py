@@ -13,8 +13,6 @@ import math
 import numpy as np
 import pytest
 
-from dmlconform import generate
-from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.dxdispatch import buffers
 from dmlconform.dxdispatch.bundle import Call, build_model
 from dmlconform.dxdispatch.emulate import Emulator, run_model
@@ -26,7 +24,9 @@ from dmlconform.dxdispatch.model import (
     read_desc_json,
 )
 from dmlconform.dxdispatch.modelfile import load_json, read_model
-from dmlconform.spec import load_spec
+from dmlconform.generation import descs as generate
+from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from dmlconform import generate as gen
-from dmlconform.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
-from dmlconform.rules import KINDS
-from dmlconform.spec import load_spec
-from dmlconform.validate import active_rules, validate
+from dmlconform.generation import descs as gen
+from dmlconform.spec.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
+from dmlconform.spec.model import load_spec
+from dmlconform.spec.rules import KINDS
+from dmlconform.spec.validate import active_rules, validate
 
 SPEC = load_spec()
 ALL = gen.operators_and_levels(SPEC)
@@ -86,7 +86,7 @@ def test_known_breakability(operator: str, level: str, rule: str, breakable: boo
 
 _SNIPPET = """
 import json, sys
-from dmlconform import generate as gen
+from dmlconform.generation import descs as gen
 out = [d.to_dict() for d in gen.legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", seed=7, count=15)]
 out += [[d.to_dict(), r] for d, r in gen.illegal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", seed=3, count=15)]
 print(json.dumps(out, sort_keys=True))

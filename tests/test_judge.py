@@ -1,6 +1,6 @@
-"""The compiled judge against the numpy model it implements (:mod:`dmlconform.judge`).
+"""The compiled judge against the numpy model it implements (:mod:`dmlconform.tolerance.judge`).
 
-The numpy model (:func:`dmlconform.tolerance.budgets`, :func:`aggregate_check`) is the readable
+The numpy model (:func:`dmlconform.tolerance.core.budgets`, :func:`aggregate_check`) is the readable
 specification; these tests hold the kernels to it: every budget within a relative 1e-12, and
 the same verdict, worst element, failing count and aggregate figures, on hypothesis-drawn legal
 descs of every operator the normalization model serves (every regime, both data types, fused
@@ -16,9 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmlconform as dc
-from dmlconform import data, judge, tolerance, tolerance_models
-from dmlconform import strategies as dst
-from dmlconform.semantics import SemanticsError, make_plan
+from dmlconform.generation import data
+from dmlconform.generation import strategies as dst
+from dmlconform.spec.semantics import SemanticsError, make_plan
+from dmlconform.tolerance import core as tolerance
+from dmlconform.tolerance import judge
+from dmlconform.tolerance import models as tolerance_models
 
 SPEC = dc.load_spec()
 RTOL = 1e-12
@@ -205,7 +208,7 @@ def test_small_cases_do_not_import_numba(tmp_path):
 
     code = (
         "import sys, dmlconform as dc\n"
-        "from dmlconform import data, tolerance\n"
+        "from dmlconform.generation import data\nfrom dmlconform.tolerance import core as tolerance\n"
         "t = {'DataType': 'FLOAT32', 'Sizes': [4, 1000]}\n"
         "d = dc.parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {'InputTensor': t, 'OutputTensor': t, 'Axes': [1], 'NormalizeVariance': True}})\n"
         "i = data.make_inputs(d, 'standard_normal', seed=1)\n"

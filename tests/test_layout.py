@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmlconform.desc import TensorDesc
-from dmlconform.layout import as_strided_view, buffer_element_count, from_buffer, numpy_dtype, to_buffer
+from dmlconform.spec.desc import TensorDesc
+from dmlconform.spec.layout import as_strided_view, buffer_element_count, from_buffer, numpy_dtype, to_buffer
 
 
 def test_packed_round_trip_is_row_major():

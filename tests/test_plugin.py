@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_plugin_backends import HERE
 
-from dmlconform.pytest_plugin import plugin_args
+from dmlconform.runner.plugin import plugin_args
 
 pytest_plugins = ["pytester"]
 

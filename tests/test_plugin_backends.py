@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.backends.reference import ReferenceBackend
-from dmlconform.desc import OperatorDesc
+from dmlconform.spec.desc import OperatorDesc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -101,7 +101,7 @@ class AcceptsAll(ReferenceBackend):
 
 
 def test_helpers_misbehave_only_on_fp16() -> None:
-    from dmlconform.generate import legal_descs
+    from dmlconform.generation.descs import legal_descs
 
     d32 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT32", count=1))
     d16 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT16", count=1))

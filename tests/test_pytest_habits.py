@@ -17,7 +17,7 @@ from test_plugin_backends import HERE
 from test_run import REPO, SMALL, dmlconform
 
 from dmlconform.commands.run import suite_arguments
-from dmlconform.pytest_plugin import SUITE_FILE, case_operator, plugin_args, suite_argument
+from dmlconform.runner.plugin import SUITE_FILE, case_operator, plugin_args, suite_argument
 
 CASE = "validation[MEAN_VARIANCE_NORMALIZATION1-2_1-illegal-required-members-0000]"
 ACCEPTS_ALL = "test_plugin_backends:AcceptsAll"  # accepts every illegal desc: validation fails
@@ -126,7 +126,7 @@ def test_junit_classname_per_operator_and_replay_in_the_failure_text(tmp_path: P
 
 
 def test_failure_text_without_a_report_says_how_to_rerun_the_case(tmp_path: Path) -> None:
-    from dmlconform.pytest_plugin import Settings, failure_text
+    from dmlconform.runner.plugin import Settings, failure_text
 
     settings = Settings(
         backend="b", options={}, level="6_4", operators=(), data_types=(), cases=8, seed=0, report_dir=None,

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from dmlconform import reference
-from dmlconform.desc import parse_desc
 from dmlconform.reference import execute
-from dmlconform.semantics import make_plan
-from dmlconform.spec import load_spec
+from dmlconform.spec.desc import parse_desc
+from dmlconform.spec.model import load_spec
+from dmlconform.spec.semantics import make_plan
 
 SPEC = load_spec()
 mp = mpmath.mp

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from dmlconform import reference
-from dmlconform.desc import parse_desc
 from dmlconform.reference import execute
+from dmlconform.spec.desc import parse_desc
 
 mpmath.mp.dps = 50
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import dmlconform as dc
-from dmlconform import generate as gen
-from dmlconform.desc import parse_desc
-from dmlconform.tolerance import ulp_distance
+from dmlconform.generation import descs as gen
+from dmlconform.spec.desc import parse_desc
+from dmlconform.tolerance.core import ulp_distance
 
 mpmath.mp.dps = 60
 

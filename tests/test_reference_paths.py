@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from test_reference import path
 
 from dmlconform import reference
-from dmlconform.desc import parse_desc
 from dmlconform.reference import execute, kernels, mirror
-from dmlconform.spec import load_spec
+from dmlconform.spec.desc import parse_desc
+from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()
 ROOT = Path(__file__).resolve().parents[1]

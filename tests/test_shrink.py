@@ -18,7 +18,6 @@ from dmlconform.backends import broken
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.cli import main
-from dmlconform.desc import parse_desc
 from dmlconform.errors import Rejected
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import CaseResult, run_case
@@ -26,8 +25,9 @@ from dmlconform.runner.guard import ThreadGuard
 from dmlconform.shrink import moves
 from dmlconform.shrink.search import NotFailing, shrink
 from dmlconform.shrink.signature import Signature, same_failure, signature
-from dmlconform.spec import load_spec
-from dmlconform.validate import validate
+from dmlconform.spec.desc import parse_desc
+from dmlconform.spec.model import load_spec
+from dmlconform.spec.validate import validate
 
 SPEC = load_spec()
 MUTANTS = sorted(

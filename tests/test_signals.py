@@ -17,8 +17,8 @@ import pytest
 from test_completeness import run_until, start_run
 from test_run import HERE, REPO, SMALL
 
-from dmlconform.pytest_plugin import plugin_args
 from dmlconform.runner import watch
+from dmlconform.runner.plugin import plugin_args
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 SEGFAULTS = [

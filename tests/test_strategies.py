@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from dmlconform import strategies as s
-from dmlconform.desc import parse_desc
-from dmlconform.validate import validate
+from dmlconform.generation import strategies as s
+from dmlconform.spec.desc import parse_desc
+from dmlconform.spec.validate import validate
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

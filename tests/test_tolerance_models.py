@@ -1,4 +1,4 @@
-"""The budgets of the kernels beside the centred normalization (dmlconform/tolerance_models.py):
+"""The budgets of the kernels beside the centred normalization (dmlconform/tolerance/models.py):
 a sound float32 implementation (the numpy backend) passes, and results that follow another
 reading of the docs fail: epsilon outside the square root, gradients that ignore the batch
 statistics, a centred variance where MVN2 without the mean step takes the second moment."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 import dmlconform as dc
-from dmlconform import generate as gen
-from dmlconform import tolerance
 from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.data import make_inputs, regimes_for
-from dmlconform.desc import parse_desc
+from dmlconform.generation import descs as gen
+from dmlconform.generation.data import make_inputs, regimes_for
+from dmlconform.spec.desc import parse_desc
+from dmlconform.tolerance import core as tolerance
 
 
 def T(sizes, dt="FLOAT32"):

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import dmlconform as dc
-from dmlconform.spec import UnknownLevel
-from dmlconform.validate import is_legal
+from dmlconform.spec.model import UnknownLevel
+from dmlconform.spec.validate import is_legal
 
 N = [2, 3, 4, 5]
 

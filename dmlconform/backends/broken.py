@@ -20,10 +20,10 @@ import numpy as np
 
 from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.data import to_slices
-from dmlconform.degenerate import unchanged_inputs
-from dmlconform.desc import OperatorDesc
-from dmlconform.spec import load_spec
+from dmlconform.generation.data import to_slices
+from dmlconform.generation.degenerate import unchanged_inputs
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import load_spec
 
 
 class UnbiasedVariance(NumpyBackend):
@@ -265,7 +265,7 @@ class Zeros(NumpyBackend):
     """Every output all zeros: an implementation that computes nothing.
 
     Every numeric case must expose it: none is generated whose reference is identically zero
-    (``dmlconform.data``, degenerate cases)."""
+    (``dmlconform.generation.data``, degenerate cases)."""
 
     name: ClassVar[str] = "broken:Zeros"
 

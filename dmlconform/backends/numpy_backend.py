@@ -19,7 +19,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from dmlconform import semantics
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -29,10 +28,11 @@ from dmlconform.backends.base import (
     make_plan,
     validate_or_reject,
 )
-from dmlconform.data import to_slices
-from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
-from dmlconform.spec import load_spec
+from dmlconform.generation.data import to_slices
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import load_spec
 
 F32 = np.float32
 _erf = np.frompyfunc(math.erf, 1, 1)

@@ -63,7 +63,6 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from dmlconform import semantics
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -74,9 +73,10 @@ from dmlconform.backends.base import (
     make_plan,
 )
 from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
-from dmlconform.spec import load_spec
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import load_spec
 
 PATHS = (
     "blocked",

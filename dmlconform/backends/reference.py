@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from dmlconform import semantics
 from dmlconform.backends.base import FEATURE_LEVEL_OPTION, BackendBase, Option, make_plan, validate_or_reject
 from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.desc import OperatorDesc
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import OperatorDesc
 
 
 class ReferenceBackend(BackendBase):

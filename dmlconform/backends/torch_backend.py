@@ -34,7 +34,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dmlconform import semantics
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -44,9 +43,10 @@ from dmlconform.backends.base import (
     make_plan,
 )
 from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.desc import OperatorDesc
 from dmlconform.errors import Unsupported
-from dmlconform.spec import load_spec
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import load_spec
 
 PATHS = ("instance_norm", "batch_norm", "layer_norm", "var_mean")
 _TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16}

@@ -126,7 +126,7 @@ def run_accept(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import matrix, status
     from dmlconform.backends.directml.findings import activation_of, registry
     from dmlconform.backends.directml.stack import StackMissing
-    from dmlconform.spec import load_spec
+    from dmlconform.spec.model import load_spec
 
     try:
         versions = _versions(args.version)
@@ -184,7 +184,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import provision
     from dmlconform.backends.directml.stack import StackMissing
     from dmlconform.backends.directml.sweep import SweepSettings, sweep
-    from dmlconform.spec import load_spec
+    from dmlconform.spec.model import load_spec
 
     try:
         versions = _versions(args.version)
@@ -214,7 +214,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def run_publish(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml.publish import PublishError, load, render
-    from dmlconform.spec import load_spec
+    from dmlconform.spec.model import load_spec
 
     spec = load_spec()
     try:

@@ -44,7 +44,7 @@ def _generate(desc: Any, names: tuple[str, ...], spec: Any, seed: int) -> dict[s
     from dmlconform.reference import more, output_dtype
 
     if more.handles(desc, spec):  # given statistics: a variance must not be negative
-        from dmlconform.data import make_inputs
+        from dmlconform.generation.data import make_inputs
 
         return dict(make_inputs(desc, "standard_normal", seed, spec))
     rng = np.random.default_rng(seed)
@@ -61,7 +61,7 @@ def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:
     The reference computes what the docs define, and they define nothing for a desc no level
     admits: such a desc is refused with the rules it breaks at the newest level, before any
     buffer is allocated (a broken size rule can ask for petabytes)."""
-    from dmlconform.validate import validate
+    from dmlconform.spec.validate import validate
 
     levels = spec.levels_from(spec.operator(desc.operator))
     if any(not validate(desc, lv.name, spec) for lv in levels):
@@ -83,9 +83,9 @@ def _is_npz(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dmlconform.desc import DescError, load_desc
     from dmlconform.reference import InputError, PlanError, execute, more
-    from dmlconform.spec import SpecError, load_spec
+    from dmlconform.spec.desc import DescError, load_desc
+    from dmlconform.spec.model import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec_dir)

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir, directory_problem
-from dmlconform.spec import SpecError, UnknownLevel, load_spec
+from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
 
 
 def register(sub: Any) -> None:
-    from dmlconform.data import REGIMES
+    from dmlconform.generation.data import REGIMES
 
     p = sub.add_parser(
         "generate",
@@ -58,7 +58,8 @@ def _error(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dmlconform import data, generate
+    from dmlconform.generation import data
+    from dmlconform.generation import descs as generate
 
     try:
         spec = load_spec(args.spec_dir)

@@ -68,8 +68,8 @@ def open_backend(
 ) -> tuple[Any, Any, str, dict[str, str]]:
     """(guard, BackendInfo, backend name, options) for re-running a saved case: the backend and
     options saved in case.json unless others are given; ValueError with one line."""
-    from dmlconform.pytest_plugin import load_backend_info
     from dmlconform.runner.guard import ProcessGuard, ThreadGuard
+    from dmlconform.runner.plugin import load_backend_info
 
     if timeout < 0:
         raise ValueError("--timeout must not be negative (0 disables it)")
@@ -93,8 +93,8 @@ def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[
     """(Case, inputs, case.json) from a reproducer directory; ValueError with one line."""
     import numpy as np
 
-    from dmlconform.desc import DescError, load_desc
     from dmlconform.runner.cases import Case
+    from dmlconform.spec.desc import DescError, load_desc
 
     if not case_dir.is_dir():
         raise ValueError(f"{case_dir}: not a directory")
@@ -126,9 +126,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    from dmlconform.pytest_plugin import parse_backend_options
     from dmlconform.runner.checks import run_case
-    from dmlconform.spec import load_spec
+    from dmlconform.runner.plugin import parse_backend_options
+    from dmlconform.spec.model import load_spec
 
     spec = load_spec()
     case_dir = Path(args.case_dir)

@@ -132,7 +132,7 @@ def _registered() -> list[str]:
 
 
 def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> list[str]:
-    from dmlconform.pytest_plugin import SUITE_DIR, SUITE_FILE, plugin_args
+    from dmlconform.runner.plugin import SUITE_DIR, SUITE_FILE, plugin_args
 
     argv = [
         str(SUITE_FILE),  # also the anchor of pytest's initial conftests: never the current directory's
@@ -195,7 +195,7 @@ def suite_arguments(extra: list[str]) -> list[str]:
     them nor takes the current directory for the suite's (its conftest.py). A token right after
     an option that may take a value (``-k EXPR``) is that value and stays as it is; the plugin
     points any the command line leaves at the suite file itself."""
-    from dmlconform.pytest_plugin import suite_argument
+    from dmlconform.runner.plugin import suite_argument
 
     out = []
     for i, token in enumerate(extra):
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
 
     import pytest
 
-    from dmlconform.pytest_plugin import default_report_dir
+    from dmlconform.runner.plugin import default_report_dir
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if code == pytest.ExitCode.INTERRUPTED:
-        from dmlconform import pytest_plugin
+        from dmlconform.runner import plugin as pytest_plugin
 
         if (report_dir / "results.json").is_file():
             print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    from dmlconform.pytest_plugin import parse_backend_options
+    from dmlconform.runner.plugin import parse_backend_options
     from dmlconform.shrink.files import shrink_dir
     from dmlconform.shrink.search import NotFailing
 

@@ -8,5 +8,5 @@
 - :mod:`.emulate`: ``emulate``: play DxDispatch locally on any backend (CI without Windows)
 
 It reads cases like a run (``dmlconform.runner.cases``) and writes results like a run
-(``dmlconform.results``, ``dmlconform.report``); comparison is ``dmlconform.runner.checks``.
+(``dmlconform.runner.results``, ``dmlconform.report``); comparison is ``dmlconform.runner.checks``.
 """

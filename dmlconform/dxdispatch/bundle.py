@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.dxdispatch import buffers, scripts
 from dmlconform.dxdispatch.model import NotExpressible, bind_points, desc_json, export_desc, operator_type
 from dmlconform.errors import Rejected
-from dmlconform.results import jsonable, sanitize
 from dmlconform.runner.cases import Case, Selection, collect
-from dmlconform.spec import Spec
+from dmlconform.runner.results import jsonable, sanitize
+from dmlconform.spec.desc import OperatorDesc, TensorDesc
+from dmlconform.spec.model import Spec
 
 FORMAT = "dmlconform-dxdispatch-bundle"
 FORMAT_VERSION = 1

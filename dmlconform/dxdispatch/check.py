@@ -5,7 +5,7 @@ uses, with :class:`ReplayGuard` standing in for the backend: its ``execute`` ret
 DirectML wrote (read back from the buffers by their strides), its ``check`` accepts when DirectML
 created the operator and raises ``Rejected`` when DxDispatch's log says creation failed. The
 comparison, tolerance and messages are therefore those of a run, and the records, results.json,
-summary.md and index.html are written by ``dmlconform.results`` and ``dmlconform.report``.
+summary.md and index.html are written by ``dmlconform.runner.results`` and ``dmlconform.report``.
 
 Acceptance is judged at the device's level: DirectML validates a desc at the highest feature
 level it implements whatever level a case was generated for, so each validation case is
@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.desc import DescError, TensorDesc
 from dmlconform.dxdispatch import buffers
 from dmlconform.dxdispatch.bundle import (
     ADAPTERS,
@@ -46,10 +45,18 @@ from dmlconform.dxdispatch.bundle import (
 from dmlconform.dxdispatch.model import ModelError, NotExpressible, canonical
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.results import RunMeta, build_results, case_record, finish_record, versions, write_results
 from dmlconform.runner.cases import Case
-from dmlconform.spec import Spec
-from dmlconform.validate import validate
+from dmlconform.runner.results import (
+    RunMeta,
+    build_results,
+    case_record,
+    finish_record,
+    versions,
+    write_results,
+)
+from dmlconform.spec.desc import DescError, TensorDesc
+from dmlconform.spec.model import Spec
+from dmlconform.spec.validate import validate
 
 CREATE_FAILURES = ("ERROR creating dispatchable", "ERROR while initializing")
 

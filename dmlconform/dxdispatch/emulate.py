@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import layout
-from dmlconform.desc import TensorDesc
 from dmlconform.dxdispatch import buffers
 from dmlconform.dxdispatch.bundle import ADAPTERS, CASES_LIST, DEPENDENCIES, EXIT_STATUS, LOG, MODEL
 from dmlconform.dxdispatch.model import ModelError, bind_points
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.spec import Spec
+from dmlconform.spec import layout
+from dmlconform.spec.desc import TensorDesc
+from dmlconform.spec.model import Spec
 
 E_FAIL = -2147467259  # 0x80004005 as DxDispatch's main returns it (an HRESULT)
 E_INVALIDARG = -2147024809  # 0x80070057

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmlconform.desc import OperatorDesc
 from dmlconform.dxdispatch.model import (
     ModelError,
     bind_points,
@@ -23,7 +22,8 @@ from dmlconform.dxdispatch.model import (
     read_uint,
     read_uint_list,
 )
-from dmlconform.spec import Spec
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import Spec
 
 ROOT_KEYS = ("resources", "dispatchables", "commands")
 EXECUTION_FLAGS = (

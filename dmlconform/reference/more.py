@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import semantics
-from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.reference.activations import activation_args
-from dmlconform.spec import Spec
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import OperatorDesc, TensorDesc
+from dmlconform.spec.model import Spec
 
 
 def handles(desc: OperatorDesc, spec: Spec) -> bool:

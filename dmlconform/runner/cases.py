@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dmlconform.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.spec import Operator, Relation, Spec
+from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.spec.model import Operator, Relation, Spec
 
 KINDS = ("numeric", "validation", "metamorphic")
 
@@ -213,7 +213,7 @@ def legal_for(
     spec: Spec, op: Operator, level: str, data_type: str, count: int, seed: int
 ) -> list[OperatorDesc]:
     """``count`` legal descs of one data type (the generator forces the type where supported)."""
-    from dmlconform import generate
+    from dmlconform.generation import descs as generate
 
     descs = list(generate.legal_descs(op.name, level, seed=seed, count=count, spec=spec, dtype=data_type))
     return [d for d in descs if input_data_type(op, d) == data_type]
@@ -222,20 +222,20 @@ def legal_for(
 def illegal_for(
     spec: Spec, op: Operator, level: str, count: int, seed: int
 ) -> list[tuple[OperatorDesc, str]]:
-    from dmlconform import generate
+    from dmlconform.generation import descs as generate
 
     return _take(generate.illegal_descs(op.name, level, seed=seed, count=count, spec=spec), count)
 
 
 def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
-    from dmlconform import generate
+    from dmlconform.generation import descs as generate
 
     return len(generate.breakable_rules(op.name, level, spec))
 
 
 def regimes(desc: OperatorDesc) -> list[str]:
     try:
-        from dmlconform import data
+        from dmlconform.generation import data
     except ImportError:  # input generators not built yet: one plain regime
         return ["default"]
     return list(data.regimes_for(desc)) or ["default"]
@@ -283,7 +283,7 @@ SPARE_DESCS = 8
 
 def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
     """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
-    inputs (every output 0 or undefined, or the input itself: ``dmlconform.degenerate``) is
+    inputs (every output 0 or undefined, or the input itself: ``dmlconform.generation.degenerate``) is
     replaced, under the same id, by the first that judges something of the generator's spare
     descs for that id (:func:`_spares`); the other cases keep their ids, descs and data."""
     for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
@@ -314,7 +314,7 @@ def _judges_nothing(case: Case) -> bool:
     """Whether no input makes the case judge anything; inputs are drawn only for the few descs
     where that can happen (``degenerate.may_judge_nothing``), so collection stays cheap."""
     try:
-        from dmlconform import degenerate
+        from dmlconform.generation import degenerate
     except ImportError:  # input generators not built yet
         return False
     if not degenerate.may_judge_nothing(case.desc):

@@ -64,8 +64,8 @@ class Lifeline:
         same run, only without this safety net."""
         import faulthandler
 
-        from dmlconform.results import jsonable
         from dmlconform.runner import watch
+        from dmlconform.runner.results import jsonable
 
         try:
             self._journal_path = report_dir / watch.JOURNAL
@@ -91,7 +91,7 @@ class Lifeline:
         """One journal line, flushed: what the watcher reads after a crash."""
         if self._journal is None:
             return
-        from dmlconform.results import jsonable
+        from dmlconform.runner.results import jsonable
 
         try:
             self._journal.write(json.dumps(jsonable(entry)) + "\n")

@@ -30,9 +30,9 @@ def shrink_dir(
     backend's name and the shrunk case's record (as in case.json). ValueError (one line) for an unusable reproducer or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
     from dmlconform.commands.replay import load_case_dir, open_backend
-    from dmlconform.results import case_record, finish_record, save_reproducer
     from dmlconform.runner.checks import run_case
-    from dmlconform.spec import load_spec
+    from dmlconform.runner.results import case_record, finish_record, save_reproducer
+    from dmlconform.spec.model import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
@@ -82,7 +82,7 @@ def shrink_report(
     import time
 
     from dmlconform.report.render import write_reports
-    from dmlconform.results import write_results
+    from dmlconform.runner.results import write_results
     from dmlconform.shrink.search import NotFailing
 
     path = report_dir / "results.json"

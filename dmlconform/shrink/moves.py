@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.desc import OperatorDesc, TensorDesc
-from dmlconform.spec import Spec
+from dmlconform.spec.desc import OperatorDesc, TensorDesc
+from dmlconform.spec.model import Spec
 
 Inputs = dict[str, np.ndarray] | None
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmlconform.desc import OperatorDesc
-from dmlconform.spec import Spec
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import Spec
 
 ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR = "accepted", "refused", "inexpressible", "error"
 VERDICTS = (ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR)
@@ -74,7 +74,7 @@ def _data_type(spec: Spec, desc: OperatorDesc) -> str | None:
 
 def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
     """Every probe, in a fixed order (operator, level, legal by data type, illegal by rule)."""
-    from dmlconform import generate
+    from dmlconform.generation import descs as generate
     from dmlconform.runner.cases import operator_data_types
 
     probes: list[Probe] = []
@@ -218,7 +218,7 @@ def ask_release(
     """Open DirectML ``version`` (its self-test must pass: BackendError otherwise) and ask it
     about every probe at the level it implements."""
     from dmlconform.backends.directml.backend import DirectMLBackend
-    from dmlconform.results import spec_hash
+    from dmlconform.runner.results import spec_hash
 
     backend = DirectMLBackend(version=version)
     try:

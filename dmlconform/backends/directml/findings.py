@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from dmlconform.desc import ActivationDesc
 from dmlconform.runner.expect import Expectation
+from dmlconform.spec.desc import ActivationDesc
 
 DECISIONS = (
     "spec-corrected",

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dmlconform import layout
 from dmlconform.backends.directml.client import MODE_EXECUTE, Runner, RunReply
-from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
 from dmlconform.errors import Unsupported
-from dmlconform.spec import Member, Operator, Spec, load_spec
+from dmlconform.spec import layout
+from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
+from dmlconform.spec.model import Member, Operator, Spec, load_spec
 
 #: DML_TENSOR_TYPE_BUFFER (DirectML.h, enum DML_TENSOR_TYPE).
 TENSOR_TYPE_BUFFER = 1

@@ -18,7 +18,7 @@ from typing import Any
 from dmlconform.backends.directml import acceptance as acc
 from dmlconform.backends.directml import matrix
 from dmlconform.backends.directml.findings import Registry, activation_of, registry
-from dmlconform.spec import Spec
+from dmlconform.spec.model import Spec
 
 PUBLISH_COMMAND = "dmlconform directml publish"
 SWEEP_COMMAND = "dmlconform directml sweep"
@@ -341,7 +341,7 @@ def runs_section(sweep: Sweep, spec: Spec) -> list[str]:
         "releases at different levels share the seeded cases of the levels both reach.",
         "",
     ]
-    from dmlconform.results import spec_hash
+    from dmlconform.runner.results import spec_hash
 
     stale = [r.label for r in view.releases if r.spec_hash and r.spec_hash != spec_hash(spec)]
     if stale:
@@ -453,7 +453,7 @@ def regenerate_section(sweep: Sweep) -> list[str]:
 
 def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, dict[str, int]]:
     """The markdown page and its health: undecided disagreements and unexplained failures."""
-    from dmlconform.results import spec_hash
+    from dmlconform.runner.results import spec_hash
 
     reg = reg or registry()
     judged = _judged(sweep, spec)

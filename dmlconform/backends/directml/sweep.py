@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dmlconform.spec import Spec
+from dmlconform.spec.model import Spec
 
 Log = Callable[[str], None]
 
@@ -159,7 +159,7 @@ def run_replays(versions: list[str], spec: Spec, cases_root: Path, out: Path, lo
     from dmlconform.commands.replay import load_case_dir
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.guard import ThreadGuard
-    from dmlconform.validate import validate
+    from dmlconform.spec.validate import validate
 
     reproducers = [(f.id, r) for f in registry().findings for r in f.reproducers]
     loaded = {}

@@ -1,6 +1,6 @@
 """The compiled judge: the tolerance model and the comparison of a large case in two passes.
 
-:func:`dmlconform.tolerance.compare` hands a case here when its main input has more than
+:func:`dmlconform.tolerance.core.compare` hands a case here when its main input has more than
 :data:`KERNEL_MIN_ELEMENTS` elements (the reference's own compile threshold, so that a run of
 small cases never imports numba) and its model has a kernel. The numpy model stays the readable
 specification: the kernels compute the same formulas (``tests/test_judge.py`` holds the two
@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.data import resolve_branch_points
-from dmlconform.desc import OperatorDesc
-from dmlconform.expr import postfix
+from dmlconform.generation.data import resolve_branch_points
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows
 from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
-from dmlconform.semantics import Plan, make_plan
-from dmlconform.spec import Spec
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.expr import postfix
+from dmlconform.spec.model import Spec
+from dmlconform.spec.semantics import Plan, make_plan
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -70,11 +70,11 @@ def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
 
 
 def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
-    """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
+    """The numpy model's :class:`~dmlconform.tolerance.core.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; and the rows layout."""
-    from dmlconform import judge_kernels as jk
     from dmlconform.reference.kernels import run_chunks
-    from dmlconform.tolerance import SliceStatistics
+    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance.core import SliceStatistics
 
     x32, half = _as_float32(x)
     perm = plan.kept_axes + plan.axes
@@ -149,7 +149,7 @@ def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.nda
 def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
     """One figures row per slice from its work items' rows (in element order): sums add,
     maxima take the max, the worst element is the first item's holding the largest ratio."""
-    from dmlconform import judge_kernels as jk
+    from dmlconform.tolerance import judge_kernels as jk
 
     if item_k.size == k_len:
         return fig
@@ -167,7 +167,7 @@ def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
 def worst_of(fig: np.ndarray, plan: Plan) -> tuple[int, tuple[int, ...]]:
     """(slice, logical index) of the worst element: the largest ratio, the first in C order
     among equal ones (as np.argmax over the whole tensor)."""
-    from dmlconform import judge_kernels as jk
+    from dmlconform.tolerance import judge_kernels as jk
 
     kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
     red_shape = tuple(plan.shape[i] for i in plan.axes)
@@ -189,13 +189,13 @@ def judge_normalization(
     plan: Plan | None = None,
 ) -> tuple[Any, ModelTerms]:
     """The normalization model's comparison of the main output, compiled. Returns the
-    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the model's
+    :class:`~dmlconform.tolerance.core.OutputComparison` of the main output and the model's
     per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
     float64 array of the output's shape that receives every budget (tests); ``plan``: the
     desc's, when the caller has it (:func:`plan_for`)."""
-    from dmlconform import judge_kernels as jk
-    from dmlconform import tolerance as tl
     from dmlconform.reference.kernels import run_chunks
+    from dmlconform.tolerance import core as tl
+    from dmlconform.tolerance import judge_kernels as jk
 
     plan = plan or make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
@@ -258,8 +258,8 @@ def judge_normalization(
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
-    from dmlconform import judge_kernels as jk
-    from dmlconform import tolerance as tl
+    from dmlconform.tolerance import core as tl
+    from dmlconform.tolerance import judge_kernels as jk
 
     k, index = worst_of(fig, plan)
     row = fig[k]
@@ -282,11 +282,11 @@ def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_refere
              inputs: dict[str, Any], spec: Spec, also_inputs: tuple) -> Plan | None:  # fmt: skip
     """The desc's plan when the compiled judge takes this comparison; None when the numpy
     model does (small cases, other models, a relation's second input set, mismatched outputs)."""
-    from dmlconform import tolerance_models
+    from dmlconform.tolerance import models as tolerance_models
 
     if also_inputs or tolerance_models.handles(desc, spec):
         return None
-    from dmlconform.semantics import SemanticsError
+    from dmlconform.spec.semantics import SemanticsError
 
     try:
         plan = make_plan(desc, spec)

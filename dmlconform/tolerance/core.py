@@ -71,12 +71,12 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.data import resolve_branch_points, to_slices
-from dmlconform.desc import OperatorDesc
-from dmlconform.expr import evaluate
+from dmlconform.generation.data import resolve_branch_points, to_slices
 from dmlconform.reference import more as model_activation
-from dmlconform.semantics import Plan, make_plan
-from dmlconform.spec import Spec, load_spec
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.expr import evaluate
+from dmlconform.spec.model import Spec, load_spec
+from dmlconform.spec.semantics import Plan, make_plan
 
 UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}
 _INT_VIEW = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
@@ -991,14 +991,14 @@ def compare(
     computed from (a metamorphic relation's second run); each element gets the largest of the
     budgets, since either run's data may be the worse conditioned."""
     spec = spec or load_spec()
-    from dmlconform import tolerance_models  # the other kernels' models (tolerance.model)
+    from dmlconform.tolerance import models as tolerance_models  # the other kernels' models (tolerance.model
 
     budgets_of = tolerance_models.budgets if tolerance_models.handles(desc, spec) else budgets
     names = [m.name for m in spec.operator(desc.operator).input_members]
     nonfinite = any(
         not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs
     )
-    from dmlconform import judge  # numba-free; imports its kernels only for large cases
+    from dmlconform.tolerance import judge  # numba-free; imports its kernels only for large cases
 
     plan = judge.plan_for(desc, outputs_backend, outputs_reference, inputs, spec, also_inputs)
     if plan is not None:

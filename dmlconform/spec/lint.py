@@ -16,8 +16,7 @@ from typing import Any
 
 import yaml
 
-from dmlconform.rules import KINDS
-from dmlconform.spec import (
+from dmlconform.spec.model import (
     SCHEMA_FOR,
     SpecError,
     build_spec,
@@ -28,6 +27,7 @@ from dmlconform.spec import (
     schema_errors,
     spec_file,
 )
+from dmlconform.spec.rules import KINDS
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.desc import OperatorDesc, TensorDesc
 from dmlconform.errors import Unsupported
-from dmlconform.spec import Spec, load_spec
+from dmlconform.spec.desc import OperatorDesc, TensorDesc
+from dmlconform.spec.model import Spec, load_spec
 
 
 class SemanticsError(ValueError):

@@ -1,7 +1,7 @@
 """The desc generators as hypothesis strategies, for property tests that shrink.
 
-Same code as the seeded driver (``dmlconform.generate``): the generators are written against the
-:class:`~dmlconform.generate.Chooser` interface, and here every choice is a ``data.draw``, so
+Same code as the seeded driver (``dmlconform.generation.descs``): the generators are written against the
+:class:`~dmlconform.generation.descs.Chooser` interface, and here every choice is a ``data.draw``, so
 hypothesis can shrink a failing desc toward the simplest choices (options are listed simplest
 first: packed layouts, no activation, small sizes, the first data type).
 """
@@ -13,15 +13,15 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from dmlconform import generate as gen
-from dmlconform.desc import OperatorDesc
-from dmlconform.spec import Spec, load_spec
+from dmlconform.generation import descs as gen
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import Spec, load_spec
 
 T = TypeVar("T")
 
 
 class HypothesisChooser:
-    """A :class:`~dmlconform.generate.Chooser` backed by hypothesis draws (keys are ignored:
+    """A :class:`~dmlconform.generation.descs.Chooser` backed by hypothesis draws (keys are ignored:
     hypothesis explores on its own)."""
 
     def __init__(self, draw: Any) -> None:

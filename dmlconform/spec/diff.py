@@ -14,7 +14,7 @@ and yields the mirror image: the same levels, before/after swapped, ``rule-on`` 
 A witness is a concrete desc that is legal on one side and illegal on the other, the illegal side
 reporting the rule the change is about; every witness is confirmed by :func:`validate` on both
 sides, so the diff never claims a difference the validator does not see. Candidates come from the
-generators (``dmlconform.generate``) when they are installed, and from a small constructive
+generators (``dmlconform.generation.descs``) when they are installed, and from a small constructive
 builder plus single-member mutations here, driven by rule kinds and the support table only.
 
 Nothing here names an operator, a member or an activation: all of that comes from the spec.
@@ -28,10 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.rules import fixed_dims
-from dmlconform.spec import FeatureLevel, Operator, Rule, Spec, format_source
-from dmlconform.validate import active_rules, validate
+from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.spec.model import FeatureLevel, Operator, Rule, Spec, format_source
+from dmlconform.spec.rules import fixed_dims
+from dmlconform.spec.validate import active_rules, validate
 
 # Each kind and the kind a reversed diff reports for the same change.
 MIRROR: dict[str, str] = {
@@ -627,7 +627,7 @@ def _expected_rule_ids(operator: str, change: Change, before: Side, after: Side)
 def _candidates(
     operator: str, change: Change, legal: Side, illegal: Side
 ) -> Iterator[tuple[str, OperatorDesc]]:
-    """Generator descs first (when ``dmlconform.generate`` exists), then our own: bases built from
+    """Generator descs first (when ``dmlconform.generation.descs`` exists), then our own: bases built from
     the legal side's support table, ordered so that the ones this change is about come first, each
     followed by its single-member mutations."""
     spec = legal.spec
@@ -679,11 +679,11 @@ def _ordered(items: Iterable[Any]) -> list[Any]:
 def _generator_candidates(
     operator: str, change: Change, legal: Side, illegal: Side
 ) -> Iterator[OperatorDesc]:
-    """Descs from ``dmlconform.generate``: legal ones on the legal side, and illegal ones on the
+    """Descs from ``dmlconform.generation.descs``: legal ones on the legal side, and illegal ones on the
     other side labelled with this change's rule. Absent or failing generators are skipped: the
     constructive search below does not depend on them."""
     try:
-        from dmlconform import generate  # type: ignore[attr-defined]
+        from dmlconform.generation import descs as generate  # type: ignore[attr-defined]
     except ImportError:
         return
     try:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.data import (
+from dmlconform.generation.data import (
     BIAS_MAGNITUDE,
     SCALE_MAGNITUDE,
     RegimeNotApplicable,
@@ -46,9 +46,9 @@ from dmlconform.data import (
     normalizes_variance,
     regimes_for,
 )
-from dmlconform.desc import OperatorDesc
-from dmlconform.semantics import SemanticsError, centers
-from dmlconform.spec import Spec, load_spec
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import Spec, load_spec
+from dmlconform.spec.semantics import SemanticsError, centers
 
 OWN_DRAWS = 4
 """Draws of a case's own regime tried before other regimes are."""
@@ -102,7 +102,8 @@ def budgets(
 ) -> dict[str, np.ndarray]:
     """The per-element budgets the comparison grants each output (the operator's tolerance
     model, as ``tolerance.compare`` picks it)."""
-    from dmlconform import tolerance, tolerance_models
+    from dmlconform.tolerance import core as tolerance
+    from dmlconform.tolerance import models as tolerance_models
 
     fn = tolerance_models.budgets if tolerance_models.handles(desc, spec) else tolerance.budgets
     with np.errstate(all="ignore"):

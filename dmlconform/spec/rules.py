@@ -1,7 +1,7 @@
 """The closed vocabulary of rule kinds.
 
 Every rule in the spec names one of these kinds; the kind knows how to check a desc against the
-rule's parameters (and, in ``dmlconform.generate``, how to satisfy and break it). Nothing here
+rule's parameters (and, in ``dmlconform.generation.descs``, how to satisfy and break it). Nothing here
 names an operator: a new operator is YAML that reuses these kinds, and a new *kind* of constraint
 is one new class here plus its enum entry in ``spec/schema``.
 
@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
-from dmlconform.spec import FeatureLevel, Operator, Rule, Spec, SupportRow
+from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
+from dmlconform.spec.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 
 Finding = tuple[str, str]
 

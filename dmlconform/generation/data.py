@@ -2,7 +2,7 @@
 
 Every regime draws in float64, rounds once to the tensor's data type and returns arrays in that
 type, so the inputs are exact: the reference and the backend see the same numbers. Arrays have
-the tensor's logical shape (its Sizes, C-contiguous); buffer layout is ``dmlconform.layout``'s
+the tensor's logical shape (its Sizes, C-contiguous); buffer layout is ``dmlconform.spec.layout``'s
 job. One exception to "any values": an input with a zero stride reads one element for a whole
 dimension, so its array is made constant along that dimension (otherwise no buffer could hold it).
 
@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.generate import reduction_axes, reduction_size
-from dmlconform.spec import Activation, Spec, load_spec
+from dmlconform.generation.descs import reduction_axes, reduction_size
+from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.spec.model import Activation, Spec, load_spec
 
 REGIMES: tuple[str, ...] = (
     "standard_normal",
@@ -302,7 +302,7 @@ def make_inputs(
     """Arrays for every present input tensor member of ``desc``, in the member's data type and
     logical shape. Raises :class:`RegimeNotApplicable` for a regime not in
     ``regimes_for(desc)``. ``draw``: another draw of the same regime, for a case whose first
-    judges nothing (``dmlconform.degenerate``)."""
+    judges nothing (``dmlconform.generation.degenerate``)."""
     spec = spec or load_spec()
     if regime not in REGIMES:
         raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")

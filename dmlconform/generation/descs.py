@@ -28,7 +28,7 @@ returns the reason when it cannot (:func:`unbreakable_rules`).
 
 Two drivers share this code through the chooser interface: :class:`RandomChooser` (seeded,
 deterministic in any process; ``choice(..., key=...)`` deals from shuffled decks, so every class
-of a choice appears within a few descs) and the hypothesis chooser in ``dmlconform.strategies``.
+of a choice appears within a few descs) and the hypothesis chooser in ``dmlconform.generation.strategies``.
 """
 
 from __future__ import annotations
@@ -40,17 +40,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from dmlconform import semantics
-from dmlconform.desc import (
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import (
     ActivationDesc,
     OperatorDesc,
     TensorDesc,
     minimum_implied_size_in_bytes,
     packed_strides,
 )
-from dmlconform.rules import condition_holds, fixed_dims
-from dmlconform.spec import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
-from dmlconform.validate import active_rules, validate
+from dmlconform.spec.model import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
+from dmlconform.spec.rules import condition_holds, fixed_dims
+from dmlconform.spec.validate import active_rules, validate
 
 T = TypeVar("T")
 
@@ -702,7 +702,7 @@ def legal_descs(
 
 
 def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
-    """The input axes the operator reduces over (see dmlconform.semantics)."""
+    """The input axes the operator reduces over (see dmlconform.spec.semantics)."""
     return semantics.reduction_axes(desc, spec)
 
 

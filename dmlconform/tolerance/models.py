@@ -3,10 +3,10 @@
 semantics' ``center`` flag (off: the second moment about zero).
 
 Each model is one function that returns the per-element absolute budgets of every output, as
-:func:`dmlconform.tolerance.budgets` does for the normalization model, from the same
-coefficients (:func:`dmlconform.tolerance.coefficients`, so overrides and the named variants in
+:func:`dmlconform.tolerance.core.budgets` does for the normalization model, from the same
+coefficients (:func:`dmlconform.tolerance.core.coefficients`, so overrides and the named variants in
 ``models:`` apply) and the same activation and output-rounding terms; the comparison itself is
-:mod:`dmlconform.tolerance`'s. The derivations are written in each operator's spec file.
+:mod:`dmlconform.tolerance.core`'s. The derivations are written in each operator's spec file.
 
 Symbols: u the unit roundoff of the working precision; c_pt the ``pointwise`` coefficient (a few
 roundings per element); c_mean the ``mean`` coefficient (a float32 sum of n terms errs by
@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import semantics, tolerance
-from dmlconform.desc import OperatorDesc
 from dmlconform.reference import more as model_activation
-from dmlconform.spec import Spec, load_spec
+from dmlconform.spec import semantics
+from dmlconform.spec.desc import OperatorDesc
+from dmlconform.spec.model import Spec, load_spec
+from dmlconform.tolerance import core as tolerance
 
 
 def handles(desc: OperatorDesc, spec: Spec) -> bool:

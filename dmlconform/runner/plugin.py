@@ -33,7 +33,7 @@ import pytest
 
 from dmlconform.errors import Rejected, Unsupported
 
-SUITE_DIR = Path(__file__).resolve().parent / "suite"
+SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
 SUITE_FILE = SUITE_DIR / "test_conformance.py"
 DEFAULT_CASES = 8
 DEFAULT_TIMEOUT = 60.0
@@ -155,7 +155,7 @@ def entry_point_loads_plugin() -> bool:
 
 
 def plugin_args() -> list[str]:
-    """``-p dmlconform.pytest_plugin`` when needed for a ``pytest.main`` call, else nothing."""
+    """``-p dmlconform.runner.plugin`` when needed for a ``pytest.main`` call, else nothing."""
     return [] if entry_point_loads_plugin() else ["-p", __name__]
 
 
@@ -254,7 +254,7 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import KINDS
     from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.spec import SpecError, UnknownLevel, load_spec
+    from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
 
     opt = config.option
     try:
@@ -376,7 +376,7 @@ def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> lis
     for (``asked``: the run's ``--feature-level``, or None). UsageError when the backend claims a
     level this spec does not know and none was asked for: a level the spec has not got cannot be
     tested, and testing another without a word would misreport the run."""
-    from dmlconform.spec import UnknownLevel
+    from dmlconform.spec.model import UnknownLevel
 
     claimed = info.feature_level
     if not claimed:
@@ -413,7 +413,7 @@ def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dt
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
     """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
     coefficient or model name), before any case runs."""
-    from dmlconform.tolerance import coefficients
+    from dmlconform.tolerance.core import coefficients
 
     for op in spec.operators.values():
         for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):
@@ -539,8 +539,8 @@ class ConformanceItem(pytest.Item):
         self.expectation: str | None = None
 
     def runtest(self) -> None:
-        from dmlconform.results import case_record, write_reproducer
         from dmlconform.runner.checks import run_case
+        from dmlconform.runner.results import case_record, write_reproducer
 
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         try:
@@ -590,7 +590,7 @@ class ConformanceSession:
     """The per-process state of a conformance run, registered as a plugin when it is active."""
 
     def __init__(self, config: pytest.Config, settings: Settings, handle: Any):
-        from dmlconform.spec import load_spec
+        from dmlconform.spec.model import load_spec
 
         self.config = config
         self.settings = settings
@@ -659,7 +659,7 @@ class ConformanceSession:
         by a signal or a crash still leaves the report of the cases that ran."""
         from dataclasses import asdict
 
-        from dmlconform.results import write_results
+        from dmlconform.runner.results import write_results
 
         global terminated_by
         terminated_by = None
@@ -680,7 +680,7 @@ class ConformanceSession:
 
     def placeholder(self) -> dict[str, Any]:
         """The results.json of a run that has started and not finished (docs/results-json.md)."""
-        from dmlconform.results import SCHEMA_VERSION, summarize
+        from dmlconform.runner.results import SCHEMA_VERSION, summarize
 
         return {
             "schema_version": SCHEMA_VERSION,
@@ -775,7 +775,7 @@ class ConformanceSession:
         report = yield
         recorded = report.when == "call" or (report.when == "setup" and not report.passed)
         if isinstance(item, ConformanceItem) and recorded:
-            from dmlconform.results import case_record
+            from dmlconform.runner.results import case_record
 
             record = dict(item.record or case_record(item.case, item.nodeid, None))
             record["expectation"] = item.expectation
@@ -793,7 +793,7 @@ class ConformanceSession:
             if report.when == "teardown" and report.failed and report.nodeid in self.records:
                 self.records[report.nodeid]["outcome"] = "error"
             return
-        from dmlconform.results import finish_record
+        from dmlconform.runner.results import finish_record
 
         outcome, message = _outcome(report)
         if outcome == "failed" and record.get("message"):
@@ -905,8 +905,8 @@ class ConformanceSession:
         """The run's RunMeta as of now: results.json's fields other than the cases."""
         from dataclasses import asdict
 
-        from dmlconform.results import RunMeta, spec_hash, versions
         from dmlconform.runner.cases import operator_data_types, selected_operators
+        from dmlconform.runner.results import RunMeta, spec_hash, versions
         from dmlconform.runner.tiers import max_elements_for
 
         s = self.settings
@@ -941,7 +941,7 @@ class ConformanceSession:
         )
 
     def write(self, session: pytest.Session) -> None:
-        from dmlconform.results import build_results, write_results
+        from dmlconform.runner.results import build_results, write_results
 
         s = self.settings
         results = build_results(self.run_meta(), self.spec, list(self.records.values()))

@@ -1,0 +1,1 @@
+"""Generation: legal and one-rule-broken descs, hypothesis strategies, input data."""

@@ -1,0 +1,1 @@
+"""Tolerance: error budgets, the models, the aggregate check, the compiled judge."""
