@@ -50,7 +50,7 @@ from dmlconform.generation.data import make_inputs, regimes_for
 from dmlconform.generation.descs import legal_descs
 from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.spec.model import load_spec
-from dmlconform.tolerance.core import compare
+from dmlconform.tolerance import compare
 
 SPEC = load_spec()
 #: Debian bookworm's own lavapipe (mesa-vulkan-drivers 22.3.6): no VK_EXT_descriptor_indexing.

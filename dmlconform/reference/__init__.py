@@ -266,11 +266,23 @@ def execute(
     for callers that run the same desc many times. Raises :class:`InputError` for a missing or
     misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
-    spec = spec or load_spec()
-    from dmlconform.reference import more  # kernels other than the centred normalization
+    from dmlconform import kernels
 
-    if more.handles(desc, spec):
-        return more.execute(desc, inputs, spec, float64=float64, out=out)
+    spec = spec or load_spec()
+    return kernels.part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
+
+
+def execute_normalization(
+    desc: OperatorDesc,
+    inputs: dict[str, Any],
+    spec: Spec,
+    *,
+    float64: bool = False,
+    out: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`execute` for the centred normalization kernel (the registry's ``normalization``):
+    the plan, the operands arranged without copies where strides allow, the numba kernel or its
+    numpy mirror."""
     plan = make_plan(desc, spec)
     arrays = {}
     for name in plan.input_members():

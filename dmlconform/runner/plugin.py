@@ -413,7 +413,7 @@ def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dt
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
     """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
     coefficient or model name), before any case runs."""
-    from dmlconform.tolerance.core import coefficients
+    from dmlconform.tolerance import coefficients
 
     for op in spec.operators.values():
         for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):

@@ -166,6 +166,12 @@ def centers(desc: OperatorDesc, spec: Spec | None = None) -> bool:
     return bool(_member_value(desc, ref, spec, "the mean flag"))
 
 
+def make_uncentred_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
+    """The plan of a normalization whose ``center`` flag may be off (the registry's
+    ``rms_normalization`` kernel reads ``Plan.center``)."""
+    return make_plan(desc, spec, uncentred_ok=True)
+
+
 def make_plan(desc: OperatorDesc, spec: Spec | None = None, *, uncentred_ok: bool = False) -> Plan:
     """Resolve the desc against its operator's semantics (see spec/operators/*.yaml).
 
