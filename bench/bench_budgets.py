@@ -39,7 +39,7 @@ from dmlconform.generation.data import effective_reduction_size
 from dmlconform.generation.degenerate import impostors
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 
 def _budgets(spec: Any, desc: Any, ref: dict[str, np.ndarray], inputs: dict[str, np.ndarray]) -> dict:

@@ -22,8 +22,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dmlconform.spec.desc import OperatorDesc
-    from dmlconform.spec.model import Spec
+    from dmlconform.specification.desc import OperatorDesc
+    from dmlconform.specification.model import Spec
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel(
             name="normalization",
             summary="centred normalization over reduce axes, with optional scale, bias, add, activation",
-            plan="dmlconform.spec.semantics:make_plan",
+            plan="dmlconform.specification.semantics:make_plan",
             execute="dmlconform.reference:execute_normalization",
             budgets="dmlconform.tolerance.normalization:budgets",
             model="normalization",
@@ -71,7 +71,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel(
             name="rms_normalization",
             summary="the second moment about zero (the mean step off)",
-            plan="dmlconform.spec.semantics:make_uncentred_plan",
+            plan="dmlconform.specification.semantics:make_uncentred_plan",
             execute="dmlconform.reference.more:execute",
             compute="dmlconform.reference.more:rms_normalization",
             budgets="dmlconform.tolerance.rms:rms_budgets",
@@ -81,7 +81,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel(
             name="given_statistics",
             summary="normalization with given mean and variance (inference batch norm)",
-            plan="dmlconform.spec.semantics:make_given_plan",
+            plan="dmlconform.specification.semantics:make_given_plan",
             execute="dmlconform.reference.more:execute",
             compute="dmlconform.reference.more:given_statistics",
             budgets="dmlconform.tolerance.pointwise:pointwise_budgets",
@@ -91,7 +91,7 @@ KERNELS: dict[str, Kernel] = {
         Kernel(
             name="normalization_grad",
             summary="gradients of a batch normalization with respect to input, scale and bias",
-            plan="dmlconform.spec.semantics:make_grad_plan",
+            plan="dmlconform.specification.semantics:make_grad_plan",
             execute="dmlconform.reference.more:execute",
             compute="dmlconform.reference.more:normalization_grad",
             budgets="dmlconform.tolerance.gradients:reduction_grad_budgets",
@@ -109,7 +109,7 @@ class UnknownKernel(KeyError):
 def kernel_name(desc: OperatorDesc, spec: Spec) -> str:
     """The registry key of ``desc``: its operator's ``semantics.kernel``, or that kernel's
     ``uncentred`` variant where the spec's ``center`` flag evaluates false for this desc."""
-    from dmlconform.spec import semantics
+    from dmlconform.specification import semantics
 
     name = semantics.kernel(desc, spec)
     entry = KERNELS.get(name)

@@ -19,7 +19,7 @@ import dmlconform as dc
 from dmlconform import kernels, tolerance
 from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
-from dmlconform.spec.semantics import SemanticsError, make_plan
+from dmlconform.specification.semantics import SemanticsError, make_plan
 from dmlconform.tolerance import judge
 
 SPEC = dc.load_spec()

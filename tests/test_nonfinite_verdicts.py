@@ -11,7 +11,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import require_finite, run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 

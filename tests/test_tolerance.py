@@ -11,7 +11,7 @@ import pytest
 from sound_backends import sequential_statistics, welford_statistics
 
 from dmlconform.reference import execute
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 from dmlconform.tolerance import compare, ordinal, ulp_distance
 
 EPS = 1e-5
@@ -489,8 +489,8 @@ def test_gelu_results_38_ulp_off_still_fail():
 def test_cancellation_expressions_are_checked_when_the_spec_loads(tmp_path):
     import shutil
 
-    from dmlconform.spec.lint import lint
-    from dmlconform.spec.model import SpecError, load_spec
+    from dmlconform.specification.lint import lint
+    from dmlconform.specification.model import SpecError, load_spec
 
     spec_dir = tmp_path / "spec"
     shutil.copytree(
@@ -505,7 +505,7 @@ def test_cancellation_expressions_are_checked_when_the_spec_loads(tmp_path):
 
 
 def test_repetition_counts_identical_summands_per_slice():
-    from dmlconform.spec.semantics import make_plan
+    from dmlconform.specification.semantics import make_plan
     from dmlconform.tolerance import repetition
 
     desc = mvn1((2, 3, 60), (1, 2), (1, 1, 1))
@@ -583,8 +583,8 @@ def test_budget_covers_a_jump_inside_the_error_interval():
     """SHRINK with Bias > Threshold jumps from 0 down to Threshold - Bias at +Threshold and then
     rises again: when y's error interval straddles the jump, the largest error is the jump
     itself, which neither end of the interval shows (seed-7 numpy run, MVN-3_0-0031)."""
-    from dmlconform.spec.model import load_spec
-    from dmlconform.spec.semantics import make_plan
+    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.semantics import make_plan
     from dmlconform.tolerance import branch_jumps as _branch_jumps
 
     act = {"Type": "ACTIVATION_SHRINK", "Bias": 0.505, "Threshold": 0.5}
@@ -629,7 +629,7 @@ def test_zero_over_zero_accepts_any_value(answer):
     assert not compare(desc, wrong_mean, ref, inputs).passed
     # the report names the failing output, not an accepted undefined element
     from dmlconform.runner.checks import compare as runner_compare
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs)
     assert not passed and errors["worst"]["member"] == "OutputMeanTensor"

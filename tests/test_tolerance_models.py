@@ -12,7 +12,7 @@ from dmlconform import tolerance
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation import descs as gen
 from dmlconform.generation.data import make_inputs, regimes_for
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 
 
 def T(sizes, dt="FLOAT32"):

@@ -53,7 +53,7 @@ def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:
     The reference computes what the docs define, and they define nothing for a desc no level
     admits: such a desc is refused with the rules it breaks at the newest level, before any
     buffer is allocated (a broken size rule can ask for petabytes)."""
-    from dmlconform.spec.validate import validate
+    from dmlconform.specification.validate import validate
 
     levels = spec.levels_from(spec.operator(desc.operator))
     if any(not validate(desc, lv.name, spec) for lv in levels):
@@ -76,8 +76,8 @@ def _is_npz(path: Path) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from dmlconform.reference import InputError, PlanError, execute, more
-    from dmlconform.spec.desc import DescError, load_desc
-    from dmlconform.spec.model import SpecError, load_spec
+    from dmlconform.specification.desc import DescError, load_desc
+    from dmlconform.specification.model import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec_dir)

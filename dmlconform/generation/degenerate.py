@@ -46,9 +46,9 @@ from dmlconform.generation.data import (
     normalizes_variance,
     regimes_for,
 )
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
-from dmlconform.spec.semantics import SemanticsError, centers
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.semantics import SemanticsError, centers
 
 OWN_DRAWS = 4
 """Draws of a case's own regime tried before other regimes are."""

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from dmlconform.reference.activations import activation_args
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec
 
 
 def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) -> np.ndarray:

@@ -16,10 +16,10 @@ import numpy as np
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Relation, Spec, load_spec
-from dmlconform.spec.rules import Context
-from dmlconform.spec.validate import active_rules, validate
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Relation, Spec, load_spec
+from dmlconform.specification.rules import Context
+from dmlconform.specification.validate import active_rules, validate
 
 
 @dataclass
@@ -586,7 +586,7 @@ def directional_derivative(
     input's type, whose actual difference is used), and check that
     sum(w * (forward(x + d) - forward(x - d))) equals sum(gradient * (d+ - d-)) to
     ``DERIVATIVE_RTOL`` of the magnitudes plus the forward outputs' rounding."""
-    from dmlconform.spec import semantics
+    from dmlconform.specification import semantics
 
     inputs = result.inputs or {}
     a = _execute(guard, spec, base, inputs, result)

@@ -254,7 +254,7 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import KINDS
     from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
+    from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
 
     opt = config.option
     try:
@@ -376,7 +376,7 @@ def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> lis
     for (``asked``: the run's ``--feature-level``, or None). UsageError when the backend claims a
     level this spec does not know and none was asked for: a level the spec has not got cannot be
     tested, and testing another without a word would misreport the run."""
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     claimed = info.feature_level
     if not claimed:
@@ -590,7 +590,7 @@ class ConformanceSession:
     """The per-process state of a conformance run, registered as a plugin when it is active."""
 
     def __init__(self, config: pytest.Config, settings: Settings, handle: Any):
-        from dmlconform.spec.model import load_spec
+        from dmlconform.specification.model import load_spec
 
         self.config = config
         self.settings = settings

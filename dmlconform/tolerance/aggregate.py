@@ -5,42 +5,11 @@ fails here even where every element is within its own budget.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from dmlconform.generation.data import to_slices
-from dmlconform.spec.semantics import Plan
-from dmlconform.tolerance.terms import Coefficients
-
-
-@dataclass
-class AggregateModel:
-    """What a sound implementation's error in the main output looks like, slice by slice.
-
-    Every element of a slice shares that slice's mean and variance, so a sound implementation's
-    errors are correlated by construction: e_i ~ w_i (a + b z_i) + r_i, with a the mean's error
-    in units of sqrt(var + eps) (a shift), b the relative error of sqrt(var + eps) (a scale), w_i
-    the output's sensitivity to z at element i (Scale times the activation's slope) and r_i
-    pointwise rounding. ``shift`` and ``scale`` bound |a| and |b| per slice (keepdims shape):
-    the same statistics errors the per-element budget is built from. ``residual`` bounds |r_i|
-    per element: the element's budget less its statistics part. ``rounding`` is the part of it
-    that rounding to the output type contributes, which need not be random: on lattice data
-    (FLOAT16 inputs, few-valued slices) a sub-ULP shift flips whole binades of elements at once,
-    a pattern that correlates with z."""
-
-    plan: Plan
-    z: np.ndarray
-    w: np.ndarray
-    shift: np.ndarray
-    scale: np.ndarray
-    residual: np.ndarray
-    rounding: np.ndarray
-    #: elements the fit leaves out: their error interval holds a branch point of the activation,
-    #: where the output's sensitivity to z is no slope (a jump or a kink), or is so wide that the
-    #: activation curves over it (an ill-conditioned slice); the per-element bound judges them
-    excluded: np.ndarray | bool = False
-
+from dmlconform.specification.semantics import Plan
+from dmlconform.tolerance.terms import AggregateModel, Coefficients
 
 FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2")
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from dmlconform import kernels
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
 from dmlconform.tolerance.aggregate import aggregate_check
 from dmlconform.tolerance.normalization import statistics_output_budgets
 from dmlconform.tolerance.terms import (

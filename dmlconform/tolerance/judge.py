@@ -26,10 +26,10 @@ from dmlconform.generation.data import resolve_branch_points
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows
 from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.expr import postfix
-from dmlconform.spec.model import Spec
-from dmlconform.spec.semantics import Plan, make_plan
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.expr import postfix
+from dmlconform.specification.model import Spec
+from dmlconform.specification.semantics import Plan, make_plan
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -283,7 +283,7 @@ def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_refere
     """The desc's plan when the compiled judge takes this comparison (the registry's ``judge``
     part of the normalization kernel); None when the numpy model does (small cases, mismatched
     outputs)."""
-    from dmlconform.spec.semantics import SemanticsError
+    from dmlconform.specification.semantics import SemanticsError
 
     try:
         plan = make_plan(desc, spec)

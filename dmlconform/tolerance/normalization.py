@@ -72,12 +72,12 @@ from typing import Any
 import numpy as np
 
 from dmlconform.reference import more as model_activation
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
-from dmlconform.spec.semantics import Plan, make_plan
-from dmlconform.tolerance.aggregate import AggregateModel
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.tolerance.terms import (
     UNIT_ROUNDOFF,
+    AggregateModel,
     Budgets,
     Coefficients,
     block_length,

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
 from dmlconform.tolerance.terms import (
     Budgets,
     activation_error,

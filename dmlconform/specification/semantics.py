@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from dmlconform.errors import Unsupported
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec, load_spec
 
 
 class SemanticsError(ValueError):
