@@ -41,7 +41,8 @@ class Kernel:
     budgets: str
     #: the spec's ``tolerance.model`` name of that budget model (operators must agree)
     model: str
-    #: relation kinds (spec ``relations:``) the suite can check on this kernel's outputs
+    #: relation kinds (spec ``relations:``) the suite checks on this kernel's outputs: a kind
+    #: listed here must hold for every sound implementation of the kernel
     relations: tuple[str, ...]
     #: the kernel the desc runs instead when the spec's ``semantics.center`` evaluates false
     uncentred: str | None = None
@@ -102,8 +103,11 @@ KERNELS: dict[str, Kernel] = {
 }
 
 
-class UnknownKernel(KeyError):
+class UnknownKernel(LookupError):
     """The spec names a kernel the registry does not hold."""
+
+    def __str__(self) -> str:  # LookupError would quote the message like a key
+        return str(self.args[0]) if self.args else ""
 
 
 def kernel_name(desc: OperatorDesc, spec: Spec) -> str:
@@ -141,3 +145,40 @@ def part(desc: OperatorDesc, spec: Spec, field: str) -> Callable[..., Any]:
     if ref is None:
         raise UnknownKernel(f"{desc.operator}: kernel {kernel_name(desc, spec)!r} has no {field} part")
     return resolve(ref)
+
+
+def problems(spec: Spec, registry: dict[str, Kernel] | None = None) -> list[str]:
+    """Everything that keeps the registry from serving ``spec``: an operator naming an unknown
+    kernel, a part that does not import, an operator whose ``tolerance.model`` or relation kinds
+    its kernel does not serve. Empty when the registry is whole (the registry test asserts it)."""
+    registry = KERNELS if registry is None else registry
+    out: list[str] = []
+    for kernel in registry.values():
+        if kernel.uncentred is not None and kernel.uncentred not in registry:
+            out.append(f"kernel {kernel.name}: uncentred variant {kernel.uncentred!r} is not registered")
+        for field in ("plan", "execute", "budgets", "compute", "judge"):
+            ref = getattr(kernel, field)
+            if ref is None:
+                continue
+            try:
+                fn = resolve(ref)
+            except (ImportError, AttributeError) as exc:
+                out.append(f"kernel {kernel.name}: {field} part {ref!r} does not resolve ({exc})")
+                continue
+            if not callable(fn):
+                out.append(f"kernel {kernel.name}: {field} part {ref!r} is not callable")
+    for op in spec.operators.values():
+        name = str(op.semantics.get("kernel"))
+        kernel = registry.get(name)
+        if kernel is None:
+            out.append(f"{op.name}: semantics.kernel {name!r} is not registered")
+            continue
+        variants = [kernel] + ([registry[kernel.uncentred]] if kernel.uncentred in registry else [])
+        model = op.tolerance.get("model", "normalization")
+        for k in variants:
+            if k.model != model:
+                out.append(f"{op.name}: tolerance.model {model!r}, but kernel {k.name} serves {k.model!r}")
+        for rel in op.relations:  # a relation's ``when`` may pick the variant; the kernel decides
+            if rel.kind not in kernel.relations:
+                out.append(f"{op.name}: relation {rel.id} ({rel.kind}) is not served by kernel {kernel.name}")
+    return out

@@ -319,6 +319,21 @@ def numpy_dtype(data_type: str, spec: Spec | None = None) -> np.dtype:
     return np.dtype(dt.numpy)
 
 
+def lowering(table: Mapping[str, Callable[..., Any]], desc: OperatorDesc, who: str) -> Callable[..., Any]:
+    """The entry of a backend's ``LOWERINGS`` (kernel name -> lowering) for ``desc``'s kernel in
+    the registry (dmlconform/kernels.py); Unsupported where the backend has none."""
+    from dmlconform import kernels
+
+    try:
+        name = kernels.kernel_name(desc, load_spec())
+    except kernels.UnknownKernel as exc:
+        raise Unsupported(str(exc)) from None
+    fn = table.get(name)
+    if fn is None:
+        raise Unsupported(f"{desc.operator}: kernel {name!r} is not implemented by {who}")
+    return fn
+
+
 def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan:
     """Read ``desc`` through its operator's semantics (:func:`dmlconform.specification.semantics.make_plan`,
     the reading the reference uses too). Raises Unsupported for a kernel other than

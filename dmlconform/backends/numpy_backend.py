@@ -25,6 +25,7 @@ from dmlconform.backends.base import (
     NormalizationPlan,
     Option,
     finish_outputs,
+    lowering,
     make_plan,
     validate_or_reject,
 )
@@ -116,12 +117,10 @@ class NumpyBackend(BackendBase):
         validate_or_reject(desc, self.feature_level)
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        other = _other_kernel(desc)
-        if other is not None:
-            with np.errstate(all="ignore"):
-                values = other(desc, inputs, self.compute_dtype)
-            self._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
-            return finish_desc_outputs(desc, values)
+        return lowering(LOWERINGS, desc, "the numpy backend")(self, desc, inputs)
+
+    def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The centred normalization, one overridable step per method."""
         plan = make_plan(desc)
         with np.errstate(all="ignore"):
             x = self.load(inputs, plan, plan.input)
@@ -275,17 +274,29 @@ def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dic
     return {plan.output: dx, plan.scale_gradient_output: scale_grad, plan.bias_gradient_output: bias_grad}
 
 
-def _other_kernel(desc: OperatorDesc) -> Callable[..., dict[str, np.ndarray]] | None:
-    kernel = semantics.kernel(desc)
-    if kernel == "given_statistics":
-        return _given
-    if kernel == "normalization_grad":
-        return _grad
-    if kernel == "normalization" and not semantics.centers(desc):
-        return _rms
-    if kernel != "normalization":
-        raise Unsupported(f"{desc.operator}: kernel {kernel!r} is not implemented by the numpy backend")
-    return None
+def _elementwise(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
+    """A lowering from a function of (desc, inputs, compute dtype) to the desc's outputs."""
+
+    def lower(
+        backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        with np.errstate(all="ignore"):
+            values = compute(desc, inputs, backend.compute_dtype)
+        backend._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
+        return finish_desc_outputs(desc, values)
+
+    return lower
+
+
+#: This backend's lowering of each registered kernel (dmlconform/kernels.py); the numpy backend,
+#: the independent implementation every kernel is cross-checked against, lowers all of them
+#: (tests/test_kernel_registry.py).
+LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
+    "normalization": NumpyBackend._normalization,
+    "rms_normalization": _elementwise(_rms),
+    "given_statistics": _elementwise(_given),
+    "normalization_grad": _elementwise(_grad),
+}
 
 
 def finish_desc_outputs(desc: OperatorDesc, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

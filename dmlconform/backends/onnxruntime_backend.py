@@ -63,6 +63,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from dmlconform import kernels
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -70,13 +71,13 @@ from dmlconform.backends.base import (
     NormalizationPlan,
     Option,
     finish_outputs,
+    lowering,
     make_plan,
 )
 from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.errors import Unsupported
-from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.model import Spec, load_spec
 
 PATHS = (
     "blocked",
@@ -471,8 +472,11 @@ class OnnxRuntimeBackend(BackendBase):
     # -- protocol ---------------------------------------------------------------------------
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if semantics.kernel(desc) != "normalization" or not semantics.centers(desc):
-            return self._execute_other(desc, inputs)
+        return lowering(LOWERINGS, desc, "the onnxruntime backend (ONNX has no operator for it)")(
+            self, desc, inputs
+        )
+
+    def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         plan = make_plan(desc)
         io = plan.dtypes[plan.input]
         if io not in _ONNX_TYPE:
@@ -514,13 +518,15 @@ class OnnxRuntimeBackend(BackendBase):
             f"(feature level {self.feature_level})"
         )
 
-    def _execute_other(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _execute_other(
+        self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], body: Callable[..., Any]
+    ) -> dict[str, np.ndarray]:
         """The kernels beside the centred normalization (:func:`build_other_graph`)."""
         io = np.dtype(load_spec().data_types[desc.get(desc_input(desc)).data_type].numpy or "V")
         if io not in _ONNX_TYPE:
             raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
         compute = np.dtype(np.float32) if self.options["float16"] == "float32" else io
-        g, path = build_other_graph(desc, io, compute, self.opset)
+        g, path = build_other_graph(desc, io, compute, self.opset, body)
         session = self._session(g)
         feeds = {name: np.ascontiguousarray(feed(None, inputs), dtype=io) for name, feed in g.feeds}
         names = [o.name for o in g.outputs]
@@ -587,16 +593,60 @@ def _per_channel(sizes: tuple[int, ...], rank: int) -> bool:
     return len(sizes) == rank and rank >= 2 and all(s == 1 for i, s in enumerate(sizes) if i != 1)
 
 
-def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
-    """(graph, path) for given statistics (ONNX BatchNormalization in inference mode where Mean,
-    Variance, Scale and Bias are per-channel, else its elementwise decomposition) and for the
-    second moment about zero (RMSNormalization's decomposition: ReduceMean(x * x), Sqrt, Div;
-    the mean a blocked sum from LONG_ROW elements on, path "RMSNormalization-decomposed, blocked").
-    The gradients have no ONNX inference operator: Unsupported."""
+def _given_graph(
+    p: Any, desc: OperatorDesc, spec: Spec, g: _Graph, inp: Callable[..., Any]
+) -> tuple[str, str, Any]:
+    """Given statistics: ONNX BatchNormalization in inference mode where Mean, Variance, Scale
+    and Bias are per-channel, else its elementwise decomposition."""
+    x = inp(p.input)
+    rank = len(p.shape)
+    members = (p.scale, p.bias, p.mean, p.variance)
+    if all(m is not None and _per_channel(tuple(desc.get(m, spec).sizes), rank) for m in members):
+        path = "BatchNormalization"
+        ops = [g.add_input(f"__{m}", [p.shape[1]], _vector_feed(m, p.shape[1])) for m in members]  # type: ignore[arg-type]
+        y = g.node("BatchNormalization", [x, *ops], epsilon=p.epsilon)
+    else:
+        path = "primitive"
+        sd = g.node("Sqrt", [g.node("Add", [inp(p.variance), g.const(p.epsilon)])])
+        y = g.node("Div", [g.node("Sub", [x, inp(p.mean)]), sd])
+        if p.scale is not None:
+            y = g.node("Mul", [y, inp(p.scale)])
+        if p.bias is not None:
+            y = g.node("Add", [y, inp(p.bias)])
+    return y, path, p
+
+
+def _rms_graph(
+    p: Any, desc: OperatorDesc, spec: Spec, g: _Graph, inp: Callable[..., Any]
+) -> tuple[str, str, Any]:
+    """The second moment about zero: RMSNormalization's decomposition (ReduceMean(x * x), Sqrt,
+    Div; the mean a blocked sum from LONG_ROW elements on, path "..., blocked")."""
+    path = "RMSNormalization-decomposed"
+    x = inp(p.input)
+    y = x
+    if p.normalize_variance:
+        squares = g.node("Mul", [x, x])
+        if p.axes and p.reduction_length >= LONG_ROW:  # ReduceMean sums long rows sequentially
+            path += ", blocked"
+            ms = g.blocked_mean(squares, tuple(p.shape), tuple(p.axes))
+        else:
+            ms = g.reduce_mean(squares, p.axes)
+        y = g.node("Div", [x, g.node("Sqrt", [g.node("Add", [ms, g.const(p.epsilon)])])])
+    if p.scale is not None:
+        y = g.node("Mul", [y, inp(p.scale)])
+    for m in (p.bias, p.fused_add):
+        if m is not None:
+            y = g.node("Add", [y, inp(m)])
+    return y, path, p
+
+
+def build_other_graph(
+    desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, body: Callable[..., Any]
+) -> tuple[_Graph, str]:
+    """(graph, path) of a kernel beside the centred normalization: ``body`` (one of
+    :data:`LOWERINGS`' graph builders) adds the kernel's nodes from its registry plan; the fused
+    activation and the output are common."""
     spec = load_spec()
-    kernel = semantics.kernel(desc, spec)
-    if kernel not in ("given_statistics", "normalization"):
-        raise Unsupported(f"{desc.operator}: ONNX has no inference operator for kernel {kernel!r}")
     g = _Graph(io=io, compute=compute, opset=opset)
 
     def inp(member: str | None) -> str | None:
@@ -604,43 +654,8 @@ def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset
             return None
         return g.add_input(member, list(desc.get(member, spec).sizes), _whole_feed(member))
 
-    if kernel == "given_statistics":
-        p = semantics.make_given_plan(desc, spec)
-        x = inp(p.input)
-        rank = len(p.shape)
-        members = (p.scale, p.bias, p.mean, p.variance)
-        if all(m is not None and _per_channel(tuple(desc.get(m, spec).sizes), rank) for m in members):
-            path = "BatchNormalization"
-            ops = [g.add_input(f"__{m}", [p.shape[1]], _vector_feed(m, p.shape[1])) for m in members]  # type: ignore[arg-type]
-            y = g.node("BatchNormalization", [x, *ops], epsilon=p.epsilon)
-        else:
-            path = "primitive"
-            sd = g.node("Sqrt", [g.node("Add", [inp(p.variance), g.const(p.epsilon)])])
-            y = g.node("Div", [g.node("Sub", [x, inp(p.mean)]), sd])
-            if p.scale is not None:
-                y = g.node("Mul", [y, inp(p.scale)])
-            if p.bias is not None:
-                y = g.node("Add", [y, inp(p.bias)])
-        act, params, output = p.activation, p.activation_params, p.output
-    else:
-        p2 = semantics.make_plan(desc, spec, uncentred_ok=True)
-        path = "RMSNormalization-decomposed"
-        x = inp(p2.input)
-        y = x
-        if p2.normalize_variance:
-            squares = g.node("Mul", [x, x])
-            if p2.axes and p2.reduction_length >= LONG_ROW:  # ReduceMean sums long rows sequentially
-                path += ", blocked"
-                ms = g.blocked_mean(squares, tuple(p2.shape), tuple(p2.axes))
-            else:
-                ms = g.reduce_mean(squares, p2.axes)
-            y = g.node("Div", [x, g.node("Sqrt", [g.node("Add", [ms, g.const(p2.epsilon)])])])
-        if p2.scale is not None:
-            y = g.node("Mul", [y, inp(p2.scale)])
-        for m in (p2.bias, p2.fused_add):
-            if m is not None:
-                y = g.node("Add", [y, inp(m)])
-        act, params, output = p2.activation, p2.activation_params, p2.output
+    y, path, p = body(kernels.part(desc, spec, "plan")(desc, spec), desc, spec, g, inp)
+    act, params, output = p.activation, p.activation_params, p.output
     if act is not None:
         build = _ACTIVATIONS.get(act)
         if build is None:
@@ -648,3 +663,21 @@ def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset
         y = build(g, y, params)
     g.add_output(output, y)
     return g, path
+
+
+def _other(body: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
+    def lower(
+        backend: OnnxRuntimeBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        return backend._execute_other(desc, inputs, body)
+
+    return lower
+
+
+#: This backend's lowering of each registered kernel ONNX has operators for (dmlconform/kernels.py);
+#: the gradients have no ONNX inference operator.
+LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
+    "normalization": OnnxRuntimeBackend._normalization,
+    "rms_normalization": _other(_rms_graph),
+    "given_statistics": _other(_given_graph),
+}

@@ -34,12 +34,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dmlconform import kernels
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
     NormalizationPlan,
     Option,
     finish_outputs,
+    lowering,
     make_plan,
 )
 from dmlconform.backends.numpy_backend import finish_desc_outputs
@@ -148,8 +150,9 @@ class TorchBackend(BackendBase):
     # -- protocol ---------------------------------------------------------------------------
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if semantics.kernel(desc) != "normalization" or not semantics.centers(desc):
-            return self._execute_other(desc, inputs)
+        return lowering(LOWERINGS, desc, "the torch backend")(self, desc, inputs)
+
+    def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         plan = make_plan(desc)
         io = plan.dtypes[plan.input]
         if io not in _TORCH_DTYPE:
@@ -192,12 +195,13 @@ class TorchBackend(BackendBase):
             where += f" ({torch.cuda.get_device_name(self.device)}, CUDA {torch.version.cuda})"
         return f"torch {torch.__version__} on {where} (feature level {self.feature_level})"
 
-    def _execute_other(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _execute_other(
+        self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], compute: Callable[..., Any]
+    ) -> dict[str, np.ndarray]:
         """The kernels beside the centred normalization: F.batch_norm in inference mode (given
         statistics), F.rms_norm (no mean step), autograd (the gradients). FLOAT16 is computed in
         float32 unless ``float16=native``."""
         spec = load_spec()
-        kernel = semantics.kernel(desc, spec)
         first = spec.operator(desc.operator).semantics["input"]
         io = np.dtype(spec.data_types[desc.get(first, spec).data_type].numpy or "V")
         if io not in _TORCH_DTYPE:
@@ -212,12 +216,7 @@ class TorchBackend(BackendBase):
             arr = np.array(inputs[member], copy=True)
             return torch.from_numpy(arr).to(device=self.device, dtype=dtype)
 
-        if kernel == "given_statistics":
-            values, path = _given_torch(semantics.make_given_plan(desc, spec), t)
-        elif kernel == "normalization_grad":
-            values, path = _grad_torch(semantics.make_grad_plan(desc, spec), t)
-        else:
-            values, path = _rms_torch(semantics.make_plan(desc, spec, uncentred_ok=True), t)
+        values, path = compute(kernels.part(desc, spec, "plan")(desc, spec), t)
         self._last_info = {"path": path, "device": str(self.device), "compute_dtype": io.name}
         return finish_desc_outputs(desc, {m: v.detach().cpu().numpy() for m, v in values.items()})
 
@@ -400,3 +399,21 @@ def _grad_torch(p: semantics.GradPlan, t: Loader) -> tuple[dict[str, torch.Tenso
     gx, gs, gb = torch.autograd.grad(y, (x, scale, bias), grad_outputs=dy.expand_as(y))
     values = {p.output: gx, p.scale_gradient_output: gs, p.bias_gradient_output: gb}
     return values, f"autograd-{p.statistics}"
+
+
+def _other(compute: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
+    def lower(
+        backend: TorchBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        return backend._execute_other(desc, inputs, compute)
+
+    return lower
+
+
+#: This backend's lowering of each registered kernel it maps (dmlconform/kernels.py).
+LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
+    "normalization": TorchBackend._normalization,
+    "rms_normalization": _other(_rms_torch),
+    "given_statistics": _other(_given_torch),
+    "normalization_grad": _other(_grad_torch),
+}

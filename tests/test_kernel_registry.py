@@ -1,0 +1,68 @@
+"""The kernel registry (dmlconform/kernels.py) is whole: every kernel the spec names has every
+part, every part imports, operators agree with their kernel's model and relations, and every
+backend that lowers kernels lowers only registered ones (the numpy backend all of them)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import dmlconform as dc
+from dmlconform import kernels
+from dmlconform.backends import numpy_backend
+
+SPEC = dc.load_spec()
+
+
+def test_the_registry_serves_every_operator_of_the_spec():
+    assert kernels.problems(SPEC) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda k: dataclasses.replace(k, budgets="dmlconform.tolerance.normalization:no_such"), "does not resolve"),
+        (lambda k: dataclasses.replace(k, plan="dmlconform.no_such_module:make_plan"), "does not resolve"),
+        (lambda k: dataclasses.replace(k, model="pointwise"), "tolerance.model"),
+        (lambda k: dataclasses.replace(k, relations=()), "is not served"),
+        (lambda k: dataclasses.replace(k, uncentred="no_such_kernel"), "not registered"),
+    ],
+)
+def test_a_kernel_lacking_a_part_is_reported(mutate, expected):
+    registry = dict(kernels.KERNELS)
+    registry["normalization"] = mutate(registry["normalization"])
+    assert any(expected in p for p in kernels.problems(SPEC, registry))
+
+
+def test_an_operator_naming_an_unregistered_kernel_is_reported():
+    registry = {k: v for k, v in kernels.KERNELS.items() if k != "given_statistics"}
+    assert any("BATCH_NORMALIZATION" in p and "not registered" in p for p in kernels.problems(SPEC, registry))
+
+
+def test_every_operator_resolves_to_a_kernel_whose_reference_runs():
+    """Through the registry alone: a legal desc of every operator runs on the reference."""
+    from dmlconform.generation import descs
+
+    for op in SPEC.operators:
+        desc = next(iter(descs.legal_descs(op, SPEC.levels[-1], seed=3, count=1, spec=SPEC)))
+        kernel = kernels.kernel_of(desc, SPEC)
+        assert kernel.name in kernels.KERNELS
+        plan = kernels.part(desc, SPEC, "plan")(desc, SPEC)
+        assert set(plan.input_members()) <= set(desc.members)
+
+
+def test_the_uncentred_variant_is_picked_by_the_center_flag():
+    t = {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4]}
+    base = {"InputTensor": t, "OutputTensor": t, "Axes": [2, 3], "UseVariance": True, "Epsilon": 1e-5}
+    centred = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**base, "UseMean": True}})
+    uncentred = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**base, "UseMean": False}})
+    assert kernels.kernel_name(centred, SPEC) == "normalization"
+    assert kernels.kernel_name(uncentred, SPEC) == "rms_normalization"
+
+
+def test_backends_lower_registered_kernels_and_numpy_lowers_all():
+    assert set(numpy_backend.LOWERINGS) == set(kernels.KERNELS)
+    for module in ("onnxruntime_backend", "torch_backend"):
+        mod = pytest.importorskip(f"dmlconform.backends.{module}")
+        assert set(mod.LOWERINGS) <= set(kernels.KERNELS), module
