@@ -22,7 +22,10 @@ def test_the_registry_serves_every_operator_of_the_spec():
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda k: dataclasses.replace(k, budgets="dmlconform.tolerance.normalization:no_such"), "does not resolve"),
+        (
+            lambda k: dataclasses.replace(k, budgets="dmlconform.tolerance.normalization:no_such"),
+            "does not resolve",
+        ),
         (lambda k: dataclasses.replace(k, plan="dmlconform.no_such_module:make_plan"), "does not resolve"),
         (lambda k: dataclasses.replace(k, model="pointwise"), "tolerance.model"),
         (lambda k: dataclasses.replace(k, relations=()), "is not served"),

@@ -1,4 +1,4 @@
-"""The budgets of the kernels beside the centred normalization (dmlconform/tolerance/models.py):
+"""The budgets of the kernels beside the centred normalization (dmlconform/tolerance/ (pointwise.py, rms.py, gradients.py)):
 a sound float32 implementation (the numpy backend) passes, and results that follow another
 reading of the docs fail: epsilon outside the square root, gradients that ignore the batch
 statistics, a centred variance where MVN2 without the mean step takes the second moment."""

@@ -79,7 +79,7 @@ class Coefficients:
     cancellation: float = 8.0
     mean_growth: str = "sqrt"
     spread_growth: str = "sqrt_log2"
-    model: str = "strict"
+    model: str = ""  # always set by coefficients(): an override or the spec's ``required``
     growth_cap: str = "blocked"
     block: float = 256.0
     ceiling: float | None = None
@@ -103,11 +103,34 @@ def coefficients(
     ``model`` (an override or the spec's ``required``) picks one of the section's ``models``:
     ``strict``, what the suite requires, or ``lenient``, which a backend must ask for by name
     (it admits summation orders whose error grows faster than pairwise summation's)."""
+    key = (
+        id(op_tolerance),
+        data_type,
+        activation,
+        tuple(sorted((k, repr(v)) for k, v in (overrides or {}).items())),
+    )
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] is op_tolerance:
+        return hit[1]
+    co = _parse_coefficients(op_tolerance, data_type, activation, overrides)
+    _PARSED[key] = (op_tolerance, co)
+    return co
+
+
+#: coefficients parsed once per (operator's tolerance section, data type, activation, overrides):
+#: a run compares thousands of cases of a few descs' kinds
+_PARSED: dict[tuple[Any, ...], tuple[dict[str, Any], Coefficients]] = {}
+
+
+def _parse_coefficients(
+    op_tolerance: dict[str, Any], data_type: str, activation: str | None, overrides: dict[str, Any] | None
+) -> Coefficients:
     overrides = dict(overrides or {})
     per_type: dict[str, Any] = dict(DEFAULT_COEFFICIENTS)
     per_type.update((op_tolerance.get("coefficients") or {}).get(data_type, {}))
-    model = str(overrides.pop("model", op_tolerance.get("required", "strict")))
-    models = op_tolerance.get("models") or {"strict": {}}
+    # the spec's ``required`` model (schema: every tolerance section names it)
+    model = str(overrides.pop("model", op_tolerance["required"]))
+    models = op_tolerance.get("models") or {model: {}}
     if model not in models:
         raise ValueError(f"unknown tolerance model {model!r} (known: {', '.join(models)})")
     per_type.update(models[model] or {})
