@@ -50,7 +50,7 @@ def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, .
         value = desc.get(rule["member"], spec)
         if value is None:
             raise SemanticsError(f"{rule['member']}: missing")
-        axes = tuple(int(a) for a in value)
+        axes = (int(value),) if isinstance(value, int) else tuple(int(a) for a in value)  # UINT Axis or Axes
     elif "flag_member" in rule:
         flag = desc.get(rule["flag_member"], spec)
         if flag is None:
