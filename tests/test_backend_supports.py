@@ -19,8 +19,8 @@ from dmlconform.errors import Unsupported
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard, backend_info, support_reason
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 MVN, MVN1 = "MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import dmlconform as dc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
 SPEC = load_spec()

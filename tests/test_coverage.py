@@ -13,10 +13,10 @@ from test_run import SMALL, dmlconform
 from dmlconform.generation import descs as generate
 from dmlconform.runner.checks import exercised_rules
 from dmlconform.runner.results import coverage
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.rules import KINDS
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.rules import KINDS
+from dmlconform.specification.validate import validate
 
 SPEC = load_spec()
 MVN1 = "MEAN_VARIANCE_NORMALIZATION1"

@@ -9,7 +9,7 @@ import pytest
 
 from dmlconform.generation import data as dd
 from dmlconform.generation import descs as gen
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 OPS = sorted(SPEC.operators)

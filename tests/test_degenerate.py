@@ -17,8 +17,8 @@ from dmlconform.generation import descs as gen
 from dmlconform.runner.cases import Selection, collect, legal_for
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"

@@ -48,9 +48,9 @@ from dmlconform.backends.directml.selftest import run_self_test
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation.data import make_inputs, regimes_for
 from dmlconform.generation.descs import legal_descs
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.spec.model import load_spec
-from dmlconform.tolerance.core import compare
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.specification.model import load_spec
+from dmlconform.tolerance import compare
 
 SPEC = load_spec()
 #: Debian bookworm's own lavapipe (mesa-vulkan-drivers 22.3.6): no VK_EXT_descriptor_indexing.

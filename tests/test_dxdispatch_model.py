@@ -25,8 +25,8 @@ from dmlconform.dxdispatch.model import (
 )
 from dmlconform.dxdispatch.modelfile import load_json, read_model
 from dmlconform.generation import descs as generate
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 

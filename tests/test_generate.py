@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from dmlconform.generation import descs as gen
-from dmlconform.spec.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.rules import KINDS
-from dmlconform.spec.validate import active_rules, validate
+from dmlconform.specification.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.rules import KINDS
+from dmlconform.specification.validate import active_rules, validate
 
 SPEC = load_spec()
 ALL = gen.operators_and_levels(SPEC)

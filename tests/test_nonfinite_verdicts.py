@@ -11,7 +11,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import require_finite, run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 
@@ -63,7 +63,7 @@ def test_require_finite_names_the_element():
 
 def test_an_output_that_overflowed_in_the_reference_must_overflow():
     import dmlconform as dc
-    from dmlconform.tolerance import core as tolerance
+    from dmlconform import tolerance
 
     t = {"DataType": "FLOAT16", "Sizes": [1, 2]}
     s = {"DataType": "FLOAT16", "Sizes": [1, 1]}

@@ -10,9 +10,9 @@ import pytest
 
 from dmlconform import reference
 from dmlconform.reference import execute
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.semantics import make_plan
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.semantics import make_plan
 
 SPEC = load_spec()
 mp = mpmath.mp

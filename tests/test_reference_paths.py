@@ -25,8 +25,8 @@ from test_reference import path
 
 from dmlconform import reference
 from dmlconform.reference import execute, kernels, mirror
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 ROOT = Path(__file__).resolve().parents[1]

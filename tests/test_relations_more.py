@@ -15,7 +15,7 @@ from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 SPEC = load_spec()
 

@@ -25,9 +25,9 @@ from dmlconform.runner.guard import ThreadGuard
 from dmlconform.shrink import moves
 from dmlconform.shrink.search import NotFailing, shrink
 from dmlconform.shrink.signature import Signature, same_failure, signature
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.validate import validate
 
 SPEC = load_spec()
 MUTANTS = sorted(

@@ -127,7 +127,7 @@ def _err(action: str, message: str) -> int:
 def _spec(args: argparse.Namespace):  # -> Spec
     import os
 
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
@@ -163,7 +163,7 @@ def build_selection(args: argparse.Namespace, spec):  # -> Selection
     """The same Selection a run builds from the same options (ValueError with one line)."""
     from dmlconform.runner.cases import KINDS, Selection
     from dmlconform.runner.plugin import DEFAULT_CASES
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     try:
         level = spec.level(args.feature_level).name if args.feature_level else spec.levels[-1].name
@@ -249,7 +249,7 @@ def run_export(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, spec_hash, stderr_progress
     from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)
@@ -315,7 +315,7 @@ def run_emulate(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.emulate import emulate_bundle, load_emulator
     from dmlconform.runner.plugin import parse_backend_options
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)

@@ -94,7 +94,7 @@ def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[
     import numpy as np
 
     from dmlconform.runner.cases import Case
-    from dmlconform.spec.desc import DescError, load_desc
+    from dmlconform.specification.desc import DescError, load_desc
 
     if not case_dir.is_dir():
         raise ValueError(f"{case_dir}: not a directory")
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.plugin import parse_backend_options
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     case_dir = Path(args.case_dir)

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.spec.model import Operator, Relation, Spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.specification.model import Operator, Relation, Spec
 
 KINDS = ("numeric", "validation", "metamorphic")
 

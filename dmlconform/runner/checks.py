@@ -16,10 +16,10 @@ import numpy as np
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Relation, Spec, load_spec
-from dmlconform.spec.rules import Context
-from dmlconform.spec.validate import active_rules, validate
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Relation, Spec, load_spec
+from dmlconform.specification.rules import Context
+from dmlconform.specification.validate import active_rules, validate
 
 
 @dataclass
@@ -104,14 +104,14 @@ def compare(
     also_inputs: tuple[dict[str, np.ndarray], ...] = (),
     overrides: dict[str, Any] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
-    """(passed, errors record in the results.json shape). Uses ``dmlconform.tolerance.core`` when it
+    """(passed, errors record in the results.json shape). Uses ``dmlconform.tolerance`` when it
     is importable; ``scale`` widens the budget (a metamorphic relation compares two computations
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
     inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
     the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
     --tolerance``)."""
     try:
-        from dmlconform.tolerance import core as tolerance
+        from dmlconform import tolerance
     except ImportError:
         tolerance = None  # type: ignore[assignment]
     if tolerance is not None and hasattr(tolerance, "compare"):
@@ -198,7 +198,7 @@ def _ulp(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def _compare_fallback(
     actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], scale: float
 ) -> tuple[bool, dict[str, Any]]:
-    """A plain ULP comparison used only while ``dmlconform.tolerance.core`` is absent."""
+    """A plain ULP comparison used only while ``dmlconform.tolerance`` is absent."""
     budget = 16.0 * scale
     per: dict[str, Any] = {}
     worst: dict[str, Any] | None = None
@@ -586,7 +586,7 @@ def directional_derivative(
     input's type, whose actual difference is used), and check that
     sum(w * (forward(x + d) - forward(x - d))) equals sum(gradient * (d+ - d-)) to
     ``DERIVATIVE_RTOL`` of the magnitudes plus the forward outputs' rounding."""
-    from dmlconform.spec import semantics
+    from dmlconform.specification import semantics
 
     inputs = result.inputs or {}
     a = _execute(guard, spec, base, inputs, result)

@@ -254,7 +254,7 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import KINDS
     from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
+    from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
 
     opt = config.option
     try:
@@ -376,7 +376,7 @@ def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> lis
     for (``asked``: the run's ``--feature-level``, or None). UsageError when the backend claims a
     level this spec does not know and none was asked for: a level the spec has not got cannot be
     tested, and testing another without a word would misreport the run."""
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     claimed = info.feature_level
     if not claimed:
@@ -413,7 +413,7 @@ def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dt
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
     """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
     coefficient or model name), before any case runs."""
-    from dmlconform.tolerance.core import coefficients
+    from dmlconform.tolerance import coefficients
 
     for op in spec.operators.values():
         for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):
@@ -590,7 +590,7 @@ class ConformanceSession:
     """The per-process state of a conformance run, registered as a plugin when it is active."""
 
     def __init__(self, config: pytest.Config, settings: Settings, handle: Any):
-        from dmlconform.spec.model import load_spec
+        from dmlconform.specification.model import load_spec
 
         self.config = config
         self.settings = settings

@@ -32,7 +32,7 @@ def shrink_dir(
     from dmlconform.commands.replay import load_case_dir, open_backend
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.results import case_record, finish_record, save_reproducer
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
