@@ -37,7 +37,7 @@ def tensor(sizes: tuple[int, ...], dtype: str = "FLOAT32") -> dict[str, Any]:
 
 
 def run(be: Any, op: str, members: dict[str, Any], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from dmlconform.spec.desc import parse_desc
+    from dmlconform.specification.desc import parse_desc
 
     return be.execute(parse_desc({"type": op, "desc": members}), inputs)
 
