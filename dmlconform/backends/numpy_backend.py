@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dmlconform.backends import numpy_local
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -119,7 +120,10 @@ class NumpyBackend(BackendBase):
         other = _other_kernel(desc)
         if other is not None:
             with np.errstate(all="ignore"):
-                values = other(desc, inputs, self.compute_dtype)
+                if semantics.kernel(desc) in numpy_local.KERNELS:
+                    values = other(self, desc, inputs, self.compute_dtype)
+                else:
+                    values = other(desc, inputs, self.compute_dtype)
             self._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
             return finish_desc_outputs(desc, values)
         plan = make_plan(desc)
@@ -142,6 +146,35 @@ class NumpyBackend(BackendBase):
             "axes": list(axes),
         }
         return finish_outputs(plan, values)
+
+    # -- the neighbourhood and norm kernels (numpy_local.py reads these) ---------------------
+
+    def lrn_window(self, plan: semantics.LocalResponsePlan) -> tuple[int, int]:
+        """(below, above): how far the window reaches on each side (semantics.window)."""
+        return plan.below, plan.above
+
+    def lrn_alpha(self, plan: semantics.LocalResponsePlan, dt: type) -> np.floating:
+        """What the window's sum of squares is multiplied by: Alpha / LocalSize."""
+        return dt(plan.alpha) / dt(plan.divisor)
+
+    def lp_norm(self, x: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+        """The slices' P-norms along the plan's axes (keepdims), sums pairwise."""
+        if plan.p == 1:
+            return reduce_sum(np.abs(x), plan.axes, dt)
+        return np.sqrt(reduce_sum(x * x, plan.axes, dt))
+
+    def lp_denominator(self, norm: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+        """Epsilon placed as semantics.epsilon_placement says."""
+        eps = dt(plan.epsilon)
+        if plan.epsilon_placement == "squared_norm":
+            return np.sqrt(norm * norm + eps)
+        if plan.epsilon_placement == "max":
+            return np.maximum(norm, eps)
+        if plan.epsilon_placement == "add":
+            return norm + eps
+        raise Unsupported(
+            f"epsilon_placement {plan.epsilon_placement!r} is not implemented by the numpy backend"
+        )
 
     def describe(self) -> str:
         return f"numpy {np.__version__}, {np.dtype(self.compute_dtype).name} (feature level {self.feature_level})"
@@ -281,6 +314,8 @@ def _other_kernel(desc: OperatorDesc) -> Callable[..., dict[str, np.ndarray]] | 
         return _given
     if kernel == "normalization_grad":
         return _grad
+    if kernel in numpy_local.KERNELS:
+        return numpy_local.KERNELS[kernel]
     if kernel == "normalization" and not semantics.centers(desc):
         return _rms
     if kernel != "normalization":

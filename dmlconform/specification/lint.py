@@ -255,7 +255,7 @@ SEMANTICS_MEMBER_KEYS = (
     "scale_gradient_output",
     "bias_gradient_output",
 )
-"""``semantics:`` keys whose value is a member name (``bias`` may also be ``{member}``)."""
+"""``semantics:`` keys whose value is a member name."""
 
 SEMANTICS_REF_KEYS = (
     "center",
@@ -267,6 +267,7 @@ SEMANTICS_REF_KEYS = (
     "local_size",
     "alpha",
     "beta",
+    "bias_term",
     "p",
 )
 """``semantics:`` keys whose value is ``{member: ...}`` (or a reduce_axes form naming one)."""

@@ -450,7 +450,7 @@ def make_local_response_plan(desc: OperatorDesc, spec: Spec | None = None) -> Lo
         divisor=divisor,
         alpha=f32(_member_value(desc, sem["alpha"], spec, "Alpha")),
         beta=f32(_member_value(desc, sem["beta"], spec, "Beta")),
-        bias=f32(_member_value(desc, sem["bias"], spec, "Bias")),
+        bias=f32(_member_value(desc, sem["bias_term"], spec, "Bias")),
         shape=tuple(desc.get(inp, spec).sizes),
     )
 
