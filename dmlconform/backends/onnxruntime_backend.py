@@ -595,6 +595,9 @@ def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset
     The gradients have no ONNX inference operator: Unsupported."""
     spec = load_spec()
     kernel = semantics.kernel(desc, spec)
+    if kernel in _LOCAL_GRAPHS:
+        g = _Graph(io=io, compute=compute, opset=opset)
+        return _LOCAL_GRAPHS[kernel](g, desc, spec), g.notes[0] if g.notes else kernel
     if kernel not in ("given_statistics", "normalization"):
         raise Unsupported(f"{desc.operator}: ONNX has no inference operator for kernel {kernel!r}")
     g = _Graph(io=io, compute=compute, opset=opset)
@@ -648,3 +651,54 @@ def build_other_graph(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset
         y = build(g, y, params)
     g.add_output(output, y)
     return g, path
+
+
+# --------------------------------------------------------------------------------------------
+# Local response and Lp normalization: ONNX LRN (its region is the spec's), LpNormalization
+# (no epsilon: Epsilon 0 only) or the decomposition x / sqrt(norm^2 + Epsilon)
+
+
+def _lrn_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
+    """ONNX LRN: x / (bias + alpha / size * square_sum)^beta over channels c - floor((size-1)/2)
+    to c + ceil((size-1)/2), the spec's window and divisor."""
+    p = semantics.make_local_response_plan(desc, spec)
+    if p.axes != (1,):
+        raise Unsupported("ONNX LRN sums across channels only (CrossChannel FALSE has no ONNX operator)")
+    if p.local_size % 2 == 0 or p.alpha <= 0:
+        # lrn.h: "size_ % 2 == 1", "alpha_ > 0.0f" (the ONNX operator allows both)
+        raise Unsupported("ONNX Runtime's CPU LRN kernel takes an odd size and Alpha > 0 only")
+    x = g.add_input(p.input, list(p.shape), _whole_feed(p.input))
+    y = g.node("LRN", [x], size=p.local_size, alpha=p.alpha, beta=p.beta, bias=p.bias)
+    g.add_output(p.output, y)
+    g.notes.append("LRN")
+    return g
+
+
+def _lp_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
+    """LpNormalization where Epsilon is 0 (it has none); otherwise x / sqrt(s + Epsilon) with s
+    the squared norm (ReduceSumSquare, or ReduceL1 squared), the sum blocked from LONG_ROW
+    elements on (ONNX Runtime's long-row reductions are sequential)."""
+    p = semantics.make_lp_plan(desc, spec)
+    if p.epsilon_placement != "squared_norm":
+        raise Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no ONNX mapping")
+    x = g.add_input(p.input, list(p.shape), _whole_feed(p.input))
+    long_row = p.reduction_length >= LONG_ROW
+    if p.epsilon == 0 and not long_row:
+        g.notes.append("LpNormalization")
+        g.add_output(p.output, g.node("LpNormalization", [x], axis=p.axes[0], p=p.p))
+        return g
+    terms = g.node("Abs", [x]) if p.p == 1 else g.node("Mul", [x, x])
+    if long_row:
+        s = g.node("Mul", [g.blocked_mean(terms, p.shape, p.axes), g.const(float(p.reduction_length))])
+        g.notes.append("Lp-decomposed, blocked")
+    else:
+        s = g.node("Mul", [g.reduce_mean(terms, p.axes), g.const(float(p.reduction_length))])
+        g.notes.append("Lp-decomposed")
+    if p.p == 1:
+        s = g.node("Mul", [s, s])
+    y = g.node("Div", [x, g.node("Sqrt", [g.node("Add", [s, g.const(p.epsilon)])])])
+    g.add_output(p.output, y)
+    return g
+
+
+_LOCAL_GRAPHS = {"local_response": _lrn_graph, "lp_normalization": _lp_graph}
