@@ -402,6 +402,12 @@ class LocalResponsePlan:
     shape: tuple[int, ...]
 
     @property
+    def may_be_identity(self) -> bool:
+        """Alpha or Beta 0: Output = Input * Bias^-Beta, the input itself where that is 1 (a
+        case no data can make judge anything: ``generation.degenerate``)."""
+        return self.alpha == 0 or self.beta == 0
+
+    @property
     def reduction_length(self) -> int:
         """The unclipped window's element count (LocalSize per windowed axis)."""
         return self.local_size ** len(self.axes)
