@@ -99,6 +99,36 @@ KERNELS: dict[str, Kernel] = {
             model="reduction_grad",
             relations=(*_SAME, "directional_derivative"),
         ),
+        Kernel(
+            name="local_response",
+            summary="each element over (Bias + Alpha / LocalSize * a window's sum of squares)^Beta",
+            plan="dmlconform.specification.semantics:make_local_response_plan",
+            execute="dmlconform.reference.more:execute",
+            compute="dmlconform.reference.local:local_response",
+            budgets="dmlconform.tolerance.local_response:local_response_budgets",
+            model="local_response",
+            relations=("same_output_as", "chained"),
+        ),
+        Kernel(
+            name="local_response_grad",
+            summary="the vector-Jacobian product of local_response",
+            plan="dmlconform.specification.semantics:make_local_response_plan",
+            execute="dmlconform.reference.more:execute",
+            compute="dmlconform.reference.local:local_response_grad",
+            budgets="dmlconform.tolerance.local_response:local_response_budgets",
+            model="local_response",
+            relations=("same_output_as", "chained", "directional_derivative"),
+        ),
+        Kernel(
+            name="lp_normalization",
+            summary="each slice along an axis over its P-norm (P 1 or 2), Epsilon placed as the spec says",
+            plan="dmlconform.specification.semantics:make_lp_plan",
+            execute="dmlconform.reference.more:execute",
+            compute="dmlconform.reference.local:lp_normalization",
+            budgets="dmlconform.tolerance.lp_norm:lp_budgets",
+            model="lp_norm",
+            relations=("same_output_as", "chained"),
+        ),
     )
 }
 

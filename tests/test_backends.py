@@ -594,12 +594,17 @@ EXPOSING: dict[str, tuple[Case, dict[str, float]]] = {
 }
 
 
+#: Mutants of the local_response and lp_normalization lowerings: their exposing cases (and the
+#: budget they must exceed) are in tests/test_tolerance_local.py, whose oracle is the reference.
+OTHER_KERNELS = {"LrnWindowBelow", "LrnAlphaNotDivided", "LpWithoutAbs", "LpEpsilonOutsideRoot"}
+
+
 def test_every_broken_backend_has_an_exposing_case() -> None:
-    assert set(EXPOSING) == set(BROKEN_BACKENDS)
+    assert set(EXPOSING) == set(BROKEN_BACKENDS) - OTHER_KERNELS
     assert len({cls.name for cls in BROKEN_BACKENDS.values()}) == len(BROKEN_BACKENDS)
 
 
-@pytest.mark.parametrize("name", sorted(BROKEN_BACKENDS))
+@pytest.mark.parametrize("name", sorted(set(BROKEN_BACKENDS) - OTHER_KERNELS))
 def test_broken_backend_differs_from_correct(name: str) -> None:
     case, regime = EXPOSING[name]
     inputs = make_inputs(case.desc, seed=7, **regime)

@@ -29,6 +29,8 @@ OPERATOR_DIRS = {Path(op.path).stem: op.name for op in SPEC.operators.values()}
 UNBREAKABLE = {
     ("MEAN_VARIANCE_NORMALIZATION", "available"): "introduced at 1_0, the first feature level",
     ("BATCH_NORMALIZATION", "available"): "introduced at 1_0, the first feature level",
+    ("LOCAL_RESPONSE_NORMALIZATION", "available"): "introduced at 1_0, the first feature level",
+    ("LP_NORMALIZATION", "available"): "introduced at 1_0, the first feature level",
     ("MEAN_VARIANCE_NORMALIZATION2", "activation-available"): (
         "every fusable activation (GELU from 5_1 the latest) is available at 6_3, where the operator starts"
     ),

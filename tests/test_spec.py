@@ -82,8 +82,12 @@ def test_bundled_spec_loads() -> None:
         "BATCH_NORMALIZATION_GRAD",
         "BATCH_NORMALIZATION_TRAINING",
         "BATCH_NORMALIZATION_TRAINING_GRAD",
+        "LOCAL_RESPONSE_NORMALIZATION",
+        "LOCAL_RESPONSE_NORMALIZATION_GRAD",
+        "LP_NORMALIZATION",
     }
     assert SPEC.operator("DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1").introduced == "2_1"
+    assert SPEC.operator("LOCAL_RESPONSE_NORMALIZATION_GRAD").introduced == "3_1"
     assert SPEC.operator("BATCH_NORMALIZATION_TRAINING").introduced == "4_1"
     assert SPEC.operator("MEAN_VARIANCE_NORMALIZATION").introduced == "1_0"
 
@@ -169,8 +173,8 @@ def test_quote_is_verbatim_in_the_cited_document(rel: str, where: str, src: dict
     assert SEEDS is not None and FACTS is not None
     if "seed" in src:
         doc = SEEDS / src["seed"]
-    elif src.get("quoted_in") == "more-operators.md":
-        doc = FACTS.parent / "more-operators.md"  # the facts sheet that quotes the doc page
+    elif src.get("quoted_in") in ("more-operators.md", "family-facts.md"):
+        doc = FACTS.parent / src["quoted_in"]  # the facts sheet that quotes the doc page
     else:
         assert src.get("doc") == "directml-facts.md", (
             f"{rel}{where}: a quote must cite a seed, the facts page or more-operators.md (quoted_in)"

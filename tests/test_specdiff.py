@@ -27,6 +27,7 @@ BNG = "BATCH_NORMALIZATION_GRAD"
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
 MVN2 = "MEAN_VARIANCE_NORMALIZATION2"
 ALL = (BNT, MVN, MVN1)
+LRN, LRNG, LP = "LOCAL_RESPONSE_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION_GRAD", "LP_NORMALIZATION"
 BN_TENSORS = ("InputTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
 
 # What changed at each level, per operator, as (kind, subject), written from directml-facts.md
@@ -41,8 +42,12 @@ EXPECTED: dict[str, dict[str, set[tuple[str, str]]]] = {
     "2_1": {MVN1: {("operator-added", MVN1)}},
     # 3_0: max dimension count 5 -> 8; CELU activation (facts).
     "3_0": {
-        op: {("tensor-limit", "max DimensionCount"), ("activation-added", "ACTIVATION_CELU")}
-        for op in (MVN, MVN1, BN)
+        **{
+            op: {("tensor-limit", "max DimensionCount"), ("activation-added", "ACTIVATION_CELU")}
+            for op in (MVN, MVN1, BN)
+        },
+        # LRN and LP (1_0, no fused activation, family-facts.md): only the tensor limit.
+        **{op: {("tensor-limit", "max DimensionCount")} for op in (LRN, LP)},
     },
     # 3_1: MVN1 and BN accept 1 to 8 dims (seed 002, BN-doc "DML_FEATURE_LEVEL_3_1 and above");
     # BATCH_NORMALIZATION_GRAD introduced (BNG-doc Availability).
@@ -50,6 +55,9 @@ EXPECTED: dict[str, dict[str, set[tuple[str, str]]]] = {
         MVN1: {("support-dimension-counts", t) for t in MVN1_TENSORS},
         BN: {("support-dimension-counts", t) for t in BN_TENSORS},
         BNG: {("operator-added", BNG)},
+        # family-facts.md: LP 4 -> 1 to 8 dims (LP-doc, FLH-doc 3_1); LRN_GRAD introduced.
+        LP: {("support-dimension-counts", t) for t in ("InputTensor", "OutputTensor")},
+        LRNG: {("operator-added", LRNG)},
     },
     # 4_0: MVN1 Scale/Bias may broadcast any dimension (seed 001/002 ScaleTensor/BiasTensor).
     "4_0": {
@@ -202,6 +210,8 @@ def test_witnesses_are_legal_at_one_level_and_illegal_at_the_other(spec):
     assert missing == {
         (MVN, "3_0", "tensor-limit", "max DimensionCount"),
         (MVN1, "3_0", "tensor-limit", "max DimensionCount"),
+        (LRN, "3_0", "tensor-limit", "max DimensionCount"),
+        (LP, "3_0", "tensor-limit", "max DimensionCount"),
         (MVN1, "4_0", "rule-on", "scale-broadcast"),
         (MVN1, "4_0", "rule-on", "bias-broadcast"),
         (BN, "3_0", "tensor-limit", "max DimensionCount"),

@@ -19,9 +19,10 @@ from typing import ClassVar
 import numpy as np
 
 from dmlconform.backends.base import NormalizationPlan
-from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.backends.numpy_backend import NumpyBackend, reduce_sum
 from dmlconform.generation.data import to_slices
 from dmlconform.generation.degenerate import unchanged_inputs
+from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import load_spec
 
@@ -298,6 +299,57 @@ class InputUnchanged(NumpyBackend):
         return unchanged_inputs(desc, super().execute(desc, inputs), inputs)
 
 
+class LrnWindowBelow(NumpyBackend):
+    """An even LocalSize's window reaching one element further below than above (PyTorch's
+    local_response_norm pads floor(n/2) below), not above as the spec's window (ONNX's, and
+    DirectML's: cases/directml/lrn-even-window).
+
+    Exposed by every even LocalSize; odd ones place the window alike."""
+
+    name: ClassVar[str] = "broken:LrnWindowBelow"
+
+    def lrn_window(self, plan: semantics.LocalResponsePlan) -> tuple[int, int]:
+        return plan.local_size // 2, (plan.local_size - 1) // 2
+
+
+class LrnAlphaNotDivided(NumpyBackend):
+    """Alpha times the window's sum of squares, not Alpha / LocalSize times it (Caffe's and
+    cuDNN's convention differ here; the spec's formula divides).
+
+    Exposed by LocalSize > 1 with Alpha != 0."""
+
+    name: ClassVar[str] = "broken:LrnAlphaNotDivided"
+
+    def lrn_alpha(self, plan: semantics.LocalResponsePlan, dt: type) -> np.floating:
+        return dt(plan.alpha)
+
+
+class LpWithoutAbs(NumpyBackend):
+    """P = 1's norm as the plain sum of x, without the absolute value (ONNX's reference before
+    it was fixed): [1, -1] has norm 0.
+
+    Exposed by any P = 1 slice holding a negative value."""
+
+    name: ClassVar[str] = "broken:LpWithoutAbs"
+
+    def lp_norm(self, x: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+        if plan.p == 1:
+            return reduce_sum(x, plan.axes, dt)
+        return super().lp_norm(x, plan, dt)
+
+
+class LpEpsilonOutsideRoot(NumpyBackend):
+    """x / (norm + Epsilon): Epsilon added to the norm outside the root, not to the squared norm
+    under it (cases/directml/lp-epsilon-placement).
+
+    Exposed by Epsilon comparable to the squared norm (relative error ~ Epsilon / norm)."""
+
+    name: ClassVar[str] = "broken:LpEpsilonOutsideRoot"
+
+    def lp_denominator(self, norm: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+        return norm + dt(plan.epsilon)
+
+
 #: Every broken backend, by class name (the mutation test iterates over this).
 BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
     cls.__name__: cls
@@ -320,6 +372,10 @@ BROKEN_BACKENDS: dict[str, type[NumpyBackend]] = {
         Zeros,
         Negated,
         InputUnchanged,
+        LrnWindowBelow,
+        LrnAlphaNotDivided,
+        LpWithoutAbs,
+        LpEpsilonOutsideRoot,
     )
 }
 

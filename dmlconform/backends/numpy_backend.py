@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dmlconform.backends import numpy_local
 from dmlconform.backends.base import (
     FEATURE_LEVEL_OPTION,
     BackendBase,
@@ -141,6 +142,35 @@ class NumpyBackend(BackendBase):
             "axes": list(axes),
         }
         return finish_outputs(plan, values)
+
+    # -- the neighbourhood and norm kernels (numpy_local.py reads these) ---------------------
+
+    def lrn_window(self, plan: semantics.LocalResponsePlan) -> tuple[int, int]:
+        """(below, above): how far the window reaches on each side (semantics.window)."""
+        return plan.below, plan.above
+
+    def lrn_alpha(self, plan: semantics.LocalResponsePlan, dt: type) -> np.floating:
+        """What the window's sum of squares is multiplied by: Alpha / LocalSize."""
+        return dt(plan.alpha) / dt(plan.divisor)
+
+    def lp_norm(self, x: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+        """The slices' P-norms along the plan's axes (keepdims), sums pairwise."""
+        if plan.p == 1:
+            return reduce_sum(np.abs(x), plan.axes, dt)
+        return np.sqrt(reduce_sum(x * x, plan.axes, dt))
+
+    def lp_denominator(self, norm: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+        """Epsilon placed as semantics.epsilon_placement says."""
+        eps = dt(plan.epsilon)
+        if plan.epsilon_placement == "squared_norm":
+            return np.sqrt(norm * norm + eps)
+        if plan.epsilon_placement == "max":
+            return np.maximum(norm, eps)
+        if plan.epsilon_placement == "add":
+            return norm + eps
+        raise Unsupported(
+            f"epsilon_placement {plan.epsilon_placement!r} is not implemented by the numpy backend"
+        )
 
     def describe(self) -> str:
         return f"numpy {np.__version__}, {np.dtype(self.compute_dtype).name} (feature level {self.feature_level})"
@@ -288,6 +318,21 @@ def _elementwise(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[...,
     return lower
 
 
+def _hooked(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
+    """A lowering from a function of (backend, desc, inputs, compute dtype): the local kernels
+    read the backend's hooks, so that a broken backend can replace one step."""
+
+    def lower(
+        backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        with np.errstate(all="ignore"):
+            values = compute(backend, desc, inputs, backend.compute_dtype)
+        backend._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
+        return finish_desc_outputs(desc, values)
+
+    return lower
+
+
 #: This backend's lowering of each registered kernel (dmlconform/kernels.py); the numpy backend,
 #: the independent implementation every kernel is cross-checked against, lowers all of them
 #: (tests/test_kernel_registry.py).
@@ -296,6 +341,7 @@ LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "rms_normalization": _elementwise(_rms),
     "given_statistics": _elementwise(_given),
     "normalization_grad": _elementwise(_grad),
+    **{name: _hooked(fn) for name, fn in numpy_local.KERNELS.items()},
 }
 
 

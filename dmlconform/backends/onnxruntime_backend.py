@@ -76,6 +76,7 @@ from dmlconform.backends.base import (
 )
 from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.errors import Unsupported
+from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 
@@ -519,14 +520,15 @@ class OnnxRuntimeBackend(BackendBase):
         )
 
     def _execute_other(
-        self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], body: Callable[..., Any]
+        self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], build: Callable[..., Any]
     ) -> dict[str, np.ndarray]:
-        """The kernels beside the centred normalization (:func:`build_other_graph`)."""
+        """The kernels beside the centred normalization: ``build(desc, io, compute, opset)``
+        gives the graph and its path."""
         io = np.dtype(load_spec().data_types[desc.get(desc_input(desc)).data_type].numpy or "V")
         if io not in _ONNX_TYPE:
             raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
         compute = np.dtype(np.float32) if self.options["float16"] == "float32" else io
-        g, path = build_other_graph(desc, io, compute, self.opset, body)
+        g, path = build(desc, io, compute, self.opset)
         session = self._session(g)
         feeds = {name: np.ascontiguousarray(feed(None, inputs), dtype=io) for name, feed in g.feeds}
         names = [o.name for o in g.outputs]
@@ -665,11 +667,78 @@ def build_other_graph(
     return g, path
 
 
+# --------------------------------------------------------------------------------------------
+# Local response and Lp normalization: ONNX LRN (its region is the spec's), LpNormalization
+# (no epsilon: Epsilon 0 only) or the decomposition x / sqrt(norm^2 + Epsilon)
+
+
+def _lrn_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
+    """ONNX LRN: x / (bias + alpha / size * square_sum)^beta over channels c - floor((size-1)/2)
+    to c + ceil((size-1)/2), the spec's window and divisor."""
+    p = semantics.make_local_response_plan(desc, spec)
+    if p.axes != (1,):
+        raise Unsupported("ONNX LRN sums across channels only (CrossChannel FALSE has no ONNX operator)")
+    if p.local_size % 2 == 0 or p.alpha <= 0:
+        # lrn.h: "size_ % 2 == 1", "alpha_ > 0.0f" (the ONNX operator allows both)
+        raise Unsupported("ONNX Runtime's CPU LRN kernel takes an odd size and Alpha > 0 only")
+    x = g.add_input(p.input, list(p.shape), _whole_feed(p.input))
+    y = g.node("LRN", [x], size=p.local_size, alpha=p.alpha, beta=p.beta, bias=p.bias)
+    g.add_output(p.output, y)
+    g.notes.append("LRN")
+    return g
+
+
+def _lp_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
+    """LpNormalization where Epsilon is 0 (it has none); otherwise x / sqrt(s + Epsilon) with s
+    the squared norm (ReduceSumSquare, or ReduceL1 squared), the sum blocked from LONG_ROW
+    elements on (ONNX Runtime's long-row reductions are sequential)."""
+    p = semantics.make_lp_plan(desc, spec)
+    if p.epsilon_placement != "squared_norm":
+        raise Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no ONNX mapping")
+    x = g.add_input(p.input, list(p.shape), _whole_feed(p.input))
+    long_row = p.reduction_length >= LONG_ROW
+    if p.epsilon == 0 and not long_row:
+        g.notes.append("LpNormalization")
+        g.add_output(p.output, g.node("LpNormalization", [x], axis=p.axes[0], p=p.p))
+        return g
+    terms = g.node("Abs", [x]) if p.p == 1 else g.node("Mul", [x, x])
+    if long_row:
+        s = g.node("Mul", [g.blocked_mean(terms, p.shape, p.axes), g.const(float(p.reduction_length))])
+        g.notes.append("Lp-decomposed, blocked")
+    else:
+        s = g.node("Mul", [g.reduce_mean(terms, p.axes), g.const(float(p.reduction_length))])
+        g.notes.append("Lp-decomposed")
+    if p.p == 1:
+        s = g.node("Mul", [s, s])
+    y = g.node("Div", [x, g.node("Sqrt", [g.node("Add", [s, g.const(p.epsilon)])])])
+    g.add_output(p.output, y)
+    return g
+
+
 def _other(body: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
+    """A lowering whose graph :func:`build_other_graph` builds around ``body``'s nodes."""
+
+    def build(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
+        return build_other_graph(desc, io, compute, opset, body)
+
+    return _lowered(build)
+
+
+def _whole(graph: Callable[..., _Graph]) -> Callable[..., dict[str, np.ndarray]]:
+    """A lowering whose ``graph`` builds the whole graph, inputs and outputs included."""
+
+    def build(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
+        g = graph(_Graph(io=io, compute=compute, opset=opset), desc, load_spec())
+        return g, g.notes[0] if g.notes else semantics.kernel(desc)
+
+    return _lowered(build)
+
+
+def _lowered(build: Callable[..., tuple[_Graph, str]]) -> Callable[..., dict[str, np.ndarray]]:
     def lower(
         backend: OnnxRuntimeBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
-        return backend._execute_other(desc, inputs, body)
+        return backend._execute_other(desc, inputs, build)
 
     return lower
 
@@ -680,4 +749,6 @@ LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "normalization": OnnxRuntimeBackend._normalization,
     "rms_normalization": _other(_rms_graph),
     "given_statistics": _other(_given_graph),
+    "local_response": _whole(_lrn_graph),
+    "lp_normalization": _whole(_lp_graph),
 }

@@ -401,6 +401,54 @@ def _grad_torch(p: semantics.GradPlan, t: Loader) -> tuple[dict[str, torch.Tenso
     return values, f"autograd-{p.statistics}"
 
 
+# --------------------------------------------------------------------------------------------
+# Local response and Lp normalization: F.local_response_norm and F.normalize (or
+# torch.linalg.vector_norm where Epsilon's placement differs from F.normalize's max(norm, eps))
+
+
+def _lrn_torch_forward(p: semantics.LocalResponsePlan, x: torch.Tensor) -> torch.Tensor:
+    if len(p.axes) != 1 or p.axes[0] != 1:
+        raise Unsupported("PyTorch has no local response normalization within a channel (CrossChannel FALSE)")
+    return F.local_response_norm(x, p.local_size, alpha=p.alpha, beta=p.beta, k=p.bias)
+
+
+def _lrn_torch(p: Any, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+    """F.local_response_norm across channels. Its window for an even size reaches one channel
+    further below (floor(n/2)) than the spec's (one further above): a documented difference
+    (examples/expect-torch.txt)."""
+    with torch.no_grad():
+        return {p.output: _lrn_torch_forward(p, t(p.input))}, "local_response_norm"
+
+
+def _lrn_grad_torch(p: Any, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+    """torch.autograd through F.local_response_norm (so its even-size window too)."""
+    x, g = t(p.input), t(p.input_gradient)
+    assert x is not None and g is not None
+    x = x.clone().requires_grad_(True)
+    (gx,) = torch.autograd.grad(_lrn_torch_forward(p, x), (x,), grad_outputs=g)
+    return {p.output: gx}, "autograd-local_response_norm"
+
+
+def _lp_torch(p: Any, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+    """F.normalize where it computes the spec's formula (Epsilon 0: x / norm); otherwise x /
+    sqrt(vector_norm^2 + Epsilon) (F.normalize's max(norm, eps) is another placement)."""
+    if p.epsilon_placement != "squared_norm":
+        raise Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no torch mapping")
+    with torch.no_grad():
+        x = t(p.input)
+        assert x is not None
+        # the normalized axis laid out innermost and contiguous, as a careful port lays out a
+        # reduction: torch sums a strided outer axis sequentially, past the strict budget at 2^16
+        rows = x.movedim(p.axes[0], -1).contiguous()
+        if p.epsilon == 0:
+            y = F.normalize(rows, p=float(p.p), dim=-1, eps=0.0)
+            path = "normalize"
+        else:
+            norm = torch.linalg.vector_norm(rows, ord=p.p, dim=-1, keepdim=True)
+            y, path = rows / torch.sqrt(norm * norm + p.epsilon), "vector_norm"
+        return {p.output: y.movedim(-1, p.axes[0])}, path
+
+
 def _other(compute: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
     def lower(
         backend: TorchBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
@@ -416,4 +464,7 @@ LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "rms_normalization": _other(_rms_torch),
     "given_statistics": _other(_given_torch),
     "normalization_grad": _other(_grad_torch),
+    "local_response": _other(_lrn_torch),
+    "local_response_grad": _other(_lrn_grad_torch),
+    "lp_normalization": _other(_lp_torch),
 }

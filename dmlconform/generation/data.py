@@ -83,8 +83,10 @@ def _sem(desc: OperatorDesc, spec: Spec) -> dict[str, Any]:
     return spec.operator(desc.operator).semantics
 
 
-def _tensor(desc: OperatorDesc, name: str | None) -> TensorDesc | None:
-    t = desc.members.get(name) if name else None
+def _tensor(desc: OperatorDesc, name: Any) -> TensorDesc | None:
+    """The tensor a semantics key names; None where it names none (absent, or a scalar's
+    ``{member: ...}`` reference, as local_response's ``bias``)."""
+    t = desc.members.get(name) if isinstance(name, str) else None
     return t if isinstance(t, TensorDesc) else None
 
 

@@ -222,7 +222,18 @@ def may_judge_nothing(desc: OperatorDesc, spec: Spec | None = None) -> bool:
     if n <= 1:
         return True
     sem = spec.operator(desc.operator).semantics
-    present = {k for k in ("scale", "bias", "fused_add") if desc.members.get(sem.get(k) or "") is not None}
+    from dmlconform import kernels
+
+    try:
+        if getattr(kernels.part(desc, spec, "plan")(desc, spec), "may_be_identity", False):
+            return True  # the kernel's plan says its scalars can make it the input itself
+    except SemanticsError:
+        return False
+    present = {
+        k
+        for k in ("scale", "bias", "fused_add")
+        if isinstance(sem.get(k), str) and desc.members.get(sem[k]) is not None
+    }
     if "fused_add" not in present:  # a standard-normal FusedAdd reaches any branch point
         reach = (SCALE_MAGNITUDE[1] if "scale" in present else 1.0) * math.sqrt(n - 1)
         reach += BIAS_MAGNITUDE if "bias" in present else 0.0

@@ -212,6 +212,8 @@ class Model:
     activation_members: tuple[str, ...]
     activations: tuple[Activation, ...]
     param_min: dict[tuple[str, str], float]
+    one_of: dict[str, tuple[float, ...]]  # attribute_one_of: the values a member may take
+    ranges: dict[str, tuple[float | None, float | None]]  # attribute_range: (min, max)
 
     def supported_ranks(self, name: str) -> tuple[int, ...]:
         top = self.level.max_dimension_count
@@ -360,7 +362,15 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
         for r in active
         if r.kind == "activation_parameter_min"
     }
+    one_of = {r.params["member"]: tuple(r.params["values"]) for r in active if r.kind == "attribute_one_of"}
+    ranges = {
+        r.params["member"]: (r.params.get("min"), r.params.get("max"))
+        for r in active
+        if r.kind == "attribute_range"
+    }
     return Model(
+        one_of=one_of,
+        ranges=ranges,
         spec=spec,
         op=op,
         level=lv,
@@ -509,7 +519,7 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
             attrs[m.name] = (
                 OMIT
                 if can_omit and ch.choice((False, True), key=m.name + ":omit")
-                else ch.choice(FLOAT_ATTRIBUTE_CLASSES, key=m.name)
+                else ch.choice(_legal_draws(model, m.name, m.draw or FLOAT_ATTRIBUTE_CLASSES), key=m.name)
             )
         elif m.type == "uint_array":
             of = model.axes_of.get(m.name)
@@ -518,7 +528,7 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
         elif m.type == "uint":
             if m.name in model.length_of:
                 continue  # filled in below, once the array is known
-            attrs[m.name] = OMIT if can_omit and ch.boolean() else ch.integer(0, 4)
+            attrs[m.name] = OMIT if can_omit and ch.boolean() else _choose_uint(model, ch, m, ranks)
     for length_member, array_member in model.length_of.items():
         member = model.op.member(length_member)
         arr = attrs.get(array_member)
@@ -530,6 +540,34 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
     attrs.update(ov.attrs)
     _apply_conditional_fixed(model, attrs, ranks, masks)
     return Plan(present, ranks, dtypes, shapes, masks, attrs)
+
+
+def _legal_draws(model: Model, name: str, classes: Sequence[float]) -> tuple[float, ...]:
+    """The value classes of a number attribute that its one_of and range rules allow."""
+    allowed = model.one_of.get(name)
+    low, high = model.ranges.get(name, (None, None))
+    out = tuple(
+        v
+        for v in classes
+        if (allowed is None or v in allowed) and (low is None or v >= low) and (high is None or v <= high)
+    )
+    return out or tuple(allowed or ()) or tuple(classes)
+
+
+def _choose_uint(model: Model, ch: Chooser, member: Any, ranks: dict[int, int]) -> int:
+    """A UINT attribute: a single axis in range of its tensor (axes_in_range on a UINT), one
+    of the values an attribute_one_of rule lists, the member's own ``draw`` classes, or a small
+    number within its attribute_range."""
+    of = model.axes_of.get(member.name)
+    if of is not None:
+        return ch.integer(0, ranks[model.size_group_of[of]] - 1)
+    if member.name in model.one_of:
+        return int(ch.choice(model.one_of[member.name], key=member.name))
+    if member.draw:
+        return int(ch.choice(_legal_draws(model, member.name, member.draw), key=member.name))
+    low, high = model.ranges.get(member.name, (None, None))
+    low_i = int(math.ceil(low)) if low is not None else 0
+    return ch.integer(low_i, int(high) if high is not None else low_i + 4)
 
 
 def _attr_value(model: Model, attrs: dict[str, Any], name: str) -> Any:
@@ -1187,6 +1225,8 @@ def _array_length_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Choos
 
 def _axes_range_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
     axes, t = desc.members.get(rule.params["member"]), desc.members.get(rule.params["of"])
+    if isinstance(axes, int) and not isinstance(axes, bool) and isinstance(t, TensorDesc):
+        return desc.replace(**{rule.params["member"]: t.rank + ch.integer(0, 3)})
     if not isinstance(axes, tuple) or not axes or not isinstance(t, TensorDesc):
         return None
     out = list(axes)
@@ -1210,6 +1250,41 @@ def _axes_unique_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Choose
         if array_member == name and length_member in desc.members:
             changes[length_member] = len(out)
     return desc.replace(**changes)
+
+
+# scalar attribute kinds ----------------------------------------------------------------------
+
+
+def _range_outside(model: Model, rule: Rule) -> list[float]:
+    """Values just outside an attribute_range that the member's C type can hold."""
+    member = model.op.member(rule.params["member"])
+    low, high = rule.params.get("min"), rule.params.get("max")
+    uint = member is not None and member.type == "uint"
+    out: list[float] = []
+    if low is not None:
+        below = (math.ceil(low) - 1) if uint else low - 1.0
+        if not uint or below >= 0:
+            out.append(below)
+    if high is not None:
+        out.append((math.floor(high) + 1) if uint else high + 1.0)
+    return out
+
+
+def _range_why(model: Model, rule: Rule) -> str | None:
+    if _range_outside(model, rule):
+        return None
+    return f"{rule.params['member']} is a UINT: no value lies below {rule.params.get('min')}"
+
+
+def _range_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+    options = _range_outside(model, rule)
+    return desc.replace(**{rule.params["member"]: ch.choice(options)}) if options else None
+
+
+def _one_of_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+    allowed = [int(v) for v in rule.params["values"]]
+    options = [v for v in (0, max(allowed) + 1, max(allowed) + 2) if v not in allowed]
+    return desc.replace(**{rule.params["member"]: ch.choice(options)})
 
 
 # tensor-desc kinds ----------------------------------------------------------------------------
@@ -1418,6 +1493,8 @@ BREAKERS: dict[str, Breaker] = {
     "array_length": Breaker(_always, _no_overrides, _array_length_mutate),
     "axes_in_range": Breaker(_always, _no_overrides, _axes_range_mutate),
     "axes_unique": Breaker(_always, _no_overrides, _axes_unique_mutate),
+    "attribute_range": Breaker(_range_why, _no_overrides, _range_mutate),
+    "attribute_one_of": Breaker(_always, _no_overrides, _one_of_mutate),
     "tensor_dimension_count_range": Breaker(_always, _no_overrides, _tensor_mutator(_t_dim_range)),
     "tensor_sizes_count": Breaker(_always, _no_overrides, _tensor_mutator(_t_sizes_count)),
     "tensor_sizes_positive": Breaker(_always, _no_overrides, _tensor_mutator(_t_sizes_positive)),

@@ -188,9 +188,12 @@ class _Lint:
             self.check_rules(rel, data["rules"], members)
             sem = data["semantics"]
             for key in SEMANTICS_MEMBER_KEYS:
-                if sem.get(key) and sem[key] not in members:
+                if isinstance(sem.get(key), str) and sem[key] not in members:
                     self.add(rel, ["semantics", key], f"unknown member {sem[key]!r}")
-            for key in ("center", "normalize_variance", "epsilon", "activation", "reduce_axes"):
+            for key in (
+                *SEMANTICS_REF_KEYS,
+                *(k for k in SEMANTICS_MEMBER_KEYS if isinstance(sem.get(k), dict)),
+            ):
                 ref = sem.get(key)
                 name = ref.get("member") or ref.get("where_size_one") if isinstance(ref, dict) else None
                 if name and name not in members:
@@ -253,6 +256,21 @@ SEMANTICS_MEMBER_KEYS = (
     "bias_gradient_output",
 )
 """``semantics:`` keys whose value is a member name."""
+
+SEMANTICS_REF_KEYS = (
+    "center",
+    "normalize_variance",
+    "epsilon",
+    "activation",
+    "reduce_axes",
+    "cross_channel",
+    "local_size",
+    "alpha",
+    "beta",
+    "bias_term",
+    "p",
+)
+"""``semantics:`` keys whose value is ``{member: ...}`` (or a reduce_axes form naming one)."""
 
 
 def _flat(text: str) -> str:

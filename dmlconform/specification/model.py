@@ -117,6 +117,9 @@ class Member:
     default: Any = None
     size_member: str | None = None
     source: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: value classes generated legal descs draw this number attribute from (``draw:``); the
+    #: rules alone say what is legal, this only keeps numeric cases in the formula's domain
+    draw: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -615,6 +618,7 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
                     m.get("default"),
                     m.get("size_member"),
                     dict(m.get("source") or {}),
+                    tuple(m.get("draw") or ()),
                 )
                 for m in data["members"]
             ),

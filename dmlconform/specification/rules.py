@@ -363,11 +363,20 @@ class AxesInRange(RuleKind):
     def at_edge(self, rule: Rule, ctx: Context) -> bool:
         """An axis is the last dimension of the tensor."""
         axes, t = ctx.value(rule.params["member"]), ctx.tensor(rule.params["of"])
+        if isinstance(axes, int):
+            axes = (axes,)
         return axes is not None and t is not None and t.rank - 1 in tuple(axes)
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         axes, t = ctx.value(rule.params["member"]), ctx.tensor(rule.params["of"])
         if axes is None or t is None:
+            return
+        if isinstance(axes, int):  # a single UINT axis (LP's Axis): the member itself is the path
+            if axes >= t.rank:
+                yield (
+                    rule.params["member"],
+                    f"axis {axes} is out of range for {rule.params['of']} of {t.rank} dimensions",
+                )
             return
         for i, a in enumerate(axes):
             if a >= t.rank:
@@ -675,3 +684,50 @@ class ActivationParameterMin(ActivationKind):
         act = ctx.spec.activations[a.type]
         default = next((x.default for x in act.parameters if x.name == p), None)
         return a.param_dict.get(p, default) == rule.params["min"]
+
+
+# --------------------------------------------------------------------------------------------
+# Scalar attribute kinds: a number member's legal values.
+
+
+@kind
+class AttributeRange(RuleKind):
+    """A UINT or FLOAT member within ``[min, max]`` (``max`` optional): LocalSize "must be at
+    least 1". A legal desc at ``min`` or ``max`` sits at the edge."""
+
+    name = "attribute_range"
+    params = ("member", "min")
+    has_edge = True
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        value = ctx.value(rule.params["member"])
+        ends = (rule.params.get("min"), rule.params.get("max"))
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value in ends
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        name = rule.params["member"]
+        value = ctx.value(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return
+        low, high = rule.params.get("min"), rule.params.get("max")
+        if low is not None and value < low:
+            yield name, f"{name} is {value}, below its minimum {low}"
+        elif high is not None and value > high:
+            yield name, f"{name} is {value}, above its maximum {high}"
+
+
+@kind
+class AttributeOneOf(RuleKind):
+    """A UINT member that takes one of a few listed values: P "either 1 or 2"."""
+
+    name = "attribute_one_of"
+    params = ("member", "values")
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        name = rule.params["member"]
+        value = ctx.value(name)
+        if value is None:
+            return
+        allowed = list(rule.params["values"])
+        if value not in allowed:
+            yield name, f"{name} is {value}, not one of {allowed}"

@@ -50,7 +50,7 @@ def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, .
         value = desc.get(rule["member"], spec)
         if value is None:
             raise SemanticsError(f"{rule['member']}: missing")
-        axes = tuple(int(a) for a in value)
+        axes = (int(value),) if isinstance(value, int) else tuple(int(a) for a in value)  # UINT Axis or Axes
     elif "flag_member" in rule:
         flag = desc.get(rule["flag_member"], spec)
         if flag is None:
@@ -364,4 +364,149 @@ def make_grad_plan(desc: OperatorDesc, spec: Spec | None = None) -> GradPlan:
         axes=reduction_axes(desc, spec),
         shape=tuple(desc.get(inp, spec).sizes),
         centre_with=centre_with,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# local_response(_grad) and lp_normalization kernels
+
+
+def _reach(kind: str, n: int) -> int:
+    """How many neighbours a window of ``n`` reaches on one side (``semantics.window``)."""
+    if kind == "floor_half":
+        return (n - 1) // 2
+    if kind == "ceil_half":
+        return n // 2
+    raise SemanticsError(f"semantics.window: {kind!r} is not understood (floor_half, ceil_half)")
+
+
+@dataclass(frozen=True)
+class LocalResponsePlan:
+    """``kernel: local_response`` and ``local_response_grad``: d = Bias + Alpha / divisor * the sum
+    of Input^2 over a window, Output = Input d^-Beta (or, for the gradient, the vector-Jacobian
+    product of that with ``input_gradient``). The window runs over each of ``axes`` (channels,
+    or Height and Width: ``within_channel: square``) from ``below`` elements under an element to
+    ``above`` over it, clipped to the tensor. Alpha, Beta, Bias as the C FLOATs they are passed as."""
+
+    input: str
+    output: str
+    input_gradient: str | None
+    axes: tuple[int, ...]
+    local_size: int
+    below: int
+    above: int
+    divisor: float
+    alpha: float
+    beta: float
+    bias: float
+    shape: tuple[int, ...]
+
+    @property
+    def may_be_identity(self) -> bool:
+        """Alpha or Beta 0: Output = Input * Bias^-Beta, the input itself where that is 1 (a
+        case no data can make judge anything: ``generation.degenerate``)."""
+        return self.alpha == 0 or self.beta == 0
+
+    @property
+    def reduction_length(self) -> int:
+        """The unclipped window's element count (LocalSize per windowed axis)."""
+        return self.local_size ** len(self.axes)
+
+    def window_length(self, axis: int) -> int:
+        """How many elements a window along ``axis`` can hold at most (clipped to the axis)."""
+        return min(self.shape[axis], self.local_size)
+
+    def input_members(self) -> tuple[str, ...]:
+        return tuple(m for m in (self.input, self.input_gradient) if m)
+
+    def output_members(self) -> tuple[str, ...]:
+        return (self.output,)
+
+
+def make_local_response_plan(desc: OperatorDesc, spec: Spec | None = None) -> LocalResponsePlan:
+    """Read ``semantics`` of a local_response(_grad) operator: the members it names for the
+    flag, LocalSize, Alpha, Beta and Bias, and how the window is placed (``window``,
+    ``within_channel``, ``within_channel_divisor``)."""
+    spec = spec or load_spec()
+    sem = spec.operator(desc.operator).semantics
+    if sem.get("kernel") not in ("local_response", "local_response_grad"):
+        raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not local_response")
+    inp = _need(desc, sem, "input", spec)
+    output = _need(desc, sem, "output", spec)
+    gradient = _need(desc, sem, "input_gradient", spec) if "input_gradient" in sem else None
+    n = int(_member_value(desc, sem["local_size"], spec, "LocalSize"))
+    if n < 1:
+        raise SemanticsError(f"{sem['local_size']['member']}: {n} is below 1")
+    cross = bool(_member_value(desc, sem["cross_channel"], spec, "the cross-channel flag"))
+    window = sem.get("window") or {"below": "floor_half", "above": "ceil_half"}
+    divisor = float(n)
+    if not cross:
+        if sem.get("within_channel", "square") != "square":
+            raise SemanticsError(f"{desc.operator}: semantics.within_channel says no window within a channel")
+        if sem.get("within_channel_divisor", "local_size") == "window_area":
+            divisor = float(n) * n
+    return LocalResponsePlan(
+        input=inp,
+        output=output,
+        input_gradient=gradient,
+        axes=reduction_axes(desc, spec),
+        local_size=n,
+        below=_reach(window["below"], n),
+        above=_reach(window["above"], n),
+        divisor=divisor,
+        alpha=f32(_member_value(desc, sem["alpha"], spec, "Alpha")),
+        beta=f32(_member_value(desc, sem["beta"], spec, "Beta")),
+        bias=f32(_member_value(desc, sem["bias_term"], spec, "Bias")),
+        shape=tuple(desc.get(inp, spec).sizes),
+    )
+
+
+EPSILON_PLACEMENTS = ("squared_norm", "max", "add", "inside_root")
+
+
+@dataclass(frozen=True)
+class LpPlan:
+    """``kernel: lp_normalization``: Output = Input / the P-norm of its slice along ``axes``, with
+    Epsilon placed as ``epsilon_placement`` says (squared_norm: sqrt(norm^2 + eps); max:
+    max(norm, eps); add: norm + eps; inside_root: (sum |x|^P + eps)^(1/P))."""
+
+    input: str
+    output: str
+    axes: tuple[int, ...]
+    p: int
+    epsilon: float
+    epsilon_placement: str
+    shape: tuple[int, ...]
+
+    @property
+    def reduction_length(self) -> int:
+        return math.prod(self.shape[i] for i in self.axes)
+
+    def input_members(self) -> tuple[str, ...]:
+        return (self.input,)
+
+    def output_members(self) -> tuple[str, ...]:
+        return (self.output,)
+
+
+def make_lp_plan(desc: OperatorDesc, spec: Spec | None = None) -> LpPlan:
+    spec = spec or load_spec()
+    sem = spec.operator(desc.operator).semantics
+    if sem.get("kernel") != "lp_normalization":
+        raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not lp_normalization")
+    inp = _need(desc, sem, "input", spec)
+    p = int(_member_value(desc, sem["p"], spec, "P"))
+    if p not in (1, 2):
+        raise SemanticsError(f"{sem['p']['member']}: {p} is not 1 or 2")
+    placement = str(sem.get("epsilon_placement", "squared_norm"))
+    if placement not in EPSILON_PLACEMENTS:
+        raise SemanticsError(f"semantics.epsilon_placement {placement!r} is not understood")
+    return LpPlan(
+        input=inp,
+        output=_need(desc, sem, "output", spec),
+        axes=reduction_axes(desc, spec),
+        p=p,
+        epsilon=f32(_member_value(desc, sem.get("epsilon", 0.0), spec, "Epsilon")),
+        epsilon_placement=placement,
+        shape=tuple(desc.get(inp, spec).sizes),
     )

@@ -1,6 +1,6 @@
 """The judge's compiled kernels: slice statistics and the per-element budget + comparison pass.
 
-Why compiled: the numpy model (:mod:`dmlconform.tolerance`, :mod:`dmlconform.tolerance.models`)
+Why compiled: the numpy model (:mod:`dmlconform.tolerance`, :mod:`dmlconform.tolerance.normalization`)
 builds dozens of tensor-sized float64 temporaries per case (about 150 bytes per element) and
 costs 400-800x the reference at n = 2^22. Here every per-element quantity lives in registers:
 

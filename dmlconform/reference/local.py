@@ -1,0 +1,87 @@
+"""Float64 references of the kernels that normalize by a neighbourhood or a norm: local response
+normalization, its gradient, and Lp normalization (registry ``compute`` parts, run by
+:func:`dmlconform.reference.more.execute`).
+
+float64 suffices: every sum here has positive terms (squares, absolute values) or is the gradient's
+short window sum, so its float64 error is a few 2^-53 relative to its magnitude, far below half a
+float32 ULP of the outputs; ``tests/test_reference_local.py`` holds them to mpmath.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dmlconform.specification.semantics import LocalResponsePlan, LpPlan
+
+
+def window_sum(values: np.ndarray, axis: int, below: int, above: int) -> np.ndarray:
+    """out[c] = sum of values[k] for k in [c - below, c + above] within the axis (zero outside):
+    one shifted add per offset, so no running sum and no cancellation between far elements."""
+    length = values.shape[axis]
+    out = np.zeros_like(values, dtype=np.float64)
+    moved, dst = np.moveaxis(values, axis, 0), np.moveaxis(out, axis, 0)
+    for k in range(-min(below, length - 1), min(above, length - 1) + 1):
+        dst[max(-k, 0) : length - max(k, 0)] += moved[max(k, 0) : length + min(k, 0)]
+    return out
+
+
+def region_sum(values: np.ndarray, plan: LocalResponsePlan, *, transposed: bool = False) -> np.ndarray:
+    """The sum over each element's window on every windowed axis (a product region).
+    ``transposed``: over {i : the element is in W(i)}, the window mirrored (the gradient's)."""
+    below, above = (plan.above, plan.below) if transposed else (plan.below, plan.above)
+    out = np.asarray(values, dtype=np.float64)
+    for axis in plan.axes:
+        out = window_sum(out, axis, below, above)
+    return out
+
+
+def local_response_terms(plan: LocalResponsePlan, x: np.ndarray) -> np.ndarray:
+    """d = Bias + Alpha / divisor * the window's sum of squares."""
+    return plan.bias + (plan.alpha / plan.divisor) * region_sum(x * x, plan)
+
+
+def local_response(plan: LocalResponsePlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x = np.asarray(arrays[plan.input], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        y = x * np.power(local_response_terms(plan, x), -plan.beta)
+    return {plan.output: y}
+
+
+def local_response_grad(plan: LocalResponsePlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The vector-Jacobian product of :func:`local_response`: dy_j/dx_k = delta_jk d_j^-Beta -
+    (2 Alpha Beta / divisor) x_j x_k d_j^(-Beta-1) [k in W(j)], so
+    out_k = g_k d_k^-Beta - (2 Alpha Beta / divisor) x_k * sum_{j : k in W(j)} g_j x_j d_j^(-Beta-1)."""
+    assert plan.input_gradient is not None
+    x = np.asarray(arrays[plan.input], dtype=np.float64)
+    g = np.asarray(arrays[plan.input_gradient], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        d = local_response_terms(plan, x)
+        inner = region_sum(g * x * np.power(d, -plan.beta - 1.0), plan, transposed=True)
+        out = g * np.power(d, -plan.beta) - (2.0 * plan.alpha * plan.beta / plan.divisor) * x * inner
+    return {plan.output: out}
+
+
+def lp_denominator(plan: LpPlan, x: np.ndarray) -> np.ndarray:
+    """What each slice is divided by, Epsilon placed as the plan says (keepdims shape)."""
+    a = np.abs(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if plan.epsilon_placement == "inside_root":
+            s = np.sum(a if plan.p == 1 else a * a, axis=plan.axes, keepdims=True)
+            return s + plan.epsilon if plan.p == 1 else np.sqrt(s + plan.epsilon)
+        if plan.p == 1:
+            norm = np.sum(a, axis=plan.axes, keepdims=True)
+            squared = norm * norm
+        else:
+            squared = np.sum(a * a, axis=plan.axes, keepdims=True)
+            norm = np.sqrt(squared)
+        if plan.epsilon_placement == "squared_norm":
+            return np.sqrt(squared + plan.epsilon)
+        if plan.epsilon_placement == "max":
+            return np.maximum(norm, plan.epsilon)
+        return norm + plan.epsilon
+
+
+def lp_normalization(plan: LpPlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x = np.asarray(arrays[plan.input], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {plan.output: x / lp_denominator(plan, x)}
