@@ -22,9 +22,9 @@ from dmlconform.backends.directml import acceptance as acc
 from dmlconform.backends.directml import matrix, status
 from dmlconform.backends.directml.backend import DirectMLBackend
 from dmlconform.backends.directml.findings import activation_of, registry
-from dmlconform.commands.replay import load_case_dir
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.runner.results import load_case_dir
 from dmlconform.spec.model import load_spec
 
 SPEC = load_spec()

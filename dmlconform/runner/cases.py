@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dmlconform.runner.session import DEFAULT_CASES
 from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.spec.model import Operator, Relation, Spec
 
@@ -96,7 +97,7 @@ class Selection:
     level: str
     operators: tuple[str, ...] = ()  # empty: every operator available at ``level``
     data_types: tuple[str, ...] = ()  # empty: every data type of the support tables
-    cases: int = 6
+    cases: int = DEFAULT_CASES  # one default for run, the plugin and dxdispatch export
     seed: int = 0
     kinds: tuple[str, ...] = KINDS
     validation: bool = True  # the backend implements ``check``

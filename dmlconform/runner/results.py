@@ -27,6 +27,7 @@ import numpy as np
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
 from dmlconform.runner.tiers import elements_and_length
+from dmlconform.spec.desc import DescError, load_desc
 from dmlconform.spec.model import Spec
 
 SCHEMA_VERSION = 1
@@ -298,3 +299,31 @@ def write_results(report_dir: Path, results: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(jsonable(results), indent=1), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(Case, inputs, case.json) from a reproducer directory (:func:`save_reproducer` wrote
+    it; replay and shrink read it); ValueError with one line."""
+    if not case_dir.is_dir():
+        raise ValueError(f"{case_dir}: not a directory")
+    try:
+        meta = json.loads((case_dir / "case.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{case_dir / 'case.json'}: cannot read: {exc}") from None
+    raw = meta.get("case")
+    if not isinstance(raw, dict):
+        raise ValueError(f"{case_dir / 'case.json'}: no 'case' entry (not a dmlconform reproducer)")
+    try:
+        case = Case.from_dict(raw, spec)
+        if (case_dir / "desc.yaml").is_file():
+            from dataclasses import replace
+
+            case = replace(case, desc=load_desc(case_dir / "desc.yaml", spec))
+    except (DescError, KeyError) as exc:
+        raise ValueError(f"{case_dir}: {exc}") from None
+    try:
+        with np.load(case_dir / "inputs.npz") as npz:
+            inputs = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{case_dir / 'inputs.npz'}: cannot read: {exc}") from None
+    return case, inputs, meta

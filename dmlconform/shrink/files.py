@@ -29,15 +29,16 @@ def shrink_dir(
     """Shrink the case in ``case_dir`` and write the result into ``out``; returns it, the
     backend's name and the shrunk case's record (as in case.json). ValueError (one line) for an unusable reproducer or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
-    from dmlconform.commands.replay import load_case_dir, open_backend
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.results import case_record, finish_record, save_reproducer
+    from dmlconform.runner.results import case_record, finish_record, load_case_dir, save_reproducer
+    from dmlconform.runner.session import open_saved_backend
     from dmlconform.spec.model import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
     tolerance = meta.get("tolerance") or None
-    guard, info, name, options = open_backend(meta, backend, options, isolate, timeout)
+    guard, opened = open_saved_backend(meta, backend, options, isolate, timeout)
+    info, name, options = opened.info, opened.name, opened.options
     data = inputs if case.kind != "validation" else None
 
     def run(c: Any, inp: Any) -> Any:

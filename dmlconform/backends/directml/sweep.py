@@ -156,9 +156,9 @@ def run_replays(versions: list[str], spec: Spec, cases_root: Path, out: Path, lo
     """Replay every finding's reproducers on every release: replays.json[finding][path][release]."""
     from dmlconform.backends.directml.backend import DirectMLBackend
     from dmlconform.backends.directml.findings import registry
-    from dmlconform.commands.replay import load_case_dir
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.guard import ThreadGuard
+    from dmlconform.runner.results import load_case_dir
     from dmlconform.spec.validate import validate
 
     reproducers = [(f.id, r) for f in registry().findings for r in f.reproducers]
