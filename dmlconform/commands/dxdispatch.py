@@ -161,8 +161,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from dmlconform.dxdispatch.bundle import BundleError, load_manifest, spec_hash, stderr_progress
+    from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
+    from dmlconform.runner.results import spec_hash
     from dmlconform.spec.model import UnknownLevel
 
     spec = _spec(args)

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.report.record import CaseRecord
 from dmlconform.runner.session import Settings, unsupported_data_types
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
@@ -190,13 +191,13 @@ def _utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def failure_text(record: dict[str, Any], settings: Settings, case_id: str) -> str:
+def failure_text(record: CaseRecord, settings: Settings, case_id: str) -> str:
     """What a failure shows (console, junit.xml): the verdict, then how to see it again: the
     reproducer's replay command when the run wrote one, else the run's command narrowed to
     this case."""
-    text = str(record.get("message") or "failed")
-    if record.get("replay"):
-        return f"{text}\nreplay: {record['replay']}"
+    text = str(record.message or "failed")
+    if record.replay:
+        return f"{text}\nreplay: {record.replay}"
     try:
         parts = shlex.split(settings.command)
     except ValueError:
@@ -222,7 +223,7 @@ class ConformanceItem(pytest.Item):
         super().__init__(**kwargs)
         self.case = case
         self.result: Any = None
-        self.record: dict[str, Any] | None = None
+        self.record: CaseRecord | None = None
         self.expectation: str | None = None
 
     def runtest(self) -> None:
@@ -236,10 +237,10 @@ class ConformanceItem(pytest.Item):
             raise ConformanceFailure(str(exc)) from None
         except Exception as exc:
             self.record = case_record(self.case, self.nodeid, None)
-            self.record["message"] = (
+            self.record.message = (
                 f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}"
             )
-            raise HarnessError(self.record["message"]) from exc
+            raise HarnessError(self.record.message) from exc
         self.result = result
         self.record = case_record(self.case, self.nodeid, result)
         s = session.settings
@@ -249,7 +250,7 @@ class ConformanceItem(pytest.Item):
                     s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance
                 )
             except OSError as exc:
-                self.record["message"] = f"{result.message} (reproducer not written: {exc})"
+                self.record.message = f"{result.message} (reproducer not written: {exc})"
         if result.status == "failed":
             raise ConformanceFailure(failure_text(self.record, session.settings, self.name))
         if result.status == "skipped":
@@ -446,9 +447,9 @@ class ConformanceSession:
         if isinstance(item, ConformanceItem) and recorded:
             from dmlconform.runner.results import case_record
 
-            record = dict(item.record or case_record(item.case, item.nodeid, None))
-            record["expectation"] = item.expectation
-            report.dml_record = record
+            record = item.record or case_record(item.case, item.nodeid, None)
+            record.expectation = item.expectation
+            report.dml_record = record.to_dict()  # a dict: xdist serializes it with the report
             report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
         return report
 

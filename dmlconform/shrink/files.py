@@ -48,11 +48,11 @@ def shrink_dir(
         found = shrink(case, data, run, spec, max_seconds, progress)
     finally:
         guard.close()
-    record = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result)
-    record = finish_record(record, "failed", found.result.message, 0.0)
-    record["reproducer"] = str(out)
+    half = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result)
+    half.reproducer = str(out)
     extra = {"shrink": {"from": str(case_dir), **found.to_dict()}}
-    save_reproducer(out, found.case, found.result, record, name, options, tolerance, extra)
+    save_reproducer(out, found.case, found.result, half, name, options, tolerance, extra)
+    record = finish_record(half, "failed", found.result.message, 0.0)
     _annotate(out / "desc.yaml", case_dir, found)
     return found, info.name, record
 
