@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.directml import acceptance as acc
 from dmlconform.backends.directml import findings, matrix, provision, publish, status
@@ -23,10 +24,8 @@ from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.cli import main
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import load_spec
 from dmlconform.spec.validate import validate
 
-SPEC = load_spec()
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = acc.Settings(seed=3, legal=1, illegal=1)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.directml.stack import StackMissing, locate
 
@@ -25,9 +26,7 @@ from dmlconform.backends.directml.findings import activation_of, registry
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.runner.results import load_case_dir
-from dmlconform.spec.model import load_spec
 
-SPEC = load_spec()
 ROOT = Path(__file__).resolve().parent.parent
 
 

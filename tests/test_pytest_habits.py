@@ -13,8 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_plugin_backends import HERE
-from test_run import REPO, SMALL, dmlconform
+from helpers import HERE, REPO, SMALL, dmlconform
 
 from dmlconform.commands.run import suite_arguments
 from dmlconform.runner.plugin import SUITE_FILE, case_operator, plugin_args, suite_argument

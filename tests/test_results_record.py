@@ -9,15 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import REPO, SPEC, dmlconform
 
 from dmlconform.cli import main
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.results import case_record, finish_record, spec_hash
-from dmlconform.spec.model import default_spec_dir, load_spec
-from helpers import REPO, dmlconform
-
-SPEC = load_spec()
+from dmlconform.spec.model import default_spec_dir
 
 
 def documented_case_keys() -> set[str]:
@@ -42,7 +40,12 @@ def test_runner_and_bundle_records_have_the_same_keys_and_the_report_reads_them_
     from dmlconform.report.model import CaseRecord as Read
 
     back = Read.from_dict(json.loads(json.dumps(ran)), 0)
-    assert (back.id, back.nodeid, back.outcome, back.rules) == (case.id, "x::" + case.id, "skipped", ran["rules"])
+    assert (back.id, back.nodeid, back.outcome, back.rules) == (
+        case.id,
+        "x::" + case.id,
+        "skipped",
+        ran["rules"],
+    )
     assert back.to_dict()["desc"] == case.desc.to_dict()
 
 
@@ -54,8 +57,25 @@ def test_a_run_and_a_bundle_name_a_spec_by_the_same_hash(tmp_path: Path) -> None
     first.write_text(first.read_text(encoding="utf-8") + "\n# a spec of its own\n", encoding="utf-8")
     small = ["--operators", "MEAN_VARIANCE_NORMALIZATION1", "--cases", "1", "--tier", "smoke"]
     bundle = tmp_path / "bundle"
-    assert main(["dxdispatch", "export", str(bundle), *small, "--kinds", "validation", "--spec-dir", str(spec_dir)]) == 0
-    assert main(["dxdispatch", "emulate", str(bundle), "--backend", "reference", "--spec-dir", str(spec_dir)]) == 0
+    assert (
+        main(
+            [
+                "dxdispatch",
+                "export",
+                str(bundle),
+                *small,
+                "--kinds",
+                "validation",
+                "--spec-dir",
+                str(spec_dir),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["dxdispatch", "emulate", str(bundle), "--backend", "reference", "--spec-dir", str(spec_dir)])
+        == 0
+    )
     assert main(["dxdispatch", "check", str(bundle), "--spec-dir", str(spec_dir)]) in (0, 1)
     proc = dmlconform(
         "run", "--backend", "numpy", *small, "--kinds", "validation", "--report", "run", "--spec-dir", str(spec_dir),
