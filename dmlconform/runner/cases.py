@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dmlconform.generation import data, degenerate
 from dmlconform.runner.session import DEFAULT_CASES
 from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.spec.model import Operator, Relation, Spec
@@ -235,10 +236,6 @@ def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
 
 
 def regimes(desc: OperatorDesc) -> list[str]:
-    try:
-        from dmlconform.generation import data
-    except ImportError:  # input generators not built yet: one plain regime
-        return ["default"]
     return list(data.regimes_for(desc)) or ["default"]
 
 
@@ -314,10 +311,6 @@ def _numeric_case(op: Operator, level: str, dt: str, i: int, desc: OperatorDesc,
 def _judges_nothing(case: Case) -> bool:
     """Whether no input makes the case judge anything; inputs are drawn only for the few descs
     where that can happen (``degenerate.may_judge_nothing``), so collection stays cheap."""
-    try:
-        from dmlconform.generation import degenerate
-    except ImportError:  # input generators not built yet
-        return False
     if not degenerate.may_judge_nothing(case.desc):
         return False
     try:
