@@ -34,18 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import execute
+from dmlconform import execute, kernels, tolerance
 from dmlconform.generation.data import effective_reduction_size
 from dmlconform.generation.degenerate import impostors
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
-from dmlconform.spec.model import load_spec
-from dmlconform.tolerance import core as tolerance
-from dmlconform.tolerance import models as tolerance_models
+from dmlconform.specification.model import load_spec
 
 
 def _budgets(spec: Any, desc: Any, ref: dict[str, np.ndarray], inputs: dict[str, np.ndarray]) -> dict:
-    fn = tolerance_models.budgets if tolerance_models.handles(desc, spec) else tolerance.budgets
+    fn = kernels.part(desc, spec, "budgets")
     return fn(desc, ref, inputs, spec).by_member
 
 

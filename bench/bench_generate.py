@@ -9,7 +9,7 @@ import argparse
 import time
 
 from dmlconform.generation import descs as gen
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 
 def rate(fn, count: int) -> float:

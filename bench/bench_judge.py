@@ -29,9 +29,9 @@ from collections.abc import Callable
 import numpy as np
 
 import dmlconform as dc
+from dmlconform import tolerance
 from dmlconform.generation import data
 from dmlconform.reference.kernels import parallel_copy
-from dmlconform.tolerance import core as tolerance
 from dmlconform.tolerance import judge
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from dmlconform.reference import buffers, execute
 from dmlconform.reference.kernels import parallel_copy
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 
 
 def median_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:

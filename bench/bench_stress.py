@@ -49,7 +49,7 @@ def worker(args: argparse.Namespace) -> int:
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.session import guard_for, open_backend
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     _, lo, hi = BANDS[args.band]
@@ -130,7 +130,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     ops = sorted(spec.operators) if args.operators == ["all"] else args.operators

@@ -11,8 +11,8 @@ import statistics
 import time
 
 from dmlconform.generation.descs import illegal_descs, legal_descs
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.validate import validate
 
 
 def corpus(n: int) -> list[tuple[object, str]]:

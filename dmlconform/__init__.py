@@ -9,9 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from dmlconform.errors import Rejected, Unsupported, Violation
-from dmlconform.spec.desc import ActivationDesc, DescError, OperatorDesc, TensorDesc, load_desc, parse_desc
-from dmlconform.spec.model import Spec, SpecError, load_spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import (
+    ActivationDesc,
+    DescError,
+    OperatorDesc,
+    TensorDesc,
+    load_desc,
+    parse_desc,
+)
+from dmlconform.specification.model import Spec, SpecError, load_spec
+from dmlconform.specification.validate import validate
 
 __version__ = "0.1.0"
 

@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # the last line of defence: one line, never a traceback
-        from dmlconform.spec.desc import DescError
-        from dmlconform.spec.model import SpecError
+        from dmlconform.specification.desc import DescError
+        from dmlconform.specification.model import SpecError
 
         if isinstance(exc, (DescError, SpecError)):
             print(f"{prog(args)}: error: {exc}", file=sys.stderr)

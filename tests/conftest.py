@@ -24,7 +24,7 @@ def native_modules_loaded() -> None:
     import numpy as np
 
     from dmlconform.reference import execute
-    from dmlconform.spec.desc import parse_desc
+    from dmlconform.specification.desc import parse_desc
 
     t = {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 2]}
     desc = parse_desc(

@@ -10,7 +10,7 @@ import numpy as np
 
 from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.errors import Unsupported
-from dmlconform.spec.desc import OperatorDesc
+from dmlconform.specification.desc import OperatorDesc
 
 
 class Mvn1Only(ReferenceBackend):

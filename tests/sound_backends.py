@@ -2,7 +2,7 @@
 
 A typical port loops over each slice in order (sequential sums); PyTorch's CUDA batch norm
 updates a running mean (Welford). Both err more than numpy's pairwise sums: the lenient
-tolerance model has terms for them (dmlconform/tolerance/core.py), and these backends keep those terms
+tolerance model has terms for them (dmlconform/tolerance/), and these backends keep those terms
 honest. The required (strict) model admits them for short reductions only: the sequential loop
 is also ``broken:SequentialSumStatistics``, which long reductions catch. Load
 them as ``sound_backends:SequentialLoop`` with this directory on the path.

@@ -19,7 +19,7 @@ from dmlconform.errors import Unsupported
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard, backend_info, support_reason
-from dmlconform.spec.desc import OperatorDesc
+from dmlconform.specification.desc import OperatorDesc
 
 MVN, MVN1 = "MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1"
 

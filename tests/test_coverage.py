@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from dmlconform.generation import descs as generate
 from dmlconform.runner.checks import exercised_rules
 from dmlconform.runner.results import coverage
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.rules import KINDS
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.rules import KINDS
+from dmlconform.specification.validate import validate
 
 MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
 

@@ -18,7 +18,7 @@ from dmlconform.generation import descs as gen
 from dmlconform.runner.cases import Selection, collect, legal_for
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
 TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16}

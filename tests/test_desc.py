@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dmlconform as dc
-from dmlconform.spec.desc import DescError, TensorDesc, load_desc, parse_desc
+from dmlconform.specification.desc import DescError, TensorDesc, load_desc, parse_desc
 
 MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
 

@@ -49,8 +49,8 @@ from dmlconform.backends.directml.selftest import run_self_test
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation.data import make_inputs, regimes_for
 from dmlconform.generation.descs import legal_descs
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.tolerance.core import compare
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.tolerance import compare
 
 #: Debian bookworm's own lavapipe (mesa-vulkan-drivers 22.3.6): no VK_EXT_descriptor_indexing.
 SYSTEM_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")

@@ -26,7 +26,7 @@ from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.pack import NO_BINDING, Unrepresentable
 from dmlconform.errors import Unsupported
 from dmlconform.generation.descs import legal_descs
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 
 # --------------------------------------------------------------------------------------------
 # DirectML.h, written out by hand

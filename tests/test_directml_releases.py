@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 from helpers import SPEC
 
-from dmlconform.backends.directml import acceptance as acc
-from dmlconform.backends.directml import findings, matrix, provision, publish, status
+from dmlconform.backends.directml import provision, status
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.cli import main
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.validate import validate
+from dmlconform.releases import acceptance as acc
+from dmlconform.releases import findings, matrix, publish
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = acc.Settings(seed=3, legal=1, illegal=1)
@@ -253,7 +254,7 @@ def test_disagreements_are_decided_only_when_every_rule_is_claimed() -> None:
 
 
 def test_a_registry_with_an_unknown_decision_is_refused() -> None:
-    text = (ROOT / "dmlconform/backends/directml/findings.yaml").read_text()
+    text = (ROOT / "dmlconform/releases/findings.yaml").read_text()
     with pytest.raises(ValueError, match="unknown decision"):
         findings.parse(text.replace("decision: stack", "decision: shrug"))
 

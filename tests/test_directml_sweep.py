@@ -19,10 +19,11 @@ try:
 except StackMissing as exc:
     pytest.skip(str(exc), allow_module_level=True)
 
-from dmlconform.backends.directml import acceptance as acc
-from dmlconform.backends.directml import matrix, status
+from dmlconform.backends.directml import status
 from dmlconform.backends.directml.backend import DirectMLBackend
-from dmlconform.backends.directml.findings import activation_of, registry
+from dmlconform.releases import acceptance as acc
+from dmlconform.releases import matrix
+from dmlconform.releases.findings import activation_of, registry
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.runner.results import load_case_dir

@@ -313,7 +313,7 @@ def test_the_bash_run_script_drives_a_dxdispatch_lookalike(tmp_path: Path):
             from pathlib import Path
             from dmlconform.backends import load_backend
             from dmlconform.dxdispatch.emulate import Emulator, adapters_text, dependencies_text, run_model
-            from dmlconform.spec.model import load_spec
+            from dmlconform.specification.model import load_spec
             spec = load_spec()
             em = Emulator(load_backend("numpy", {{"feature_level": "6_4"}}), "6_4", spec)
             args = sys.argv[1:]

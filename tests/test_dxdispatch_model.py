@@ -27,7 +27,7 @@ from dmlconform.dxdispatch.model import (
 )
 from dmlconform.dxdispatch.modelfile import load_json, read_model
 from dmlconform.generation import descs as generate
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 
 
 def _legal_descs() -> list[OperatorDesc]:

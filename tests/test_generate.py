@@ -12,9 +12,9 @@ import pytest
 from helpers import SPEC
 
 from dmlconform.generation import descs as gen
-from dmlconform.spec.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
-from dmlconform.spec.rules import KINDS
-from dmlconform.spec.validate import active_rules, validate
+from dmlconform.specification.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
+from dmlconform.specification.rules import KINDS
+from dmlconform.specification.validate import active_rules, validate
 
 ALL = gen.operators_and_levels(SPEC)
 AVAILABLE = [(o, lv) for o, lv in ALL if gen.model_for(o, lv).available]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dmlconform.cli import main
-from dmlconform.spec.desc import load_desc
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import load_desc
+from dmlconform.specification.validate import validate
 
 
 def test_legal_with_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmlconform.spec.desc import TensorDesc
-from dmlconform.spec.layout import as_strided_view, buffer_element_count, from_buffer, numpy_dtype, to_buffer
+from dmlconform.specification.desc import TensorDesc
+from dmlconform.specification.layout import (
+    as_strided_view,
+    buffer_element_count,
+    from_buffer,
+    numpy_dtype,
+    to_buffer,
+)
 
 
 def test_packed_round_trip_is_row_major():

@@ -16,7 +16,7 @@ import dmlconform as dc
 from dmlconform.backends import broken
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation import data
-from dmlconform.tolerance.core import compare
+from dmlconform.tolerance import compare
 
 BIG = 2**20 + 1
 
@@ -114,7 +114,7 @@ def test_aggregate_catches_errors_each_within_its_own_budget():
     """Every element 0.9 of its own budget off, all in the same direction: no element fails,
     but a sound implementation's errors cannot line up like that (a shift that large is more
     than the mean's own error)."""
-    from dmlconform.tolerance.core import budgets
+    from dmlconform.tolerance import budgets
 
     desc = mvn1(4096)
     inputs = data.make_inputs(desc, "standard_normal", seed=3)
@@ -199,7 +199,7 @@ def test_aggregate_leaves_out_elements_that_straddle_an_activation_jump():
     them to the per-element bound (torch, FLOAT16 batch norm at n = 2^20 + 1, stress tier)."""
     from dataclasses import replace
 
-    from dmlconform.tolerance.core import aggregate_check, budgets
+    from dmlconform.tolerance import aggregate_check, budgets
 
     t = {"DataType": "FLOAT32", "Sizes": [2, 3001]}
     desc = dc.parse_desc(

@@ -61,7 +61,7 @@ def test_require_finite_names_the_element():
 
 def test_an_output_that_overflowed_in_the_reference_must_overflow():
     import dmlconform as dc
-    from dmlconform.tolerance import core as tolerance
+    from dmlconform import tolerance
 
     t = {"DataType": "FLOAT16", "Sizes": [1, 2]}
     s = {"DataType": "FLOAT16", "Sizes": [1, 1]}

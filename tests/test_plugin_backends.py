@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.backends.reference import ReferenceBackend
-from dmlconform.spec.desc import OperatorDesc
+from dmlconform.specification.desc import OperatorDesc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

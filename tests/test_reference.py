@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from dmlconform import reference
 from dmlconform.reference import InputError, execute, numpy_ref
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.semantics import make_plan
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.semantics import make_plan
 
 EPS32 = float(np.float32(1e-5))  # Epsilon is a C FLOAT: the reference uses its float32 value
 
@@ -468,7 +468,7 @@ def test_second_process_loads_kernel_from_cache():
         pytest.skip("numba cache not in the package __pycache__ (read-only install or NUMBA_CACHE_DIR)")
     code = (
         "import numpy as np, json\n"
-        "from dmlconform.spec.desc import parse_desc\n"
+        "from dmlconform.specification.desc import parse_desc\n"
         "from dmlconform.reference import execute\n"
         "from dmlconform.reference.kernels import normalize_kernel\n"
         "d = parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {"

@@ -11,8 +11,8 @@ from helpers import SPEC
 
 from dmlconform import reference
 from dmlconform.reference import execute
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.semantics import make_plan
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.semantics import make_plan
 
 mp = mpmath.mp
 

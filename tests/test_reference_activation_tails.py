@@ -15,7 +15,7 @@ import pytest
 
 from dmlconform import reference
 from dmlconform.reference import execute
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 
 mpmath.mp.dps = 50
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dmlconform.reference import buffers, execute
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 
 BIG = (buffers.MIN_BYTES // 4 + 1024,)  # float32 elements just above the recycling threshold
 

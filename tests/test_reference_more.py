@@ -16,8 +16,8 @@ import pytest
 
 import dmlconform as dc
 from dmlconform.generation import descs as gen
-from dmlconform.spec.desc import parse_desc
-from dmlconform.tolerance.core import ulp_distance
+from dmlconform.specification.desc import parse_desc
+from dmlconform.tolerance import ulp_distance
 
 mpmath.mp.dps = 60
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from dmlconform import reference
 from dmlconform.reference import execute, kernels, mirror
-from dmlconform.spec.desc import parse_desc
+from dmlconform.specification.desc import parse_desc
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from dmlconform.cli import main
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.results import case_record, finish_record, spec_hash
-from dmlconform.spec.model import default_spec_dir
+from dmlconform.specification.model import default_spec_dir
 
 
 def documented_case_keys() -> set[str]:

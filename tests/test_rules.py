@@ -1,4 +1,4 @@
-"""Each rule kind in dmlconform.spec.rules: what it accepts, what it rejects, the member path and message.
+"""Each rule kind in dmlconform.specification.rules: what it accepts, what it rejects, the member path and message.
 
 Verdicts come from the seed docs and directml-facts.md; each test names the sentence it relies on.
 """
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import dmlconform as dc
-from dmlconform.spec.rules import KINDS, ActivationKind, TensorKind
+from dmlconform.specification.rules import KINDS, ActivationKind, TensorKind
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 N = [2, 3, 4, 5]

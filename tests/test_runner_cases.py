@@ -6,7 +6,7 @@ import pytest
 
 from dmlconform.generation import data
 from dmlconform.runner.cases import Selection, apply_when, collect
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.model import load_spec
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])
@@ -26,7 +26,7 @@ def test_metamorphic_regimes_apply_to_the_desc_the_relation_starts_from(seed: in
 
 
 def _validation_data_types(spec, case) -> set[str]:
-    from dmlconform.spec.desc import TensorDesc
+    from dmlconform.specification.desc import TensorDesc
 
     return {t.data_type for t in case.desc.members.values() if isinstance(t, TensorDesc)}
 
@@ -63,7 +63,7 @@ def test_dtypes_select_every_kind_and_illegal_cases_belong_to_the_type_they_test
 
 def test_tested_data_type_names_an_unsupported_type_on_any_tensor() -> None:
     from dmlconform.runner.cases import tested_data_type
-    from dmlconform.spec.desc import parse_desc
+    from dmlconform.specification.desc import parse_desc
 
     spec = load_spec()
     op = spec.operator("MEAN_VARIANCE_NORMALIZATION1")

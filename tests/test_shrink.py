@@ -26,7 +26,7 @@ from dmlconform.runner.guard import ThreadGuard
 from dmlconform.shrink import moves
 from dmlconform.shrink.search import NotFailing, shrink
 from dmlconform.shrink.signature import Signature, same_failure, signature
-from dmlconform.spec.validate import validate
+from dmlconform.specification.validate import validate
 
 MUTANTS = sorted(
     n for n, o in vars(broken).items() if isinstance(o, type) and o.__module__ == broken.__name__

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from helpers import SPEC
 
-from dmlconform.spec.model import (
+from dmlconform.specification.model import (
     SCHEMA_FOR,
     SpecError,
     UnknownLevel,
@@ -22,7 +22,7 @@ from dmlconform.spec.model import (
     read_spec_files,
     schema_errors,
 )
-from dmlconform.spec.rules import KINDS
+from dmlconform.specification.rules import KINDS
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC_DIR = REPO / "spec"
@@ -109,7 +109,9 @@ def test_rule_is_cited_and_known(owner: str, rule: Any) -> None:
     assert rule.source, f"{owner} {rule.id} has no source"
     assert rule.source.get("page") or rule.source.get("doc")
     assert rule.source_text()
-    assert rule.kind in KINDS, f"{owner} {rule.id}: kind {rule.kind} not in dmlconform.spec.rules.KINDS"
+    assert rule.kind in KINDS, (
+        f"{owner} {rule.id}: kind {rule.kind} not in dmlconform.specification.rules.KINDS"
+    )
     for param in KINDS[rule.kind].params:
         assert param in rule.params, f"{owner} {rule.id}: kind {rule.kind} needs {param}"
     if rule.inferred:

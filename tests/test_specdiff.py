@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 
 from dmlconform.cli import main
-from dmlconform.spec.diff import JSON_SCHEMA, Change, add_witnesses, level_diff, spec_diff
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.validate import validate
+from dmlconform.spec_diff import JSON_SCHEMA, Change, add_witnesses, level_diff, spec_diff
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_2021 = ROOT / "examples" / "spec-2021"
@@ -349,7 +349,7 @@ def test_operators_missing_at_one_end_are_listed(spec):
 
 
 def test_specdiff_code_names_no_operator_member_or_activation():
-    code = (ROOT / "dmlconform" / "spec" / "diff.py").read_text(encoding="utf-8")
+    code = (ROOT / "dmlconform" / "spec_diff.py").read_text(encoding="utf-8")
     for name in (
         "MEAN_VARIANCE",
         "BATCH_NORMALIZATION",

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from dmlconform.generation import strategies as s
-from dmlconform.spec.desc import parse_desc
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.validate import validate
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -26,8 +26,8 @@ from dmlconform.runner import tiers
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.spec.model import load_spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.validate import validate
 
 REPO = Path(__file__).resolve().parent.parent
 LEVEL = "6_4"
@@ -91,7 +91,7 @@ def test_collection_is_the_same_in_another_process(spec) -> None:
     code = (
         "import hashlib, json\n"
         "from dmlconform.runner.cases import Selection, collect\n"
-        "from dmlconform.spec.model import load_spec\n"
+        "from dmlconform.specification.model import load_spec\n"
         "cs = collect(load_spec(), Selection(level='6_4', cases=1, tier='stress', kinds=('numeric',)))\n"
         "h = hashlib.sha256()\n"
         "for c in cs:\n"

@@ -11,8 +11,8 @@ import pytest
 from sound_backends import sequential_statistics, welford_statistics
 
 from dmlconform.reference import execute
-from dmlconform.spec.desc import parse_desc
-from dmlconform.tolerance.core import compare, ordinal, ulp_distance
+from dmlconform.specification.desc import parse_desc
+from dmlconform.tolerance import compare, ordinal, ulp_distance
 
 EPS = 1e-5
 EPS32 = np.float32(EPS)
@@ -435,7 +435,7 @@ def test_sound_float32_implementations_pass_on_constant_slices(impl, n):
 
 def test_constant_slice_budget_stays_tight_on_well_conditioned_data():
     """The correlated-rounding term is zero unless the slice is (nearly) constant."""
-    from dmlconform.tolerance.core import correlated_growth
+    from dmlconform.tolerance import correlated_growth
 
     u = 2.0**-24
     assert correlated_growth(512, np.array(0.05), np.array(1.0), u) == 0.0  # standard normal
@@ -489,8 +489,8 @@ def test_gelu_results_38_ulp_off_still_fail():
 def test_cancellation_expressions_are_checked_when_the_spec_loads(tmp_path):
     import shutil
 
-    from dmlconform.spec.lint import lint
-    from dmlconform.spec.model import SpecError, load_spec
+    from dmlconform.specification.lint import lint
+    from dmlconform.specification.model import SpecError, load_spec
 
     spec_dir = tmp_path / "spec"
     shutil.copytree(
@@ -505,8 +505,8 @@ def test_cancellation_expressions_are_checked_when_the_spec_loads(tmp_path):
 
 
 def test_repetition_counts_identical_summands_per_slice():
-    from dmlconform.spec.semantics import make_plan
-    from dmlconform.tolerance.core import repetition
+    from dmlconform.specification.semantics import make_plan
+    from dmlconform.tolerance import repetition
 
     desc = mvn1((2, 3, 60), (1, 2), (1, 1, 1))
     plan = make_plan(desc)
@@ -583,9 +583,9 @@ def test_budget_covers_a_jump_inside_the_error_interval():
     """SHRINK with Bias > Threshold jumps from 0 down to Threshold - Bias at +Threshold and then
     rises again: when y's error interval straddles the jump, the largest error is the jump
     itself, which neither end of the interval shows (seed-7 numpy run, MVN-3_0-0031)."""
-    from dmlconform.spec.model import load_spec
-    from dmlconform.spec.semantics import make_plan
-    from dmlconform.tolerance.core import _branch_jumps
+    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.semantics import make_plan
+    from dmlconform.tolerance import branch_jumps as _branch_jumps
 
     act = {"Type": "ACTIVATION_SHRINK", "Bias": 0.505, "Threshold": 0.5}
     plan = make_plan(mvn1(BUG_SHAPE, BUG_AXES, BUG_STAT, act=act))
@@ -629,7 +629,7 @@ def test_zero_over_zero_accepts_any_value(answer):
     assert not compare(desc, wrong_mean, ref, inputs).passed
     # the report names the failing output, not an accepted undefined element
     from dmlconform.runner.checks import compare as runner_compare
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs)
     assert not passed and errors["worst"]["member"] == "OutputMeanTensor"
@@ -639,7 +639,7 @@ def test_output_rounding_is_counted_where_the_result_can_lie():
     """At a reference of 0 (a cancellation) the implementation's result may lie anywhere within
     the error budget, and is rounded there: one output ULP at |ref| + err, not at the reference
     (a denormal's ULP). Found by torch's FLOAT16 batch-norm gradient, 1.0001x its budget."""
-    from dmlconform.tolerance.core import Coefficients, ulp_of, with_output_rounding
+    from dmlconform.tolerance import Coefficients, ulp_of, with_output_rounding
 
     co = Coefficients("FLOAT32", 2.0, 2.0, 4.0, 1.0, 0.0)
     err = np.array([1.13e-3, 1.13e-3])

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 import dmlconform as dc
+from dmlconform import tolerance
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation import descs as gen
 from dmlconform.generation.data import make_inputs, regimes_for
-from dmlconform.spec.desc import parse_desc
-from dmlconform.tolerance import core as tolerance
+from dmlconform.specification.desc import parse_desc
 
 
 def T(sizes, dt="FLOAT32"):

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import dmlconform as dc
-from dmlconform.spec.model import UnknownLevel
-from dmlconform.spec.validate import is_legal
+from dmlconform.specification.model import UnknownLevel
+from dmlconform.specification.validate import is_legal
 
 N = [2, 3, 4, 5]
 

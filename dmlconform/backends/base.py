@@ -9,7 +9,7 @@ keyword options given as strings on the command line (validated, with a clear er
 unknown one), the details of the last case for the report (``last_info``), and version strings.
 
 :class:`NormalizationPlan` is the backends' view of a desc: the reference's
-:class:`dmlconform.spec.semantics.Plan` (which member is the input, the scale, the statistics outputs,
+:class:`dmlconform.specification.semantics.Plan` (which member is the input, the scale, the statistics outputs,
 which axes are reduced, whether the variance is normalized, the epsilon and the fused activation
 with its parameter defaults, as the C FLOATs an implementation receives) plus the tensor descs,
 dtypes and the layout questions a backend asks. The numpy, ONNX Runtime and PyTorch backends
@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec, UnknownLevel, load_spec
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec, UnknownLevel, load_spec
 
 ENTRY_POINT_GROUP = "dmlconform.backends"
 
@@ -174,7 +174,7 @@ class BackendBase:
 
 def validate_or_reject(desc: OperatorDesc, level: str) -> None:
     """``check`` for backends that trust the spec: :class:`Rejected` naming every rule id."""
-    from dmlconform.spec.validate import validate
+    from dmlconform.specification.validate import validate
 
     violations = validate(desc, level)
     if violations:
@@ -320,7 +320,7 @@ def numpy_dtype(data_type: str, spec: Spec | None = None) -> np.dtype:
 
 
 def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan:
-    """Read ``desc`` through its operator's semantics (:func:`dmlconform.spec.semantics.make_plan`,
+    """Read ``desc`` through its operator's semantics (:func:`dmlconform.specification.semantics.make_plan`,
     the reading the reference uses too). Raises Unsupported for a kernel other than
     ``normalization`` and ValueError for a desc too broken to compute."""
     spec = spec or load_spec()

@@ -22,8 +22,8 @@ from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation.data import to_slices
 from dmlconform.generation.degenerate import unchanged_inputs
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import load_spec
 
 
 class UnbiasedVariance(NumpyBackend):

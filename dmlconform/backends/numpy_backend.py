@@ -30,9 +30,9 @@ from dmlconform.backends.base import (
 )
 from dmlconform.errors import Unsupported
 from dmlconform.generation.data import to_slices
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import load_spec
 
 F32 = np.float32
 _erf = np.frompyfunc(math.erf, 1, 1)

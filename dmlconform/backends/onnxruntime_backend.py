@@ -74,9 +74,9 @@ from dmlconform.backends.base import (
 )
 from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.errors import Unsupported
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import load_spec
 
 PATHS = (
     "blocked",

@@ -14,8 +14,8 @@ import numpy as np
 
 from dmlconform.backends.base import FEATURE_LEVEL_OPTION, BackendBase, Option, make_plan, validate_or_reject
 from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc
 
 
 class ReferenceBackend(BackendBase):

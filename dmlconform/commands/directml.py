@@ -141,7 +141,7 @@ def _report(version: str | None, dll: str | None, action: str) -> int:
     from dmlconform.backends.directml.backend import account
     from dmlconform.backends.directml.client import RunnerError
     from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     try:
         found = stack.locate(version, dll)

@@ -122,11 +122,12 @@ def _versions(requested: list[str] | None) -> list[str]:
 
 
 def run_accept(args: argparse.Namespace) -> int:
-    from dmlconform.backends.directml import acceptance as acc
-    from dmlconform.backends.directml import matrix, status
-    from dmlconform.backends.directml.findings import activation_of, registry
+    from dmlconform.backends.directml import status
     from dmlconform.backends.directml.stack import StackMissing
-    from dmlconform.spec.model import load_spec
+    from dmlconform.releases import acceptance as acc
+    from dmlconform.releases import matrix
+    from dmlconform.releases.findings import activation_of, registry
+    from dmlconform.specification.model import load_spec
 
     try:
         versions = _versions(args.version)
@@ -183,8 +184,8 @@ def run_accept(args: argparse.Namespace) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import provision
     from dmlconform.backends.directml.stack import StackMissing
-    from dmlconform.backends.directml.sweep import SweepSettings, sweep
-    from dmlconform.spec.model import load_spec
+    from dmlconform.releases.sweep import SweepSettings, sweep
+    from dmlconform.specification.model import load_spec
 
     try:
         versions = _versions(args.version)
@@ -213,8 +214,8 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_publish(args: argparse.Namespace) -> int:
-    from dmlconform.backends.directml.publish import PublishError, load, render
-    from dmlconform.spec.model import load_spec
+    from dmlconform.releases.publish import PublishError, load, render
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     try:

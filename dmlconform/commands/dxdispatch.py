@@ -94,7 +94,7 @@ def _err(action: str, message: str) -> int:
 def _spec(args: argparse.Namespace):  # -> Spec
     import os
 
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
@@ -164,7 +164,7 @@ def run_check(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
     from dmlconform.runner.results import spec_hash
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)
@@ -230,7 +230,7 @@ def run_emulate(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.emulate import emulate_bundle, load_emulator
     from dmlconform.runner.session import parse_pairs
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)

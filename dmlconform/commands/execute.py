@@ -40,19 +40,11 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _generate(desc: Any, names: tuple[str, ...], spec: Any, seed: int) -> dict[str, np.ndarray]:
-    from dmlconform.reference import more, output_dtype
+def _generate(desc: Any, spec: Any, seed: int) -> dict[str, np.ndarray]:
+    """Standard normal inputs (the data generator's: a given variance is never negative)."""
+    from dmlconform.generation.data import make_inputs
 
-    if more.handles(desc, spec):  # given statistics: a variance must not be negative
-        from dmlconform.generation.data import make_inputs
-
-        return dict(make_inputs(desc, "standard_normal", seed, spec))
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in names:
-        tensor = desc.get(name, spec)
-        out[name] = rng.standard_normal(tensor.sizes).astype(output_dtype(tensor, spec))
-    return out
+    return dict(make_inputs(desc, "standard_normal", seed, spec))
 
 
 def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:
@@ -61,7 +53,7 @@ def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:
     The reference computes what the docs define, and they define nothing for a desc no level
     admits: such a desc is refused with the rules it breaks at the newest level, before any
     buffer is allocated (a broken size rule can ask for petabytes)."""
-    from dmlconform.spec.validate import validate
+    from dmlconform.specification.validate import validate
 
     levels = spec.levels_from(spec.operator(desc.operator))
     if any(not validate(desc, lv.name, spec) for lv in levels):
@@ -84,8 +76,8 @@ def _is_npz(path: Path) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from dmlconform.reference import InputError, PlanError, execute, more
-    from dmlconform.spec.desc import DescError, load_desc
-    from dmlconform.spec.model import SpecError, load_spec
+    from dmlconform.specification.desc import DescError, load_desc
+    from dmlconform.specification.model import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec_dir)
@@ -93,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         illegal = _illegal_everywhere(desc, spec, args.desc)
         if illegal:
             return _fail(f"{args.desc}: {illegal}")
-        names = more.any_input_members(desc, spec)
+        names = more.input_members(desc, spec)
     except (DescError, SpecError) as exc:
         return _fail(str(exc))
     except PlanError as exc:
@@ -115,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.inputs}: {unknown[0]}: not an input member of this desc (inputs: {', '.join(names)})"
             )
     else:
-        inputs = _generate(desc, names, spec, args.seed)
+        inputs = _generate(desc, spec, args.seed)
     try:
         outputs = execute(desc, inputs, spec)
     except MemoryError:

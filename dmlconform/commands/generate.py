@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir, directory_problem
-from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
+from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
 
 
 def register(sub: Any) -> None:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.results import load_case_dir
     from dmlconform.runner.session import given, open_saved_backend, parse_pairs
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     case_dir = Path(args.case_dir)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.spec.model import SpecError, default_spec_dir, format_source, load_spec, spec_paths
+from dmlconform.specification.model import SpecError, default_spec_dir, format_source, load_spec, spec_paths
 
 
 def register(sub: Any) -> None:
@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
 
 
 def run_lint(args: argparse.Namespace) -> int:
-    from dmlconform.spec.lint import default_seeds_dir, lint
+    from dmlconform.specification.lint import default_seeds_dir, lint
 
     spec_dir = Path(args.spec_dir) if args.spec_dir else default_spec_dir()
     seeds = Path(args.seeds_dir) if args.seeds_dir else default_seeds_dir(spec_dir)

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.spec.diff import RENDERERS, add_witnesses, level_diff, spec_diff
-from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
+from dmlconform.spec_diff import RENDERERS, add_witnesses, level_diff, spec_diff
+from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
 
 PROG = "dmlconform spec-diff"
 DESCRIPTION = (

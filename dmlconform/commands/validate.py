@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.spec.desc import DescError, load_desc
-from dmlconform.spec.model import SpecError, UnknownLevel, load_spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import DescError, load_desc
+from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
+from dmlconform.specification.validate import validate
 
 DESC_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -2,7 +2,7 @@
 
 DxDispatch never re-lays data: an input resource is uploaded byte for byte and bound whole, and a
 ``writeFile`` command downloads the whole output resource. So the bundle writes each input as the
-buffer DirectML reads (``dmlconform.spec.layout``: element ``i`` at ``sum(i[d] * Strides[d])``, padding
+buffer DirectML reads (``dmlconform.specification.layout``: element ``i`` at ``sum(i[d] * Strides[d])``, padding
 filled with a NaN sentinel so that a stray read shows, zero strides as the smaller buffer) and
 reads each output back from the buffer by its strides. Buffers are saved as 1-D, C-order,
 little-endian ``.npy`` files of the tensor's own data type: FLOAT16 stays FLOAT16 end to end.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dmlconform.spec import layout
-from dmlconform.spec.desc import TensorDesc
+from dmlconform.specification import layout
+from dmlconform.specification.desc import TensorDesc
 
 
 class BufferError(ValueError):

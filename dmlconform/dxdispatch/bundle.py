@@ -38,8 +38,8 @@ from dmlconform.dxdispatch.model import NotExpressible, bind_points, desc_json, 
 from dmlconform.errors import Rejected
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.results import jsonable, sanitize, spec_hash  # one hash: report merge compares it
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec
 
 FORMAT = "dmlconform-dxdispatch-bundle"
 FORMAT_VERSION = 1

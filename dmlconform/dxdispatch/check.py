@@ -55,9 +55,9 @@ from dmlconform.runner.results import (
     versions,
     write_results,
 )
-from dmlconform.spec.desc import DescError, TensorDesc
-from dmlconform.spec.model import Spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.desc import DescError, TensorDesc
+from dmlconform.specification.model import Spec
+from dmlconform.specification.validate import validate
 
 CREATE_FAILURES = ("ERROR creating dispatchable", "ERROR while initializing")
 

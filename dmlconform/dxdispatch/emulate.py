@@ -27,9 +27,9 @@ from dmlconform.dxdispatch.bundle import ADAPTERS, CASES_LIST, DEPENDENCIES, EXI
 from dmlconform.dxdispatch.model import ModelError, bind_points
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.spec import layout
-from dmlconform.spec.desc import TensorDesc
-from dmlconform.spec.model import Spec
+from dmlconform.specification import layout
+from dmlconform.specification.desc import TensorDesc
+from dmlconform.specification.model import Spec
 
 E_FAIL = -2147467259  # 0x80004005 as DxDispatch's main returns it (an HRESULT)
 E_INVALIDARG = -2147024809  # 0x80070057

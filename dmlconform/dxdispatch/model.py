@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.spec.desc import (
+from dmlconform.specification.desc import (
     DATA_TYPE_PREFIX,
     FLAG_PREFIX,
     OPERATOR_PREFIX,
@@ -38,7 +38,7 @@ from dmlconform.spec.desc import (
     TensorDesc,
     strip_prefix,
 )
-from dmlconform.spec.model import Member, Operator, Spec
+from dmlconform.specification.model import Member, Operator, Spec
 
 UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1

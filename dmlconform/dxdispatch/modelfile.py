@@ -22,8 +22,8 @@ from dmlconform.dxdispatch.model import (
     read_uint,
     read_uint_list,
 )
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec
 
 ROOT_KEYS = ("resources", "dispatchables", "commands")
 EXECUTION_FLAGS = (

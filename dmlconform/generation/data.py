@@ -2,7 +2,7 @@
 
 Every regime draws in float64, rounds once to the tensor's data type and returns arrays in that
 type, so the inputs are exact: the reference and the backend see the same numbers. Arrays have
-the tensor's logical shape (its Sizes, C-contiguous); buffer layout is ``dmlconform.spec.layout``'s
+the tensor's logical shape (its Sizes, C-contiguous); buffer layout is ``dmlconform.specification.layout``'s
 job. One exception to "any values": an input with a zero stride reads one element for a whole
 dimension, so its array is made constant along that dimension (otherwise no buffer could hold it).
 
@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from dmlconform.generation.descs import reduction_axes, reduction_size
-from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.spec.model import Activation, Spec, load_spec
+from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.specification.model import Activation, Spec, load_spec
 
 REGIMES: tuple[str, ...] = (
     "standard_normal",

@@ -46,9 +46,9 @@ from dmlconform.generation.data import (
     normalizes_variance,
     regimes_for,
 )
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
-from dmlconform.spec.semantics import SemanticsError, centers
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.semantics import SemanticsError, centers
 
 OWN_DRAWS = 4
 """Draws of a case's own regime tried before other regimes are."""
@@ -102,10 +102,9 @@ def budgets(
 ) -> dict[str, np.ndarray]:
     """The per-element budgets the comparison grants each output (the operator's tolerance
     model, as ``tolerance.compare`` picks it)."""
-    from dmlconform.tolerance import core as tolerance
-    from dmlconform.tolerance import models as tolerance_models
+    from dmlconform import kernels
 
-    fn = tolerance_models.budgets if tolerance_models.handles(desc, spec) else tolerance.budgets
+    fn = kernels.part(desc, spec, "budgets")
     with np.errstate(all="ignore"):
         return fn(desc, dict(reference), dict(inputs), spec).by_member
 

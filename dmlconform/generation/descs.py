@@ -40,17 +40,25 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import (
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import (
     ActivationDesc,
     OperatorDesc,
     TensorDesc,
     minimum_implied_size_in_bytes,
     packed_strides,
 )
-from dmlconform.spec.model import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
-from dmlconform.spec.rules import condition_holds, fixed_dims
-from dmlconform.spec.validate import active_rules, validate
+from dmlconform.specification.model import (
+    Activation,
+    FeatureLevel,
+    Operator,
+    Rule,
+    Spec,
+    SupportRow,
+    load_spec,
+)
+from dmlconform.specification.rules import condition_holds, fixed_dims
+from dmlconform.specification.validate import active_rules, validate
 
 T = TypeVar("T")
 
@@ -702,7 +710,7 @@ def legal_descs(
 
 
 def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
-    """The input axes the operator reduces over (see dmlconform.spec.semantics)."""
+    """The input axes the operator reduces over (see dmlconform.specification.semantics)."""
     return semantics.reduction_axes(desc, spec)
 
 

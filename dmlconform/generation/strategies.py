@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from dmlconform.generation import descs as gen
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """The reference executor: float64 computation of the normalization family, rounded once.
 
 ``execute(desc, inputs)`` resolves the desc against its operator's ``semantics:`` in the spec
-(:mod:`dmlconform.spec.semantics`), arranges the operands for the single numba kernel
+(:mod:`dmlconform.specification.semantics`), arranges the operands for the single numba kernel
 (:mod:`dmlconform.reference.kernels`) without copying where strides allow, runs it (or, for
 small tensors, its bit-identical numpy mirror :mod:`dmlconform.reference.mirror`, which needs no
 compilation), and rounds
@@ -10,7 +10,7 @@ value (float16 widens exactly to float32; float32 and float64 are read as float6
 
 Outputs are logical arrays of the output Sizes; when the kernel wrote them in a permuted order
 (batch-norm style reductions over non-trailing axes) they are transposed views, which is fine for
-any consumer that indexes logically. :mod:`dmlconform.spec.layout` turns them into strided buffers.
+any consumer that indexes logically. :mod:`dmlconform.specification.layout` turns them into strided buffers.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import numpy as np
 from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec, load_spec
-from dmlconform.spec.semantics import Plan, make_plan
-from dmlconform.spec.semantics import SemanticsError as PlanError
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.semantics import Plan, make_plan
+from dmlconform.specification.semantics import SemanticsError as PlanError
 
 __all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dtype"]
 
@@ -266,11 +266,23 @@ def execute(
     for callers that run the same desc many times. Raises :class:`InputError` for a missing or
     misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
-    spec = spec or load_spec()
-    from dmlconform.reference import more  # kernels other than the centred normalization
+    from dmlconform import kernels
 
-    if more.handles(desc, spec):
-        return more.execute(desc, inputs, spec, float64=float64, out=out)
+    spec = spec or load_spec()
+    return kernels.part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
+
+
+def execute_normalization(
+    desc: OperatorDesc,
+    inputs: dict[str, Any],
+    spec: Spec,
+    *,
+    float64: bool = False,
+    out: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`execute` for the centred normalization kernel (the registry's ``normalization``):
+    the plan, the operands arranged without copies where strides allow, the numba kernel or its
+    numpy mirror."""
     plan = make_plan(desc, spec)
     arrays = {}
     for name in plan.input_members():

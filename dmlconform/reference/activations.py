@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from dmlconform.spec.semantics import SemanticsError
+from dmlconform.specification.semantics import SemanticsError
 
 # name -> (code, parameter names in the order of the kernel's two slots a, b)
 ACTIVATION_CODES: dict[str | None, tuple[int, tuple[str, ...]]] = {

@@ -27,22 +27,9 @@ from typing import Any
 import numpy as np
 
 from dmlconform.reference.activations import activation_args
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec
-
-
-def handles(desc: OperatorDesc, spec: Spec) -> bool:
-    """Whether ``desc`` is computed here rather than by the normalization kernel."""
-    kernel = semantics.kernel(desc, spec)
-    if kernel in ("given_statistics", "normalization_grad"):
-        return True
-    if kernel != "normalization":
-        return False
-    try:
-        return not semantics.centers(desc, spec)
-    except semantics.SemanticsError:
-        return False  # the kernel path reports the missing member
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec
 
 
 def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) -> np.ndarray:
@@ -120,31 +107,12 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
     }
 
 
-def compute(desc: OperatorDesc, arrays: dict[str, np.ndarray], spec: Spec) -> dict[str, np.ndarray]:
-    """float64 outputs (logical shapes) of a desc that :func:`handles` accepts."""
-    kernel = semantics.kernel(desc, spec)
-    if kernel == "given_statistics":
-        return given_statistics(semantics.make_given_plan(desc, spec), arrays)
-    if kernel == "normalization_grad":
-        return normalization_grad(semantics.make_grad_plan(desc, spec), arrays)
-    return rms_normalization(semantics.make_plan(desc, spec, uncentred_ok=True), arrays)
-
-
 def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
-    kernel = semantics.kernel(desc, spec)
-    if kernel == "given_statistics":
-        return semantics.make_given_plan(desc, spec).input_members()
-    if kernel == "normalization_grad":
-        return semantics.make_grad_plan(desc, spec).input_members()
-    return semantics.make_plan(desc, spec, uncentred_ok=True).input_members()
+    """The present input members of any desc the reference computes, from its kernel's plan
+    (raises SemanticsError for a desc too broken to read)."""
+    from dmlconform import kernels
 
-
-def any_input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
-    """The present input members of any desc the reference computes (raises SemanticsError for
-    a desc too broken to read)."""
-    if handles(desc, spec):
-        return input_members(desc, spec)
-    return semantics.make_plan(desc, spec).input_members()
+    return kernels.part(desc, spec, "plan")(desc, spec).input_members()
 
 
 def execute(
@@ -155,7 +123,8 @@ def execute(
     float64: bool = False,
     out: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """:func:`dmlconform.reference.execute` for the descs :func:`handles` accepts: every output
+    """:func:`dmlconform.reference.execute` for the kernels whose registry ``compute`` part is
+    here (see :mod:`dmlconform.kernels`): every output
     member rounded once to its DataType (float64 values with ``float64=True``), written into
     ``out``'s preallocated arrays where given."""
     from dmlconform.reference import InputError, PlanError, _input_array, _out_array, output_dtype
@@ -163,7 +132,10 @@ def execute(
     arrays = {}
     for name in input_members(desc, spec):
         arrays[name] = _input_array(name, desc.get(name, spec), inputs)
-    values = compute(desc, arrays, spec)
+    from dmlconform import kernels
+
+    plan = kernels.part(desc, spec, "plan")(desc, spec)
+    values = kernels.part(desc, spec, "compute")(plan, arrays)
     result = {}
     out = out or {}
     unknown = sorted(set(out) - set(values))

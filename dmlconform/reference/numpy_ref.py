@@ -2,7 +2,7 @@
 
 Written the obvious way (numpy broadcasting, ``mean``/``var`` over the axes, activations from
 their spec formulas with numpy ufuncs) and sharing nothing with the kernel but the resolved
-:class:`~dmlconform.spec.semantics.Plan`, so a slip in the kernel's index factorization,
+:class:`~dmlconform.specification.semantics.Plan`, so a slip in the kernel's index factorization,
 summation or activation code shows up as a disagreement in the tests. It is also the vectorized
 float64 activation the tolerance model uses to propagate an error bound through the activation.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec, load_spec
-from dmlconform.spec.semantics import Plan, make_plan
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.semantics import Plan, make_plan
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from dmlconform.generation import data, degenerate
 from dmlconform.runner.session import DEFAULT_CASES
-from dmlconform.spec.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.spec.model import Operator, Relation, Spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
+from dmlconform.specification.model import Operator, Relation, Spec
 
 KINDS = ("numeric", "validation", "metamorphic")
 

@@ -19,13 +19,13 @@ from dmlconform.reference import execute
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
 from dmlconform.runner.tiers import memory_shortfall
-from dmlconform.spec import semantics
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Relation, Spec, load_spec
-from dmlconform.spec.rules import Context
-from dmlconform.spec.validate import active_rules, validate
-from dmlconform.tolerance.core import compare as judge
-from dmlconform.tolerance.core import ulp_distance
+from dmlconform.specification import semantics
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Relation, Spec, load_spec
+from dmlconform.specification.rules import Context
+from dmlconform.specification.validate import active_rules, validate
+from dmlconform.tolerance import compare as judge
+from dmlconform.tolerance import ulp_distance
 
 
 @dataclass

@@ -278,7 +278,7 @@ class ConformanceSession:
     """The per-process state of a conformance run, registered as a plugin when it is active."""
 
     def __init__(self, config: pytest.Config, settings: Settings, handle: Any):
-        from dmlconform.spec.model import load_spec
+        from dmlconform.specification.model import load_spec
 
         self.config = config
         self.settings = settings

@@ -28,8 +28,8 @@ from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
 from dmlconform.runner.tiers import elements_and_length
-from dmlconform.spec.desc import DescError, load_desc
-from dmlconform.spec.model import Spec
+from dmlconform.specification.desc import DescError, load_desc
+from dmlconform.specification.model import Spec
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
@@ -167,7 +167,7 @@ def coverage(spec: Spec, operators: Iterable[str], records: Iterable[dict[str, A
     legal cases that ran depend on it (``RuleKind.at_edge``; ``None`` for a kind no legal desc
     can sit at the edge of: only an illegal desc exercises those), how many illegal descs that
     ran broke it, and how many of the cases counted failed."""
-    from dmlconform.spec.rules import KINDS
+    from dmlconform.specification.rules import KINDS
 
     cov: dict[str, dict[str, dict[str, int | None]]] = {}
     for name in operators:

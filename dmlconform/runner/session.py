@@ -409,7 +409,7 @@ def resolve_selection(
 
 def spec_level(spec: Any, name: str | None) -> str | None:
     """A feature level as the spec names it (None for None); SettingsError for an unknown one."""
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     if not name:
         return None
@@ -567,7 +567,7 @@ def resolve_settings(
     from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import Shard
     from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.spec.model import SpecError, load_spec
+    from dmlconform.specification.model import SpecError, load_spec
 
     def spelled(dest: str) -> str:
         return BY_DEST[dest].spelled(prefix)
@@ -652,7 +652,7 @@ def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> lis
     for (``asked``: the run's ``--feature-level``, or None). SettingsError when the backend claims
     a level this spec does not know and none was asked for: a level the spec has not got cannot be
     tested, and testing another without a word would misreport the run."""
-    from dmlconform.spec.model import UnknownLevel
+    from dmlconform.specification.model import UnknownLevel
 
     claimed = info.feature_level
     if not claimed:
@@ -689,7 +689,7 @@ def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dt
 def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
     """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
     coefficient or model name), before any case runs."""
-    from dmlconform.tolerance.core import coefficients
+    from dmlconform.tolerance import coefficients
 
     for op in spec.operators.values():
         for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec, load_spec
 
 THRESHOLDS: tuple[int, ...] = (32, 256, 1024, 4096, 65536)
 """Reduction lengths where GPU implementations typically change strategy (warp, workgroup,
@@ -187,7 +187,7 @@ def sized_desc(
     generator from a chooser seeded by the arguments, so the desc is the same in every process.
     Raises RuntimeError when no desc of that shape was found."""
     from dmlconform.generation import descs as generate
-    from dmlconform.spec.validate import validate
+    from dmlconform.specification.validate import validate
 
     spec = spec or load_spec()
     model = generate.model_for(operator, level, spec)

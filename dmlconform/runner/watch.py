@@ -92,7 +92,7 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
         return None
     from dmlconform.report import write_reports
     from dmlconform.runner.results import RunMeta, build_results, write_results
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     reason = stop_reason(crash_of(dump), running, isolate_flag)
     started_epoch = meta.pop("started_epoch", None)

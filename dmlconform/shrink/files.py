@@ -32,7 +32,7 @@ def shrink_dir(
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.results import case_record, finish_record, load_case_dir, save_reproducer
     from dmlconform.runner.session import open_saved_backend
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)

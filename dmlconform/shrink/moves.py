@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec
 
 Inputs = dict[str, np.ndarray] | None
 

@@ -27,8 +27,8 @@ from dmlconform.runner.cases import Case
 from dmlconform.runner.checks import CaseResult
 from dmlconform.shrink.moves import Inputs, Move, candidates, size_of
 from dmlconform.shrink.signature import Signature, same_failure, signature
-from dmlconform.spec.model import Spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.model import Spec
+from dmlconform.specification.validate import validate
 
 Runner = Callable[[Case, Inputs], CaseResult]
 SHRUNK_SIZE_LABEL = "shrunk"  # the shrunk case's size label: its id says it is not the original

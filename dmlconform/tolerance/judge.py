@@ -1,6 +1,6 @@
 """The compiled judge: the tolerance model and the comparison of a large case in two passes.
 
-:func:`dmlconform.tolerance.core.compare` hands a case here when its main input has more than
+:func:`dmlconform.tolerance.compare` hands a case here when its main input has more than
 :data:`KERNEL_MIN_ELEMENTS` elements (the reference's own compile threshold, so that a run of
 small cases never imports numba) and its model has a kernel. The numpy model stays the readable
 specification: the kernels compute the same formulas (``tests/test_judge.py`` holds the two
@@ -26,10 +26,10 @@ from dmlconform.generation.data import resolve_branch_points
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows
 from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.expr import postfix
-from dmlconform.spec.model import Spec
-from dmlconform.spec.semantics import Plan, make_plan
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.expr import postfix
+from dmlconform.specification.model import Spec
+from dmlconform.specification.semantics import Plan, make_plan
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -70,11 +70,11 @@ def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
 
 
 def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
-    """The numpy model's :class:`~dmlconform.tolerance.core.SliceStatistics` as (K,) arrays in the
+    """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; and the rows layout."""
     from dmlconform.reference.kernels import run_chunks
+    from dmlconform.tolerance import SliceStatistics
     from dmlconform.tolerance import judge_kernels as jk
-    from dmlconform.tolerance.core import SliceStatistics
 
     x32, half = _as_float32(x)
     perm = plan.kept_axes + plan.axes
@@ -189,12 +189,12 @@ def judge_normalization(
     plan: Plan | None = None,
 ) -> tuple[Any, ModelTerms]:
     """The normalization model's comparison of the main output, compiled. Returns the
-    :class:`~dmlconform.tolerance.core.OutputComparison` of the main output and the model's
+    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the model's
     per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
     float64 array of the output's shape that receives every budget (tests); ``plan``: the
     desc's, when the caller has it (:func:`plan_for`)."""
+    from dmlconform import tolerance as tl
     from dmlconform.reference.kernels import run_chunks
-    from dmlconform.tolerance import core as tl
     from dmlconform.tolerance import judge_kernels as jk
 
     plan = plan or make_plan(desc, spec)
@@ -258,7 +258,7 @@ def judge_normalization(
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
-    from dmlconform.tolerance import core as tl
+    from dmlconform import tolerance as tl
     from dmlconform.tolerance import judge_kernels as jk
 
     k, index = worst_of(fig, plan)
@@ -279,14 +279,11 @@ def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtyp
 
 
 def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-             inputs: dict[str, Any], spec: Spec, also_inputs: tuple) -> Plan | None:  # fmt: skip
-    """The desc's plan when the compiled judge takes this comparison; None when the numpy
-    model does (small cases, other models, a relation's second input set, mismatched outputs)."""
-    from dmlconform.tolerance import models as tolerance_models
-
-    if also_inputs or tolerance_models.handles(desc, spec):
-        return None
-    from dmlconform.spec.semantics import SemanticsError
+             inputs: dict[str, Any], spec: Spec) -> Plan | None:  # fmt: skip
+    """The desc's plan when the compiled judge takes this comparison (the registry's ``judge``
+    part of the normalization kernel); None when the numpy model does (small cases, mismatched
+    outputs)."""
+    from dmlconform.specification.semantics import SemanticsError
 
     try:
         plan = make_plan(desc, spec)

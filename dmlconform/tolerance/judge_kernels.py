@@ -1,6 +1,6 @@
 """The judge's compiled kernels: slice statistics and the per-element budget + comparison pass.
 
-Why compiled: the numpy model (:mod:`dmlconform.tolerance.core`, :mod:`dmlconform.tolerance.models`)
+Why compiled: the numpy model (:mod:`dmlconform.tolerance`, :mod:`dmlconform.tolerance.models`)
 builds dozens of tensor-sized float64 temporaries per case (about 150 bytes per element) and
 costs 400-800x the reference at n = 2^22. Here every per-element quantity lives in registers:
 
@@ -78,7 +78,7 @@ def half_ordinal(bits):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, inline="always")
 def float_ordinal(bits, half):  # type: ignore[no-untyped-def]
-    """:func:`dmlconform.tolerance.core.ordinal` of one float32 (or float16 held as float32) value."""
+    """:func:`dmlconform.tolerance.ordinal` of one float32 (or float16 held as float32) value."""
     if half:
         return np.int64(half_ordinal(bits))
     b = np.int64(bits)
@@ -99,7 +99,7 @@ def _binade(r, word, bits):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, inline="always")
 def spacing_of(v, half, word, bits):  # type: ignore[no-untyped-def]
-    """:func:`dmlconform.tolerance.core.ulp_of`: the spacing of the output type at |v|, after
+    """:func:`dmlconform.tolerance.ulp_of`: the spacing of the output type at |v|, after
     rounding |v| to that type (round to nearest even), as float64. inf at the largest finite
     value (numpy's ``spacing``), NaN for NaN."""
     a = abs(v)
@@ -268,8 +268,8 @@ _JUDGE_SIG = _sig(
 @njit(_STATS_SIG, cache=True, nogil=True, error_model="numpy")
 def slice_statistics(x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, mean_o, var_o, sqstd_o, distinct_o):  # type: ignore[no-untyped-def]  # noqa: E501
     """Per slice in [k0, k1): mean, population variance, the spread of the squared deviations
-    (:func:`dmlconform.tolerance.core._slice_stats`) and the number of distinct values (NaN and inf
-    each count as distinct, -0 == +0: :func:`dmlconform.tolerance.core.repetition`)."""
+    (:func:`dmlconform.tolerance.normalization._slice_stats`) and the number of distinct values (NaN and inf
+    each count as distinct, -0 == +0: :func:`dmlconform.tolerance.repetition`)."""
     n = m_len * l_len
     acc = np.zeros(LANES)
     acc2 = np.zeros(LANES)
@@ -368,7 +368,7 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
     half, ulp_scale, output_ulps, atol, max_ulp, use_max_ulp,
     fig, budget_out,
 ):  # fmt: skip
-    """The normalization model (:func:`dmlconform.tolerance.core.budgets`) and the comparison of the
+    """The normalization model (:func:`dmlconform.tolerance.budgets`) and the comparison of the
     main output over work items: item ``i`` is elements [item_p0[i], item_p1[i]) (in slice
     order) of slice item_k[i], and ``fig[i]`` gets its figures (F_* columns; the glue merges
     the items of a slice). ``budget_out`` (empty, or ``n_slice`` float64 per slice in slice

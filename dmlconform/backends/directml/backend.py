@@ -28,8 +28,8 @@ from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
 from dmlconform.backends.directml.selftest import SelfTest, run_self_test
 from dmlconform.backends.directml.stack import Session, StackMissing, locate
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import load_spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import load_spec
 
 E_INVALIDARG = 0x80070057
 #: HRESULTs DirectML returns for a desc it refuses (E_INVALIDARG; E_NOTIMPL for a combination
@@ -171,7 +171,7 @@ class DirectMLBackend(BackendBase):
         if own != self.feature_level:
             # DirectML validates at the level it implements, whatever level a device asks for
             # at least: a desc whose verdict changes between the two cannot be put to it.
-            from dmlconform.spec.validate import validate
+            from dmlconform.specification.validate import validate
 
             at_ours, at_its = validate(desc, self.feature_level), validate(desc, own)
             if {v.rule for v in at_ours} != {v.rule for v in at_its}:

@@ -30,9 +30,14 @@ import numpy as np
 
 from dmlconform.backends.directml.client import MODE_EXECUTE, Runner, RunReply
 from dmlconform.errors import Unsupported
-from dmlconform.spec import layout
-from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
-from dmlconform.spec.model import Member, Operator, Spec, load_spec
+from dmlconform.specification import layout
+from dmlconform.specification.desc import (
+    ActivationDesc,
+    OperatorDesc,
+    TensorDesc,
+    minimum_implied_size_in_bytes,
+)
+from dmlconform.specification.model import Member, Operator, Spec, load_spec
 
 #: DML_TENSOR_TYPE_BUFFER (DirectML.h, enum DML_TENSOR_TYPE).
 TENSOR_TYPE_BUFFER = 1

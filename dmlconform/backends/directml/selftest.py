@@ -17,7 +17,7 @@ import numpy as np
 
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.client import Runner, RunnerError
-from dmlconform.spec.desc import OperatorDesc, parse_desc
+from dmlconform.specification.desc import OperatorDesc, parse_desc
 
 SELF_TEST_DESC = {
     "type": "MEAN_VARIANCE_NORMALIZATION1",

@@ -105,7 +105,7 @@ def measure(dml_version: str) -> Status:
     from dmlconform.backends.directml import stack
     from dmlconform.backends.directml.backend import account
     from dmlconform.backends.directml.client import RunnerError
-    from dmlconform.spec.model import load_spec
+    from dmlconform.specification.model import load_spec
 
     found = stack.locate(dml_version)
     runner, lavapipe = current_stack()

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmlconform.backends.directml import acceptance as acc
-from dmlconform.backends.directml import matrix
-from dmlconform.backends.directml.findings import Registry, activation_of, registry
-from dmlconform.spec.model import Spec
+from dmlconform.releases import acceptance as acc
+from dmlconform.releases import matrix
+from dmlconform.releases.findings import Registry, activation_of, registry
+from dmlconform.specification.model import Spec
 
 PUBLISH_COMMAND = "dmlconform directml publish"
 SWEEP_COMMAND = "dmlconform directml sweep"

@@ -496,8 +496,8 @@ def read_spec_files(spec_dir: Path) -> dict[str, tuple[Any, yaml.Node | None]]:
 
 
 def expression_errors(spec_dir: Path, data: Any, node: yaml.Node | None) -> list[SpecError]:
-    """Activation ``cancellation`` expressions outside the grammar of :mod:`dmlconform.spec.expr`."""
-    from dmlconform.spec.expr import ExprError, compile_expr
+    """Activation ``cancellation`` expressions outside the grammar of :mod:`dmlconform.specification.expr`."""
+    from dmlconform.specification.expr import ExprError, compile_expr
 
     out = []
     for i, act in enumerate(data.get("activations") or ()):

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.spec.model import FeatureLevel, Operator, Rule, Spec, format_source
-from dmlconform.spec.rules import fixed_dims
-from dmlconform.spec.validate import active_rules, validate
+from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
+from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, format_source
+from dmlconform.specification.rules import fixed_dims
+from dmlconform.specification.validate import active_rules, validate
 
 # Each kind and the kind a reversed diff reports for the same change.
 MIRROR: dict[str, str] = {

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dmlconform.errors import Violation
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
-from dmlconform.spec.rules import KINDS, Context, RuleKind, TensorKind
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
+from dmlconform.specification.rules import KINDS, Context, RuleKind, TensorKind
 
 _PHASE = {"available": 0, "required": 1, "support_dimension_count": 3, "support_data_type": 3}
 

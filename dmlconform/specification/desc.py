@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification.model import Spec, load_spec
 
 OPERATOR_PREFIX = "DML_OPERATOR_"
 DATA_TYPE_PREFIX = "DML_TENSOR_DATA_TYPE_"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dmlconform.spec.model import Spec
+from dmlconform.specification.model import Spec
 
 Log = Callable[[str], None]
 
@@ -84,7 +84,7 @@ def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
 
 
 def run_acceptance(versions: list[str], settings: SweepSettings, spec: Spec, out: Path, log: Log) -> None:
-    from dmlconform.backends.directml import acceptance as acc
+    from dmlconform.releases import acceptance as acc
 
     st = acc.Settings(seed=settings.seed, legal=settings.legal, illegal=settings.illegal)
     start = time.monotonic()
@@ -155,11 +155,11 @@ def run_conformance(versions: list[str], settings: SweepSettings, out: Path, log
 def run_replays(versions: list[str], spec: Spec, cases_root: Path, out: Path, log: Log) -> None:
     """Replay every finding's reproducers on every release: replays.json[finding][path][release]."""
     from dmlconform.backends.directml.backend import DirectMLBackend
-    from dmlconform.backends.directml.findings import registry
+    from dmlconform.releases.findings import registry
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.guard import ThreadGuard
     from dmlconform.runner.results import load_case_dir
-    from dmlconform.spec.validate import validate
+    from dmlconform.specification.validate import validate
 
     reproducers = [(f.id, r) for f in registry().findings for r in f.reproducers]
     loaded = {}

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from dmlconform.spec.desc import TensorDesc, minimum_implied_size_in_bytes
+from dmlconform.specification.desc import TensorDesc, minimum_implied_size_in_bytes
 
 _DTYPES = {
     "FLOAT32": np.float32,

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from dmlconform.spec.model import (
+from dmlconform.specification.model import (
     SCHEMA_FOR,
     SpecError,
     build_spec,
@@ -27,7 +27,7 @@ from dmlconform.spec.model import (
     schema_errors,
     spec_file,
 )
-from dmlconform.spec.rules import KINDS
+from dmlconform.specification.rules import KINDS
 
 
 @dataclass(frozen=True)

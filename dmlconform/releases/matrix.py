@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from dmlconform.backends.directml.acceptance import (
+from dmlconform.releases.acceptance import (
     ACCEPTED,
     ERROR,
     INEXPRESSIBLE,
@@ -31,8 +31,8 @@ from dmlconform.backends.directml.acceptance import (
     Probe,
     ReleaseAnswers,
 )
-from dmlconform.spec.model import Spec
-from dmlconform.spec.validate import validate
+from dmlconform.specification.model import Spec
+from dmlconform.specification.validate import validate
 
 LEGAL = "legal"
 
@@ -199,7 +199,7 @@ class Boundary:
 def spec_boundaries(spec: Spec) -> list[tuple[str, str, str, str, str]]:
     """(operator, level, kind, rule, subject) of every rule-bound change from the first level to
     the last (``spec-diff``); one entry per (operator, level, rule)."""
-    from dmlconform.spec.diff import level_diff
+    from dmlconform.spec_diff import level_diff
 
     levels = spec.levels
     diff = level_diff(spec, levels[0].name, levels[-1].name)

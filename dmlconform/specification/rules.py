@@ -18,8 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dmlconform.spec.desc import ActivationDesc, OperatorDesc, TensorDesc, minimum_implied_size_in_bytes
-from dmlconform.spec.model import FeatureLevel, Operator, Rule, Spec, SupportRow
+from dmlconform.specification.desc import (
+    ActivationDesc,
+    OperatorDesc,
+    TensorDesc,
+    minimum_implied_size_in_bytes,
+)
+from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 
 Finding = tuple[str, str]
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmlconform.spec.desc import OperatorDesc
-from dmlconform.spec.model import Spec
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec
 
 ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR = "accepted", "refused", "inexpressible", "error"
 VERDICTS = (ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR)

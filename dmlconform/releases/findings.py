@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from dmlconform.runner.expect import Expectation
-from dmlconform.spec.desc import ActivationDesc
+from dmlconform.specification.desc import ActivationDesc
 
 DECISIONS = (
     "spec-corrected",
@@ -130,9 +130,7 @@ def parse(text: str) -> Registry:
 @cache
 def registry() -> Registry:
     """The project's findings (``findings.yaml`` beside this module)."""
-    text = (
-        resources.files("dmlconform.backends.directml").joinpath("findings.yaml").read_text(encoding="utf-8")
-    )
+    text = resources.files("dmlconform.releases").joinpath("findings.yaml").read_text(encoding="utf-8")
     return parse(text)
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from dmlconform.errors import Unsupported
-from dmlconform.spec.desc import OperatorDesc, TensorDesc
-from dmlconform.spec.model import Spec, load_spec
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import Spec, load_spec
 
 
 class SemanticsError(ValueError):
@@ -164,6 +164,12 @@ def centers(desc: OperatorDesc, spec: Spec | None = None) -> bool:
     spec = spec or load_spec()
     ref = spec.operator(desc.operator).semantics.get("center", True)
     return bool(_member_value(desc, ref, spec, "the mean flag"))
+
+
+def make_uncentred_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
+    """The plan of a normalization whose ``center`` flag may be off (the registry's
+    ``rms_normalization`` kernel reads ``Plan.center``)."""
+    return make_plan(desc, spec, uncentred_ok=True)
 
 
 def make_plan(desc: OperatorDesc, spec: Spec | None = None, *, uncentred_ok: bool = False) -> Plan:

@@ -1,0 +1,107 @@
+"""The aggregate check: a sound implementation's errors in one slice share that slice's
+statistics errors, so they fit a shift and a scale of z plus pointwise noise. A systematic error
+fails here even where every element is within its own budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dmlconform.generation.data import to_slices
+from dmlconform.specification.semantics import Plan
+from dmlconform.tolerance.terms import AggregateModel, Coefficients
+
+FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2")
+
+
+def fit_sums(
+    w: np.ndarray, z: np.ndarray, d: np.ndarray, r_bound: np.ndarray, rounding: np.ndarray
+) -> np.ndarray:
+    """:data:`FIT_SUMS` of rows (one slice per row; unusable elements zeroed by the caller)."""
+    wz = w * z
+    return np.stack(
+        [
+            np.sum(w * w, axis=1),
+            np.sum(w * wz, axis=1),
+            np.sum(wz * wz, axis=1),
+            np.sum(w * d, axis=1),
+            np.sum(wz * d, axis=1),
+            np.sum(w != 0, axis=1).astype(np.float64),
+            np.sum(d * d, axis=1),
+            np.sum(r_bound * r_bound, axis=1),
+            np.sum(rounding * rounding, axis=1),
+        ]
+    )
+
+
+def aggregate_from_sums(
+    sums: np.ndarray, shift: np.ndarray, scale: np.ndarray, co: Coefficients
+) -> dict[str, float]:
+    """The aggregate figures from each slice's :data:`FIT_SUMS` (``sums[i]`` per slice) and its
+    shift and scale bounds (the mean's error in units of sqrt(var + eps), the divisor's relative
+    error): per slice the least-squares a, b of d ~ w (a + b z) (rows where z does not vary fit
+    a alone), the residual's RMS from the sums (sum (d - w(a + b z))^2 expanded: its rounding is
+    ~1e-16 of sum d^2, far below any bound that matters), and each figure over its bound."""
+    aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
+    det = aa * cc - bb * bb
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        full = det > 1e-12 * np.maximum(aa * cc, 1e-300)
+        a = np.where(full, (cc * dd - bb * ee) / det, np.where(aa > 0, dd / aa, 0.0))
+        b = np.where(full, (aa * ee - bb * dd) / det, 0.0)
+        var_a = np.where(full, cc / det, np.where(aa > 0, 1.0 / aa, 0.0))
+        var_b = np.where(full, aa / det, 0.0)
+        count = np.maximum(count, 1.0)
+        res2 = d2 - 2 * a * dd - 2 * b * ee + a * a * aa + 2 * a * b * bb + b * b * cc
+        rms_r = np.sqrt(np.maximum(res2, 0.0) / count)
+        rms_bound = np.sqrt(rb2 / count)
+        # what the fit may see of the rounding to the output type at worst (Cauchy-Schwarz: the
+        # fit's row of (X^T X)^-1 X^T has norm sqrt(var)), and of the rest at four standard deviations
+        aligned = np.sqrt(round2)
+        noise = 4 * rms_bound
+        shift_bound = co.ulp_scale * co.aggregate_shift * (shift + (noise + aligned) * np.sqrt(var_a))
+        scale_bound = co.ulp_scale * co.aggregate_scale * (scale + (noise + aligned) * np.sqrt(var_b))
+        return {
+            "shift": _worst(np.abs(a), shift_bound),
+            "scale": _worst(np.abs(b), scale_bound),
+            "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
+        }
+
+
+def aggregate_check(
+    model: AggregateModel, got: np.ndarray, ref: np.ndarray, budget: np.ndarray, co: Coefficients
+) -> dict[str, float]:
+    """The whole output's errors against what a sound implementation's can be, in the manner of
+    TOSA's compliance verifier for dot products (reference_model/src/verify), adapted to
+    normalization: per slice, the error is fitted as w (a + b z) + r (:class:`AggregateModel`);
+    |a| must stay within the mean's error, |b| within sqrt(var + eps)'s, each plus four standard
+    deviations of what pointwise noise of the residual bound's size would put into the fit and
+    the most that rounding to the output type can put into it when it lines up, and
+    the residual's RMS within the RMS of its per-element bounds. A systematic error (every
+    element off by the same fraction, or by a constant) fails here even where each element is
+    within its own budget. Returns each figure over its bound (the largest over slices)."""
+    axes = model.plan.axes
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = got.astype(np.float64) - ref.astype(np.float64)
+    usable = np.isfinite(d) & np.isfinite(budget) & np.isfinite(model.w) & np.isfinite(model.z)
+    usable &= ~np.broadcast_to(model.excluded, got.shape)
+    rows = [
+        to_slices(np.ascontiguousarray(np.where(usable, np.broadcast_to(v, got.shape), 0.0)), axes)
+        for v in (model.w, model.z, d, model.residual, model.rounding)
+    ]
+    with np.errstate(invalid="ignore", over="ignore"):
+        sums = fit_sums(*rows)
+    shift = _per_row(model.shift, model.plan, got.shape)
+    scale = _per_row(model.scale, model.plan, got.shape)
+    return aggregate_from_sums(sums, shift, scale, co)
+
+
+def _per_row(stat: np.ndarray, plan: Plan, shape: tuple[int, ...]) -> np.ndarray:
+    """A keepdims statistic as one value per slice, in :func:`to_slices` row order."""
+    kept = [1 if i in plan.axes else s for i, s in enumerate(shape)]
+    return to_slices(np.ascontiguousarray(np.broadcast_to(stat, kept)), plan.axes)[:, 0]
+
+
+def _worst(value: np.ndarray, bound: np.ndarray) -> float:
+    ratio = np.where(value == 0, 0.0, value / bound)
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    return float(ratio.max()) if ratio.size else 0.0

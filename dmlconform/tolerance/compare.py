@@ -1,0 +1,304 @@
+"""The comparison and its verdict: every output member element by element against its budget,
+the main output's aggregate check, the message naming the worst element. Picks the model through
+the kernel registry and hands large normalization cases to the compiled judge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dmlconform import kernels
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.tolerance.aggregate import aggregate_check
+from dmlconform.tolerance.normalization import statistics_output_budgets
+from dmlconform.tolerance.terms import (
+    Budgets,
+    Coefficients,
+    overflowed_alike,
+    ulp_distance,
+    ulp_of,
+)
+
+
+@dataclass
+class OutputComparison:
+    """One output member: its worst element (largest error / budget) and summary metrics."""
+
+    member: str
+    passed: bool
+    max_ulp: float
+    max_abs: float
+    worst_index: tuple[int, ...] | None = None
+    backend_value: float | None = None
+    reference_value: float | None = None
+    budget: float | None = None
+    budget_ulp: float | None = None
+    ratio: float = 0.0
+    failing_elements: int = 0
+    message: str = ""
+    aggregate: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
+        return d
+
+
+@dataclass
+class Comparison:
+    """The verdict on one case: ``passed`` and, per output member, where the error is worst.
+
+    ``nonfinite_inputs``: the inputs hold NaN or Inf; DirectML leaves that behaviour undefined,
+    so the case is reported as information and always passes."""
+
+    passed: bool
+    outputs: dict[str, OutputComparison] = field(default_factory=dict)
+    nonfinite_inputs: bool = False
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "nonfinite_inputs": self.nonfinite_inputs,
+            "message": self.message,
+            "outputs": {k: v.to_dict() for k, v in self.outputs.items()},
+        }
+
+
+def _compare_member(
+    member: str, got: Any, ref: np.ndarray, budget: np.ndarray, co: Coefficients
+) -> OutputComparison:
+    ref = np.asarray(ref)
+    if got is None:
+        return OutputComparison(
+            member, False, math.inf, math.inf, message=f"{member}: backend returned no output"
+        )
+    got = np.asarray(got)
+    if got.shape != ref.shape:
+        return OutputComparison(
+            member,
+            False,
+            math.inf,
+            math.inf,
+            message=f"{member}: shape {list(got.shape)}, expected {list(ref.shape)}",
+        )
+    got_t = got.astype(ref.dtype)
+    ulps = ulp_distance(got_t, ref)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    same = (got_t == ref) | (np.isnan(got_t) & np.isnan(ref)) | overflowed_alike(got_t, ref)
+    err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(err == 0, 0.0, err / budget)
+    # an element with an unbounded budget (0/0, undefined) accepts anything: never the worst;
+    # one whose reference overflowed to inf is not unbounded: only that overflow is right
+    unbounded = np.isposinf(budget) & ~np.isinf(ref)
+    ratio = np.where(unbounded, 0.0, np.where(np.isnan(ratio), np.inf, ratio))
+    budget = np.where(np.isinf(ref) & ~same, 0.0, budget)
+    if co.max_ulp is not None:  # a fixed ULP budget replaces the analysis
+        with np.errstate(divide="ignore"):
+            ratio = np.where(ulps == 0, 0.0, ulps / max(co.max_ulp, 1e-300))
+        failing = ulps > co.max_ulp
+    else:
+        failing = err > budget
+    if not ratio.size:
+        return OutputComparison(member, True, 0.0, 0.0, message=f"{member}: ok; no elements")
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
+    return member_comparison(
+        member,
+        failing=int(failing.sum()),
+        max_ulp=float(ulps.max()),
+        max_abs=float(err.max()),
+        index=idx,
+        got=float(got[idx]),
+        ref=float(ref[idx]),
+        budget=float(budget[idx]),
+        ratio=float(ratio[idx]),
+        co=co,
+        dtype=ref.dtype,
+    )
+
+
+def _fmt(v: float, digits: int = 3) -> str:
+    return f"{v:.{digits}g}"
+
+
+def member_comparison(
+    member: str,
+    *,
+    failing: int,
+    max_ulp: float,
+    max_abs: float,
+    index: tuple[int, ...],
+    got: float,
+    ref: float,
+    budget: float,
+    ratio: float,
+    co: Coefficients,
+    dtype: np.dtype,
+) -> OutputComparison:
+    """One member's verdict from its figures (the numpy model's and the compiled judge's alike).
+
+    The message says what decided: the worst element (largest error over its own budget), its
+    error and its budget in the unit that decided (absolute error for the model, ULP under a
+    fixed ``max_ulp``), and how they compare. A budget in ULP is given only where it means
+    something: not at a reference of 0 or a subnormal, whose ULP is a denormal's."""
+    dtype = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float32)
+    ulp_here = float(ulp_of(np.asarray([ref]), dtype)[0])
+    if co.max_ulp is not None:
+        budget = float(co.max_ulp * ulp_here)
+        budget_ulp: float | None = float(co.max_ulp)
+    else:
+        meaningful = math.isfinite(budget) and math.isfinite(ref) and abs(ref) >= float(np.finfo(dtype).tiny)
+        budget_ulp = budget / ulp_here if meaningful else None
+    out = OutputComparison(
+        member=member,
+        passed=failing == 0,
+        max_ulp=max_ulp,
+        max_abs=max_abs,
+        failing_elements=failing,
+        worst_index=index,
+        backend_value=got,
+        reference_value=ref,
+        budget=budget,
+        budget_ulp=budget_ulp,
+        ratio=ratio,
+    )
+    out.message = (
+        f"{member}: {'ok' if out.passed else f'FAIL ({failing} elements over budget)'}; "
+        + worst_element(out, co)
+    )
+    return out
+
+
+def worst_element(out: OutputComparison, co: Coefficients) -> str:
+    """``worst at [i]: got g, want r; <error> <relation> <budget> (<ratio> of it)`` in the unit
+    that decided; an element whose budget is unbounded (undefined by the docs) says so."""
+    where = f"worst at {list(out.worst_index or ())}: got {out.backend_value!r}, want {out.reference_value!r}"
+    if co.max_ulp is not None:
+        err_ulp = float(
+            ulp_distance(np.asarray([out.backend_value], np.float64), np.asarray([out.reference_value]))[0]
+        )
+        rel = ">" if err_ulp > co.max_ulp else "<="
+        return f"{where}; {_fmt(err_ulp, 4)} ULP {rel} max_ulp {_fmt(co.max_ulp, 4)}"
+    err = abs(out.backend_value - out.reference_value) if out.backend_value != out.reference_value else 0.0
+    if math.isnan(out.backend_value) and math.isnan(out.reference_value):
+        err = 0.0
+    elif math.isnan(err):
+        err = math.inf
+    if math.isinf(out.budget or 0.0) and (out.budget or 0.0) > 0:
+        return f"{where}; abs error {_fmt(err)}, budget unbounded (the docs leave the value undefined)"
+    if out.budget is None or math.isnan(out.budget):
+        return f"{where}; abs error {_fmt(err)}, no budget (the reference is not a number)"
+    rel = ">" if err > out.budget else "<="
+    return f"{where}; abs error {_fmt(err)} {rel} budget {_fmt(out.budget)} ({_fmt(out.ratio)} of it)"
+
+
+def _judge_aggregate(
+    b: Budgets,
+    outputs: dict[str, OutputComparison],
+    outputs_backend: dict[str, Any],
+    outputs_reference: dict[str, np.ndarray],
+) -> None:
+    """Add the aggregate figures to the main output's comparison; over 1 fails it."""
+    assert b.aggregate is not None
+    name = b.aggregate.plan.output
+    main, co = outputs.get(name), b.coefficients.get(name)
+    if main is None or main.worst_index is None or co is None or co.max_ulp is not None:
+        return
+    got = np.asarray(outputs_backend.get(name))
+    main.aggregate = aggregate_check(
+        b.aggregate, got, np.asarray(outputs_reference[name]), b.by_member[name], co
+    )
+    _aggregate_verdict(main)
+
+
+def _aggregate_verdict(main: OutputComparison) -> None:
+    """Fold the aggregate figures into the main output's verdict and message; over 1 fails."""
+    assert main.aggregate is not None
+    over = {k: v for k, v in main.aggregate.items() if v > 1.0}
+    figures = ", ".join(f"{k} {v:.3g}" for k, v in main.aggregate.items())
+    if over:
+        main.passed = False
+        main.message = (
+            f"{main.member}: FAIL (aggregate: {figures} of the bound: a systematic error);"
+            + main.message.partition(";")[2]
+        )
+    else:
+        main.message += f"; aggregate {figures} of the bound"
+
+
+def compare(
+    desc: OperatorDesc,
+    outputs_backend: dict[str, Any],
+    outputs_reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec | None = None,
+    overrides: dict[str, Any] | None = None,
+    also_inputs: tuple[dict[str, Any], ...] = (),
+) -> Comparison:
+    """Compare a backend's outputs against the reference's (rounded) outputs, element by element,
+    each against its own budget. ``overrides``: e.g. {"ulp_scale": 2.0}, {"max_ulp": 6},
+    {"mean": 4.0}, {"atol": 1e-6}. ``also_inputs``: other input sets the compared outputs were
+    computed from (a metamorphic relation's second run); each element gets the largest of the
+    budgets, since either run's data may be the worse conditioned."""
+    spec = spec or load_spec()
+    kernel = kernels.kernel_of(desc, spec)
+    budgets_of = kernels.resolve(kernel.budgets)
+    names = [m.name for m in spec.operator(desc.operator).input_members]
+    nonfinite = any(
+        not np.all(np.isfinite(np.asarray(inputs[m], dtype=np.float64))) for m in names if m in inputs
+    )
+    plan = None
+    if kernel.judge is not None and not also_inputs:  # numba-free; compiles only for large cases
+        plan = kernels.resolve(kernel.judge)(desc, outputs_backend, outputs_reference, inputs, spec)
+    if plan is not None:
+        from dmlconform.tolerance import judge
+
+        main, terms = judge.judge_normalization(
+            desc,
+            outputs_backend[plan.output],
+            outputs_reference[plan.output],
+            inputs,
+            spec,
+            overrides,
+            plan=plan,
+        )
+        by_member, coeffs = statistics_output_budgets(
+            desc, plan, terms.ss, terms.st, outputs_reference, spec, overrides, terms.u
+        )
+        outputs = {plan.output: main}
+        for name in by_member:
+            outputs[name] = _compare_member(
+                name, outputs_backend.get(name), outputs_reference[name], by_member[name], coeffs[name]
+            )
+        if main.aggregate is not None:
+            _aggregate_verdict(main)
+    else:
+        b = budgets_of(desc, outputs_reference, inputs, spec, overrides)
+        for other in also_inputs:
+            wider = budgets_of(desc, outputs_reference, other, spec, overrides).by_member
+            b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
+        outputs = {
+            name: _compare_member(
+                name,
+                outputs_backend.get(name),
+                outputs_reference[name],
+                b.by_member[name],
+                b.coefficients[name],
+            )
+            for name in b.by_member
+        }
+        if b.aggregate is not None and not also_inputs:
+            _judge_aggregate(b, outputs, outputs_backend, outputs_reference)
+    passed = all(o.passed for o in outputs.values())
+    lines = [o.message for o in outputs.values()]
+    if nonfinite:
+        lines.insert(0, "inputs hold NaN or Inf: behaviour undefined by DirectML, reported as information")
+        passed = True
+    return Comparison(passed, outputs, nonfinite, "\n".join(lines))

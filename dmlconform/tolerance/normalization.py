@@ -1,0 +1,385 @@
+"""Error metrics (ULP distance, absolute error) and the per-case error budget of a normalization.
+
+Why per case: normalization amplifies the rounding error of its statistics by the conditioning
+of the data (directml-facts.md, "Why a fixed rtol/atol cannot work here"). A careful float32
+implementation is within a few ULPs on well-conditioned data and legitimately hundreds of ULPs
+off on |mean|/std = 1e3, so the budget of every element is computed from that element's slice:
+its reduction length ``n``, mean absolute value, variance, Epsilon, the element's |Scale|,
+|Bias| and FusedAdd, the activation's slope and own error, and the output's rounding. The
+coefficients and the derivation live in each operator's ``tolerance:`` section of the spec.
+
+The model (u = unit roundoff of the working precision: float32, 2^-24, for FLOAT32 and FLOAT16
+tensors alike, since FLOAT16 is normally computed in float32; probabilistic error growth of a
+float32 sum of n terms, Higham & Mary 2019: g_mean = sqrt(n) + 1 for the part proportional to
+|mean| -- a recursive sum's partial sums grow like k*|mean| -- and g_var = sqrt(log2 n) + 1
+(``spread_growth``) for the part proportional to the spread, as for pairwise or blocked sums of
+zero-mean terms; where a slice repeats its values (broadcast inputs, few-valued data) each is
+summed r times (:func:`repetition`) and both grow like sqrt(n r), capped at the deterministic
+(n - 1)/4):
+
+    e_mean  = c_mean * u * ((g_mean + g_corr) * |mean| + g_var * std)  error of the mean
+    e_var   = c_var * u * ((g_mean + g_corr') * var + g_var * |mean| * std) + e_mean^2
+                                                                       error of the variance
+    rel_sd  = e_var / (2 (var + eps)) + c_pt * u
+    e_z     = (e_mean + c_pt * u * |x - mean|) / sqrt(var + eps) + |z| * rel_sd
+    e_y     = |scale| * e_z + c_pt * u * (|scale * z| + |bias| + |add|)
+    e_act   = max over y' in {y +- e_y, b+- of branch points b within} of |f(y') - f(y)|
+              + c_act * u * |f(y)| + c_canc * u * C(y)
+    budget  = ulp_scale * (e_act + output_ulps * ulp_out(reference)) + atol
+
+g_corr (:func:`correlated_growth`) is 0 unless the slice is (nearly) constant: there the
+rounding errors of a sum are not random and grow linearly, up to g_corr = n/4 for a constant
+slice (c_mean * g_corr * u |mean| = n/2 u |mean|, the deterministic bound of any summation order);
+g_corr' is the same for the squares (x - mean)^2 whose mean the variance is (two-valued slices):
+positive terms, which a sound implementation may sum recursively, hence g_mean; the |mean| * std
+term is the kappa u relative error of one that updates a running mean (Welford).
+C(y) (:func:`cancellation_scale`) is the fused activation's ``cancellation`` expression from
+spec/common/activations.yaml: an absolute error scale for formulas that cancel (GELU's 1 + erf
+at y << 0, ELU's exp(y) - 1 near 0), where the result is tiny but its float32 error is not.
+(NormalizeVariance = false: sqrt(var + eps) is 1 and rel_sd is 0.) The statistics outputs get
+e_mean and e_var, each plus the output rounding.
+
+Which accuracy the suite requires (the spec's ``required`` model, ``strict``): that of blocked
+summation -- any order within blocks of ``block`` (256) terms, pairwise across blocks -- as GPU
+reductions, numpy and PyTorch sum. Every growth term above is at most its value for one block
+plus log2(n / block) (:func:`capped_growth`): the terms only a sequential loop needs are bounded
+by the block, and the error grows like log2(n) beyond it. On top of that no element's budget
+exceeds ``ceiling`` (2^-10 for FLOAT32, 2^-6 for FLOAT16) times the output's own scale
+(:func:`output_scale`) plus the model's budget for one block, so an output off by 2^-8 of itself
+fails at every n. The ``lenient`` model (uncapped growth, no ceiling) is what sequential float32
+loops need at long reductions; a backend gets it only by asking (``--tolerance model=lenient`` or
+its ``tolerance`` attribute), and the report says so.
+
+Beside the per-element bound, :func:`aggregate_check` judges each slice's errors together: a
+sound implementation's errors share the slice's mean and variance errors, so they fit a shift
+and a scale of z (bounded by e_mean and rel_sd) plus pointwise noise (bounded in RMS). A
+systematic error fails there even where every element is within its own budget.
+
+Calibration (tests/test_tolerance.py, tests/test_long_reductions.py): numpy float32, a careful
+two-pass, PyTorch and ONNX Runtime (its blocked path at n >= 16384) pass at n = 2 .. 2^24 + 1
+with at most ~0.26 of the budget; results 6 ULP off reach 0.93 of it on centred batch-norm data
+and 12 ULP off 1.85x; an output 2^-8 too large fails at every n (1.7-5x at n = 2^22..2^24 on
+|mean|/std ~ 1e3 data, 10^3 on centred data); statistics from sequential float32 sums fail from
+n ~ 2^20 (70-4000x), float16 accumulation at any long reduction.
+
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dmlconform.reference import more as model_activation
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.semantics import Plan, make_plan
+from dmlconform.tolerance.terms import (
+    UNIT_ROUNDOFF,
+    AggregateModel,
+    Budgets,
+    Coefficients,
+    block_length,
+    branch_jumps,
+    cancellation_scale,
+    cap,
+    coefficients,
+    correlated_growth,
+    growth,
+    repeated_growth,
+    repetition,
+    ulp_of,
+    with_output_rounding,
+)
+
+
+def _slice_stats(plan: Plan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each slice's mean and variance, and the spread (std) of its squared deviations: the
+    variance is itself the mean of those squares, and its sum's rounding is correlated when
+    they are (nearly) equal, as on two-valued data."""
+    mean = x.mean(axis=plan.axes, keepdims=True)
+    squares = (x - mean) ** 2
+    var = squares.mean(axis=plan.axes, keepdims=True)
+    squares_std = np.sqrt(((squares - var) ** 2).mean(axis=plan.axes, keepdims=True))
+    return mean, var, squares_std
+
+
+@dataclass
+class SliceStatistics:
+    """Each slice's exact (float64) statistics in the keepdims shape: mean, variance, the spread
+    of the squared deviations (the variance is itself their mean) and the repetition r."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    squares_std: np.ndarray
+    repetition: np.ndarray
+
+
+@dataclass
+class StatisticsErrors:
+    """The errors a sound implementation may make in a slice's statistics: ``e_mean`` in the
+    mean, ``e_var`` in the (population) variance (keepdims shape)."""
+
+    e_mean: np.ndarray
+    e_var: np.ndarray
+
+
+def slice_statistics(plan: Plan, x: np.ndarray) -> SliceStatistics:
+    mean, var, squares_std = _slice_stats(plan, x)
+    return SliceStatistics(mean, var, squares_std, repetition(plan, x))
+
+
+@dataclass
+class Growth:
+    """How much the rounding errors of a slice's sums grow, per term (see the module docstring)."""
+
+    mean: np.ndarray  # the |mean| part of the mean's sum (random, repeated and correlated rounding)
+    spread: np.ndarray  # the spread part of both sums
+    squares: np.ndarray  # the sum of the squared deviations
+
+
+def sum_growth(m: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
+    """The growth terms of a sum of ``m`` of the slice's terms, each summed in any order.
+    Repeated summands make any sum's rounding correlated: the mean's and the squares' alike (the
+    squares of a slice have no more distinct values than the slice)."""
+    r = np.minimum(ss.repetition, m)  # a run of m terms repeats each value at most m times
+    g_rep = repeated_growth(m, r)
+    g_mean = np.maximum(growth(co.mean_growth, m), g_rep)
+    g_corr = correlated_growth(m, np.abs(ss.mean), np.sqrt(ss.var), u)
+    g_corr_var = correlated_growth(m, ss.var, ss.squares_std, u)
+    return Growth(g_mean + g_corr, np.maximum(growth(co.spread_growth, m), g_rep), g_mean + g_corr_var)
+
+
+def capped_growth(n: int, ss: SliceStatistics, co: Coefficients, u: float) -> Growth:
+    """The growth terms of a slice's sums under the model's cap (:func:`cap`)."""
+    full = sum_growth(n, ss, co, u)
+    blk = sum_growth(block_length(co, n), ss, co, u) if co.growth_cap == "blocked" else full
+    return Growth(
+        cap(full.mean, blk.mean, co, n),
+        cap(full.spread, blk.spread, co, n),
+        cap(full.squares, blk.squares, co, n),
+    )
+
+
+def statistics_errors(
+    plan: Plan, ss: SliceStatistics, co: Coefficients, u: float, floor: bool = False
+) -> StatisticsErrors:
+    """e_mean and e_var of the module docstring, each growth term capped by the model.
+
+    ``floor``: the same for a reduction of at most one block (``block`` terms), the errors
+    that do not grow with n: the floor under the ceiling (:func:`output_scale`), which bounds
+    only what accumulates beyond a block."""
+    mean, var = ss.mean, ss.var
+    n = plan.reduction_length
+    g = capped_growth(block_length(co, n) if floor else n, ss, co, u)
+    e_mean = co.mean * u * (g.mean * np.abs(mean) + g.spread * np.sqrt(var))
+    # The variance is the mean of the squares (x - mean)^2: positive terms, so their sum grows like
+    # the mean's |mean| part (a sound implementation may add them up recursively: a sequential
+    # float32 loop errs ~35 u at n ~ 4000, past a pairwise allowance), correlated where they are
+    # nearly equal (two-valued slices). An implementation may also update a running mean as it
+    # goes (Welford; PyTorch's CUDA batch norm): each deviation then carries that mean's rounding,
+    # u |mean|, a relative error of ~kappa u, kappa = |mean| / std (Chan, Golub & LeVeque 1983;
+    # measured in float32: <= 2.1 kappa u for n = 2..2048): g_var * u * kappa * var =
+    # g_var * u * |mean| * std.
+    e_var = co.variance * u * (g.squares * var + g.spread * np.abs(mean) * np.sqrt(var)) + e_mean**2
+    return StatisticsErrors(e_mean, e_var)
+
+
+def output_scale(z: np.ndarray, unit: Any, scale: Any, bias: Any, add: Any) -> np.ndarray:
+    """The output's own scale, element by element, before the activation: |Scale| max(unit, |z|)
+    + |Bias| + |FusedAdd|, ``unit`` the natural size of z: 1 for a standardized deviation (the
+    slice's std), the slice's std when the variance is not normalized. The ceiling is relative to
+    this, so a result off by a fixed fraction of itself fails wherever |z| is near its largest,
+    at any n. The ceiling bounds only what accumulates beyond one block of the reduction: the
+    budget of a reduction of one block is its floor (where the output's scale is zero, as on a
+    constant slice whose variance is not normalized, the floor is all there is)."""
+    return np.abs(scale) * np.maximum(unit, np.abs(z)) + np.abs(bias) + np.abs(add)
+
+
+def divisor_error(
+    plan: Plan, ss: SliceStatistics, st: StatisticsErrors, co: Coefficients, u: float
+) -> np.ndarray:
+    """The relative error of sqrt(var + eps): half the variance's, plus a few roundings (0 when
+    the variance is not normalized: the divisor is 1)."""
+    if not plan.normalize_variance:
+        return np.zeros_like(ss.var)
+    return st.e_var / (2.0 * (ss.var + plan.epsilon)) + co.pointwise * u
+
+
+def pre_activation_error(
+    plan: Plan,
+    x: np.ndarray,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    co: Coefficients,
+    u: float,
+    scale: Any,
+    bias: Any,
+    add: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(z, y, e_y, sd, rel_sd): the standardized deviation, the pre-activation value Scale z +
+    Bias + Add, the error a sound implementation may make in it given the statistics' errors
+    ``st``, the slice's sqrt(var + eps) (1 without NormalizeVariance) and that divisor's
+    relative error."""
+    mean, var = ss.mean, ss.var
+    sd = np.sqrt(var + plan.epsilon) if plan.normalize_variance else np.ones_like(var)
+    rel_sd = divisor_error(plan, ss, st, co, u)
+    z = (x - mean) / sd
+    e_z = (st.e_mean + co.pointwise * u * np.abs(x - mean)) / sd + np.abs(z) * rel_sd
+    y = scale * z + bias + add
+    e_y = np.abs(scale) * e_z + co.pointwise * u * (np.abs(scale * z) + np.abs(bias) + np.abs(add))
+    return z, y, e_y, sd, rel_sd
+
+
+CURVED_FROM = 2.0**-6
+
+
+CURVATURE_RTOL = 2.0**-4
+
+
+def _curved(plan: Plan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    """Elements where the activation is not linear over their error interval: its secant over
+    the interval differs from the slope over a sixteenth of it by more than CURVATURE_RTOL. The
+    aggregate fit weighs each element's error by one slope, which holds only where the output
+    is linear in the error; the per-element bound judges the others."""
+    shape = np.shape(slope)
+    y, e_y = np.broadcast_to(y, shape), np.broadcast_to(e_y, shape)
+    wide = np.isfinite(e_y) & (e_y > CURVED_FROM)
+    out = np.zeros(shape, dtype=bool)
+    if wide.any():
+        yw, ew = y[wide], e_y[wide] / 16.0
+        hi = model_activation.activation(plan.activation, yw + ew, plan.activation_params)
+        lo = model_activation.activation(plan.activation, yw - ew, plan.activation_params)
+        near = (hi - lo) / (2.0 * ew)
+        full = np.broadcast_to(slope, shape)[wide]
+        out[wide] = np.abs(full - near) > CURVATURE_RTOL * np.maximum(np.abs(full), np.abs(near))
+    return out
+
+
+def budgets(
+    desc: OperatorDesc,
+    reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Budgets:
+    """The allowed absolute error of every output element (see the module docstring)."""
+    spec = spec or load_spec()
+    plan = make_plan(desc, spec)
+    tol = spec.operator(desc.operator).tolerance
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    out_tensor = desc.get(plan.output, spec)
+    co = coefficients(tol, out_tensor.data_type, plan.activation, overrides)
+    u = UNIT_ROUNDOFF[co.working_precision]
+    ss = slice_statistics(plan, x)
+    st = statistics_errors(plan, ss, co, u)
+    mean, var, e_mean = ss.mean, ss.var, st.e_mean
+    scale = np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0
+    bias = np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0
+    add = np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        z, y, e_y, sd, rel_sd = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
+        if co.ceiling is not None:
+            # the floor's e_y differs from e_y only in its statistics terms, which are per slice
+            floor = statistics_errors(plan, ss, co, u, floor=True)
+            d_shift = (e_mean - floor.e_mean) / sd
+            d_rel = rel_sd - divisor_error(plan, ss, floor, co, u)
+            e_floor = e_y - np.abs(scale) * (d_shift + np.abs(z) * d_rel)
+            unit = 1.0 if plan.normalize_variance else np.sqrt(var)
+            e_y = np.minimum(e_y, co.ceiling * output_scale(z, unit, scale, bias, add) + e_floor)
+            del e_floor
+        straddles: np.ndarray | bool = False  # elements whose error interval holds a branch point
+        if plan.activation in (None, "ACTIVATION_IDENTITY"):
+            f, e_act, slope = y, e_y, 1.0
+        else:
+            f = model_activation.activation(plan.activation, y, plan.activation_params)
+            lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
+            hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
+            e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
+            # sensitivity of the output to y: the activation's secant over the error interval
+            slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
+            del lo, hi
+            jumps = branch_jumps(
+                plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
+            )
+            straddles = (np.asarray(jumps) > 0) | _curved(plan, y, e_y, slope)
+            e_act = np.maximum(e_act, jumps)
+            e_act = e_act + co.activation_ulps * u * np.abs(f)
+            e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
+        if plan.normalize_variance:
+            # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave
+            # undefined; any value (NaN included) is accepted there.
+            e_act = np.where(np.broadcast_to(var + plan.epsilon, np.shape(e_act)) == 0, np.inf, e_act)
+
+    def total(err: np.ndarray, member: str, tensor_coeffs: Coefficients) -> np.ndarray:
+        ref = np.asarray(reference[member])
+        shaped = np.broadcast_to(err, ref.shape) if np.ndim(err) == ref.ndim else np.reshape(err, ref.shape)
+        return with_output_rounding(shaped, ref, tensor_coeffs)
+
+    result = {plan.output: total(e_act, plan.output, co)}
+    coeffs = {plan.output: co}
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        shape = np.shape(result[plan.output])
+        w = np.broadcast_to(np.asarray(scale) * slope, shape)
+        zb = np.broadcast_to(z, shape)
+        shift_bound = e_mean / sd
+        statistic_part = np.abs(w) * (shift_bound + np.abs(zb) * rel_sd)
+        # pointwise rounding not explained by a shift and a scale: the element's budget less its
+        # statistics part, plus the rounding of an implementation that folds the affine map
+        # (y = (Scale / sd) x + (Bias - mean Scale / sd)), whose terms are |x| / sd and |mean| / sd
+        folded = co.pointwise * u * np.abs(w) * np.broadcast_to((np.abs(x) + np.abs(mean)) / sd, shape)
+        residual = np.maximum(result[plan.output] - statistic_part, result[plan.output] - e_act) + folded
+    ref_out = np.asarray(reference[plan.output])
+    rounding = co.output_ulps * ulp_of(
+        ref_out, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)
+    )
+    aggregate = AggregateModel(
+        plan,
+        zb,
+        w,
+        shift_bound,
+        np.broadcast_to(rel_sd, np.shape(shift_bound)),
+        residual,
+        rounding,
+        straddles,
+    )
+    stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, overrides, u)
+    result.update(stats_budgets)
+    coeffs.update(stats_coeffs)
+    return Budgets(result, coeffs, aggregate)
+
+
+def statistics_output_budgets(
+    desc: OperatorDesc,
+    plan: Plan,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    reference: dict[str, np.ndarray],
+    spec: Spec,
+    overrides: dict[str, Any] | None,
+    u: float,
+) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
+    """The budgets of the mean and variance outputs (e_mean, e_var, each under the ceiling and
+    with the output rounding): per slice, so the compiled judge shares this with the model."""
+    tol = spec.operator(desc.operator).tolerance
+    mean, var = ss.mean, ss.var
+    result: dict[str, np.ndarray] = {}
+    coeffs: dict[str, Coefficients] = {}
+    for name, err, own_scale, floor_err in (
+        (plan.mean_output, st.e_mean, np.abs(mean) + np.sqrt(var), "e_mean"),
+        (plan.variance_output, st.e_var, var, "e_var"),
+    ):
+        if name and name in reference:
+            c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)
+            if c.ceiling is not None:
+                fl = getattr(statistics_errors(plan, ss, c, u, floor=True), floor_err)
+                if floor_err == "e_var":
+                    # deviations are taken around the computed mean: its error squared is in any
+                    # variance, the only error there is on a constant slice (second order)
+                    fl = fl + st.e_mean**2
+                err = np.minimum(err, c.ceiling * own_scale + fl)
+            shape = np.shape(reference[name])
+            result[name] = with_output_rounding(np.reshape(err, shape), np.asarray(reference[name]), c)
+            coeffs[name] = c
+    return result, coeffs

@@ -1,0 +1,334 @@
+"""The terms every budget model is built from: ULP metrics, the coefficients (typed, from the
+spec's ``tolerance:`` section), how a float32 sum's error grows, the activation's error interval and
+the output's rounding. Kept apart so that each model module reads as its derivation only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dmlconform.generation.data import resolve_branch_points, to_slices
+from dmlconform.reference import more as model_activation
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.expr import evaluate
+from dmlconform.specification.model import Spec
+from dmlconform.specification.semantics import Plan
+
+UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}
+
+
+_INT_VIEW = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+
+
+DEFAULT_COEFFICIENTS = {
+    "mean": 2.0,
+    "variance": 2.0,
+    "pointwise": 4.0,
+    "output_ulps": 1.0,
+    "cancellation": 8.0,
+}
+
+
+def ordinal(values: np.ndarray) -> np.ndarray:
+    """Map floats to a monotonic integer line (int64): adjacent floats differ by 1, -0 == +0.
+
+    The bit pattern read as a signed integer is monotonic for non-negative floats; negative ones
+    are mirrored (``MIN - bits``) so the line is monotonic across zero too."""
+    values = np.asarray(values)
+    itype = _INT_VIEW.get(values.dtype)
+    if itype is None:
+        raise TypeError(f"no ULP metric for dtype {values.dtype}")
+    bits = np.ascontiguousarray(values).view(itype).astype(np.int64)
+    lowest = np.int64(np.iinfo(itype).min)
+    return np.where(bits < 0, lowest - bits, bits)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many representable values of ``a``'s dtype lie between ``a`` and ``b`` (``b`` is
+    rounded to that dtype first). NaN against NaN is 0; NaN against a number is +inf."""
+    a = np.asarray(a)
+    b = np.asarray(b).astype(a.dtype)
+    dist = np.abs(ordinal(a) - ordinal(b)).astype(np.float64)
+    na, nb = np.isnan(a), np.isnan(b)
+    dist[na & nb] = 0.0
+    dist[na ^ nb] = np.inf
+    return dist
+
+
+def ulp_of(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The spacing of ``dtype`` at |values| (rounded to ``dtype``), as float64."""
+    v = np.abs(np.asarray(values, dtype=np.float64)).astype(dtype)
+    with np.errstate(invalid="ignore"):
+        return np.spacing(v).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """The spec's coefficients for one data type, after overrides."""
+
+    working_precision: str
+    mean: float
+    variance: float
+    pointwise: float
+    output_ulps: float
+    activation_ulps: float
+    cancellation: float = 8.0
+    mean_growth: str = "sqrt"
+    spread_growth: str = "sqrt_log2"
+    model: str = "strict"
+    growth_cap: str = "blocked"
+    block: float = 256.0
+    ceiling: float | None = None
+    aggregate_shift: float = 1.0
+    aggregate_scale: float = 1.0
+    aggregate_residual: float = 1.0
+    ulp_scale: float = 1.0
+    atol: float = 0.0
+    max_ulp: float | None = None
+
+
+TEXT_COEFFICIENTS = ("working_precision", "mean_growth", "spread_growth", "model", "growth_cap")
+
+
+def coefficients(
+    op_tolerance: dict[str, Any], data_type: str, activation: str | None, overrides: dict[str, Any] | None
+) -> Coefficients:
+    """Coefficients for ``data_type`` from the operator's ``tolerance:`` section, overridden by
+    ``overrides`` (any coefficient name, or ``ulp_scale``, ``atol``, ``max_ulp``).
+
+    ``model`` (an override or the spec's ``required``) picks one of the section's ``models``:
+    ``strict``, what the suite requires, or ``lenient``, which a backend must ask for by name
+    (it admits summation orders whose error grows faster than pairwise summation's)."""
+    overrides = dict(overrides or {})
+    per_type: dict[str, Any] = dict(DEFAULT_COEFFICIENTS)
+    per_type.update((op_tolerance.get("coefficients") or {}).get(data_type, {}))
+    model = str(overrides.pop("model", op_tolerance.get("required", "strict")))
+    models = op_tolerance.get("models") or {"strict": {}}
+    if model not in models:
+        raise ValueError(f"unknown tolerance model {model!r} (known: {', '.join(models)})")
+    per_type.update(models[model] or {})
+    acts = op_tolerance.get("activation_ulps") or {}
+    act_ulps = float(acts.get(activation or "", acts.get("default", 4.0))) if activation else 0.0
+    working = (op_tolerance.get("working_precision") or {}).get(data_type, "FLOAT32")
+    values: dict[str, Any] = {"working_precision": working, "activation_ulps": act_ulps, "model": model}
+    for key, value in per_type.items():
+        if key in Coefficients.__dataclass_fields__:
+            values[key] = value
+    for key, value in overrides.items():
+        if key not in Coefficients.__dataclass_fields__:
+            raise ValueError(
+                f"unknown tolerance override {key!r} (known: {', '.join(Coefficients.__dataclass_fields__)})"
+            )
+        values[key] = value
+    for key, value in values.items():
+        if value is not None and key not in TEXT_COEFFICIENTS:
+            values[key] = float(value)
+        elif value is not None:
+            values[key] = str(value)
+    return Coefficients(**values)
+
+
+@dataclass
+class AggregateModel:
+    """What a sound implementation's error in the main output looks like, slice by slice.
+
+    Every element of a slice shares that slice's mean and variance, so a sound implementation's
+    errors are correlated by construction: e_i ~ w_i (a + b z_i) + r_i, with a the mean's error
+    in units of sqrt(var + eps) (a shift), b the relative error of sqrt(var + eps) (a scale), w_i
+    the output's sensitivity to z at element i (Scale times the activation's slope) and r_i
+    pointwise rounding. ``shift`` and ``scale`` bound |a| and |b| per slice (keepdims shape):
+    the same statistics errors the per-element budget is built from. ``residual`` bounds |r_i|
+    per element: the element's budget less its statistics part. ``rounding`` is the part of it
+    that rounding to the output type contributes, which need not be random: on lattice data
+    (FLOAT16 inputs, few-valued slices) a sub-ULP shift flips whole binades of elements at once,
+    a pattern that correlates with z."""
+
+    plan: Plan
+    z: np.ndarray
+    w: np.ndarray
+    shift: np.ndarray
+    scale: np.ndarray
+    residual: np.ndarray
+    rounding: np.ndarray
+    #: elements the fit leaves out: their error interval holds a branch point of the activation,
+    #: where the output's sensitivity to z is no slope (a jump or a kink), or is so wide that the
+    #: activation curves over it (an ill-conditioned slice); the per-element bound judges them
+    excluded: np.ndarray | bool = False
+
+
+@dataclass
+class Budgets:
+    """Per-element absolute budgets for every output member (float64 arrays of their Sizes),
+    and for the main output the terms its aggregate check needs (:class:`AggregateModel`)."""
+
+    by_member: dict[str, np.ndarray]
+    coefficients: dict[str, Coefficients]
+    aggregate: AggregateModel | None = None
+
+
+def growth(kind: str, n: int) -> float:
+    """How a float32 sum's error grows with its length n (probabilistic, Higham & Mary 2019):
+    ``sqrt``: recursive summation, sqrt(n) + 1; ``sqrt_log2``: pairwise/blocked, sqrt(log2 n) + 1;
+    ``log2``: the worst case of pairwise summation, log2(n) + 1."""
+    if kind == "sqrt":
+        return math.sqrt(n) + 1.0
+    if kind == "sqrt_log2":
+        return math.sqrt(math.log2(max(n, 1))) + 1.0
+    if kind == "log2":
+        return math.log2(max(n, 1)) + 1.0
+    raise ValueError(f"unknown growth {kind!r} (known: sqrt, sqrt_log2, log2)")
+
+
+def correlated_growth(n: int, abs_mean: np.ndarray, std: np.ndarray, u: float) -> np.ndarray:
+    """Extra growth of the |mean| part of a float32 sum's error where its rounding errors are
+    *not* random: on a constant (or nearly constant) slice every partial sum k*mean rounds the
+    same way, so a recursive sum errs by up to ~n/4 u |mean| (measured: numpy's outer-axis
+    reductions, ONNX Runtime's ReduceMean), far above the probabilistic sqrt(n) u |mean|.
+
+    Step k of a sum rounds at the spacing of its partial sum, <= 2u * k|mean|. Its error is
+    random only while the data's spread reaches below that spacing, i.e. for k < k0 =
+    std / (2u |mean|); each later step gets the deterministic bound u * k|mean|. Summed and
+    divided by n: u |mean| (n - k0^2/n) / 2, which with the spec's c_mean = 2 means
+    g_corr = (n - 1 - k0^2/n) / 4 (about n/4 on a constant slice: c_mean * g_corr ~ n/2, the
+    tight deterministic bound of any summation order of n equal terms; 0 for n = 1). Zero whenever n <= k0: on
+    standard-normal data, and at |mean|/std = 1e3 up to n ~ 8000, the budget is unchanged."""
+    abs_mean = np.asarray(abs_mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k0 = np.where(abs_mean > 0, std / (2.0 * u * abs_mean), np.inf)
+    k0 = np.minimum(k0, float(n))
+    return np.maximum(0.0, (n - 1) - k0 * k0 / n) / 4.0  # n - 1 additions: a 1-element mean is exact
+
+
+def repetition(plan: Plan, x: np.ndarray) -> np.ndarray:
+    """r per slice: n over the number of distinct values in it, i.e. how often each value is a
+    summand, on average. A float32 sum's rounding errors are random only while its summands
+    are: identical summands round alike (broadcast inputs, whose zero strides repeat each
+    element; quantized or two-valued data), so its errors add up in correlated groups and its
+    |mean| part grows like sqrt(n r) rather than sqrt(n) (measured: recursive float32 sums of
+    2- to 50-level data, 1.5-10x over the sqrt(n) allowance; ONNX Runtime on a broadcast
+    input). Returned in the keepdims shape of the slice statistics; 1 where all values differ."""
+    slices = np.sort(to_slices(x, plan.axes), axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(slices, axis=1), axis=1)
+    stat_shape = [1 if i in plan.axes else d for i, d in enumerate(x.shape)]
+    return (slices.shape[1] / distinct).reshape(stat_shape)
+
+
+def repeated_growth(n: int, r: np.ndarray) -> np.ndarray:
+    """The growth of a float32 sum of n terms in correlated groups of r (:func:`repetition`):
+    sqrt(n r) + 1, capped at the deterministic (n - 1)/4 + 1 (c_mean * (n - 1)/4 u |mean| is
+    the n/2 u |mean| bound of any summation order); 0 where r = 1, adding nothing."""
+    return np.where(r > 1.0, np.minimum(np.sqrt(n * r), (n - 1) / 4.0) + 1.0, 0.0)
+
+
+def branch_jumps(plan: Plan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, spec: Spec) -> np.ndarray | float:
+    """max |f(b+-) - f(y)| over the activation's branch points b (spec ``branch_points``) that
+    lie within [y - e_y, y + e_y]: at a discontinuity (SHRINK with Bias != Threshold,
+    THRESHOLDED_RELU) the supremum over the interval is a one-sided limit at b, not an endpoint."""
+    act = spec.activations.get(plan.activation) if plan.activation else None
+    if act is None or not act.branch_points:
+        return 0.0
+    out: np.ndarray | float = 0.0
+    # plan.activation_params holds every parameter (defaults filled) as the C FLOAT it is passed as
+    for b in resolve_branch_points(act, plan.activation_params):
+        inside = np.abs(y - b) <= e_y
+        sides = model_activation.activation(
+            plan.activation,
+            np.array([np.nextafter(b, -np.inf), b, np.nextafter(b, np.inf)]),
+            plan.activation_params,
+        )
+        jump = np.max(np.abs(sides[:, None] - np.ravel(f)[None, :]), axis=0).reshape(np.shape(f))
+        out = np.maximum(out, np.where(inside, jump, 0.0))
+    return out
+
+
+def cancellation_scale(plan: Plan, y: np.ndarray, spec: Spec) -> np.ndarray | float:
+    """C(y): the fused activation's ``cancellation`` expression (spec/common/activations.yaml),
+    the magnitude of the terms a floating-point evaluation of it combines. An implementation of
+    the documented formula errs by a few u times C(y) even where f(y) is tiny (GELU's 1 + erf
+    for y << 0), which no relative (ULP) allowance covers. 0 with no activation or none given."""
+    act = spec.activations.get(plan.activation) if plan.activation else None
+    if act is None or act.cancellation is None:
+        return 0.0
+    return np.abs(evaluate(act.cancellation, x=y, **plan.activation_params))
+
+
+def block_length(co: Coefficients, n: int) -> int:
+    """The block of the strict model's blocked summation, for a reduction of n terms."""
+    return int(min(n, max(co.block, 1.0)))
+
+
+def cap(full: Any, one_block: Any, co: Coefficients, n: int) -> Any:
+    """A growth term under the model's cap.
+
+    ``growth_cap: blocked`` (the strict model) is the accuracy of blocked summation: any order
+    within blocks of ``block`` terms (a sequential loop included), pairwise across blocks, so
+    a term is at most its value for one block (``one_block``) plus log2(n / block). Terms that
+    only a sequential loop needs (sqrt(n), repeated values, correlated rounding) are thus
+    bounded by the block's, and the error grows like log2(n) beyond it. ``log2``: pairwise
+    summation alone; ``none`` (the lenient model): the term as it is, growing with n."""
+    if co.growth_cap in ("none", "") or n <= 1:
+        return full
+    if co.growth_cap == "blocked":
+        return np.minimum(full, one_block + math.log2(n / block_length(co, n)))
+    return np.minimum(full, growth(co.growth_cap, n))
+
+
+def with_output_rounding(err: Any, ref: np.ndarray, co: Coefficients) -> np.ndarray:
+    """``err`` plus the rounding of the result to the output type, scaled and offset by the
+    overrides. The implementation rounds a value that may lie anywhere within ``err`` of the
+    reference, so the rounding is output_ulps ULP at |reference| + err: at a reference of 0 (a
+    cancellation) an ULP of the reference itself would be a denormal's. Unbounded stays
+    unbounded (0/0 elements, whose reference and ULP are NaN)."""
+    ref = np.asarray(ref)
+    dtype = ref.dtype if ref.dtype.kind == "f" else np.dtype(np.float32)
+    shaped = np.broadcast_to(np.asarray(err, dtype=np.float64), ref.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        reach = np.minimum(np.abs(ref.astype(np.float64)) + shaped, float(np.finfo(dtype).max))
+        out = co.ulp_scale * (shaped + co.output_ulps * ulp_of(reach, dtype)) + co.atol
+    return np.where(np.isposinf(shaped), np.inf, np.asarray(out, dtype=np.float64))
+
+
+def overflowed_alike(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Where the reference overflowed to +-inf, the backend's value is right if it is that inf
+    or the largest finite value of that sign (a saturating conversion); anything else there,
+    NaN included, is an error of unbounded size."""
+    big = float(np.finfo(ref.dtype).max) if ref.dtype.kind == "f" else np.inf
+    with np.errstate(invalid="ignore"):
+        return np.isinf(ref) & (np.sign(got) == np.sign(ref)) & (np.abs(got.astype(np.float64)) >= big)
+
+
+def reduction_growth(n: int, co: Coefficients) -> float:
+    """The growth of a float32 sum of n terms under the model's cap (:func:`cap`)."""
+    one_block = growth(co.mean_growth, block_length(co, n))
+    return float(cap(growth(co.mean_growth, n), one_block, co, n))
+
+
+def as_f64(inputs: dict[str, Any], name: str | None, fill: float) -> Any:
+    return np.asarray(inputs[name], dtype=np.float64) if name else fill
+
+
+def activation_error(
+    plan: Any, y: np.ndarray, e_y: np.ndarray, co: Coefficients, u: float, spec: Spec
+) -> np.ndarray:
+    """The error interval [y - e_y, y + e_y] pushed through the float64 activation, its branch
+    points, its own error and its cancellation scale (as the normalization model)."""
+    f = model_activation.activation(plan.activation, y, plan.activation_params)
+    lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
+    hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
+    e = np.maximum(np.abs(lo - f), np.abs(hi - f))
+    jumps = branch_jumps(plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec)
+    e = np.maximum(e, jumps) + co.activation_ulps * u * np.abs(f)
+    return e + co.cancellation * u * cancellation_scale(plan, y, spec)
+
+
+def member_coefficients(
+    desc: OperatorDesc, spec: Spec, member: str, activation: str | None, overrides: dict[str, Any] | None
+) -> tuple[Coefficients, float]:
+    tol = spec.operator(desc.operator).tolerance
+    co = coefficients(tol, desc.get(member, spec).data_type, activation, overrides)
+    return co, UNIT_ROUNDOFF[co.working_precision]
