@@ -44,12 +44,11 @@ def _rss() -> int:
 
 def worker(args: argparse.Namespace) -> int:
     """Run one band's size cases against one backend; print one JSON line."""
-    from dmlconform.backends import load_backend
     from dmlconform.generation import descs as generate
     from dmlconform.runner import tiers
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.guard import ThreadGuard
+    from dmlconform.runner.session import guard_for, open_backend
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()
@@ -64,7 +63,7 @@ def worker(args: argparse.Namespace) -> int:
         max_elements=args.max_elements,
     )
     cases = [c for c in collect(spec, sel) if c.size and lo <= generate.reduction_size(c.desc, spec) < hi]
-    guard = ThreadGuard(load_backend(args.backend, {}), None)
+    guard = guard_for(open_backend(args.backend), isolate=False, timeout=0)
     if cases:  # warm-up: JIT caches, imports, the backend's first call
         small = tiers.sized_desc(cases[0].operator, args.level, 64, dtype=cases[0].data_type, spec=spec)
         run_case(

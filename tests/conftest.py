@@ -1,9 +1,12 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and the ``slow`` marker put on the tests that are slow by
+their kind (helpers.py holds the shared builders and constants)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
+import re
 
 import pytest
 
@@ -40,3 +43,34 @@ def native_modules_loaded() -> None:
     ):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+
+
+#: Test modules slow as a whole: long reductions (2^24-element inputs), the report in a browser,
+#: runs stopped by signals.
+SLOW_MODULES = frozenset({"test_long_reductions", "test_report_browser", "test_signals", "test_completeness"})
+#: Calls that start a dmlconform process, or a pytest run in-process: seconds each.
+SLOW_CALLS = re.compile(r"\bdmlconform\(|\bstart_run\(|\bsubprocess\.|\brun_suite\(|\bmain\(\s*\[\s*\"run\"")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    """A pytester test, a test that starts a process, or one of SLOW_MODULES: the fast lane
+    (``-m "not slow"``) leaves these out."""
+    if "pytester" in getattr(item, "fixturenames", ()) or item.module.__name__ in SLOW_MODULES:
+        return True
+    functions = [item.function]  # the test and the fixtures it uses (a fixture may run the CLI)
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        functions += [d.func for d in defs if d.baseid]  # the project's fixtures, not pytest's
+    for function in functions:
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        if SLOW_CALLS.search(source):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.Function) and is_slow(item):
+            item.add_marker(pytest.mark.slow)

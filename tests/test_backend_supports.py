@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_run import REPO, dmlconform
+from helpers import REPO, SPEC, dmlconform
 
 from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.errors import Unsupported
@@ -20,9 +20,7 @@ from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard, backend_info, support_reason
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
 
-SPEC = load_spec()
 MVN, MVN1 = "MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1"
 
 

@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import SPEC
 
 import dmlconform as dc
-from dmlconform.specification.model import load_spec
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
-SPEC = load_spec()
 OPERATOR_DIRS = {Path(op.path).stem: op.name for op in SPEC.operators.values()}
 
 # Rules that no desc can break alone, with the reason; they still need an accepting case.

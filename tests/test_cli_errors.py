@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_run import REPO, SMALL, dmlconform
+from helpers import REPO, SMALL, dmlconform
 
 from dmlconform.cli import build_parser, directory_problem, prog
 

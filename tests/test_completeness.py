@@ -8,67 +8,13 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from test_run import HERE, REPO, SMALL, dmlconform
+from helpers import SMALL, dmlconform, run_until, start_run
 
 from dmlconform.cli import main
-
-
-def start_run(*args: str, cwd: Path, new_group: bool = False) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), HERE, env.get("PYTHONPATH", "")])
-    env["PYTHONUNBUFFERED"] = "1"
-    return subprocess.Popen(
-        [sys.executable, "-m", "dmlconform.cli", "run", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=_as_from_a_shell,
-        start_new_session=new_group,
-    )
-
-
-def _as_from_a_shell() -> None:
-    """Start the run with SIGINT as a shell gives it (default handling, unblocked), whatever the
-    test process has: an ignored signal stays ignored across exec, and in full ``-n 2`` runs the
-    pytest-xdist worker running this test had SIGINT set to SIG_IGN (seen with
-    signal.getsignal), so the run ignored the Ctrl-C below and went on to the end."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def run_until(proc: subprocess.Popen[str], passed: int, timeout: float = 300) -> list[str]:
-    """Read the run's output until pytest has printed ``passed`` progress dots; returns the output
-    read so far (the reading goes on in a thread, so the pipe never fills)."""
-    out: list[str] = []
-    seen = threading.Event()
-
-    def reader() -> None:
-        assert proc.stdout is not None
-        tail, started, dots = "", False, 0
-        while True:
-            ch = proc.stdout.read(1)
-            if not ch:
-                seen.set()
-                return
-            out.append(ch)
-            tail = (tail + ch)[-40:]
-            started = started or tail.endswith("test_conformance.py ")  # the progress line
-            dots += started and ch == "."
-            if dots >= passed:
-                seen.set()
-
-    threading.Thread(target=reader, daemon=True).start()
-    assert seen.wait(timeout), "".join(out)[-2000:]
-    return out
 
 
 def test_sigint_leaves_a_report_that_says_it_is_incomplete(tmp_path: Path) -> None:

@@ -6,33 +6,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers import SMALL, SPEC, dmlconform, mvn1_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_run import SMALL, dmlconform
 
 from dmlconform.generation import descs as generate
 from dmlconform.runner.checks import exercised_rules
 from dmlconform.runner.results import coverage
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.rules import KINDS
 from dmlconform.specification.validate import validate
 
-SPEC = load_spec()
 MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
 
 
 def mvn1(**changes: object) -> dict:
-    """A legal MVN1 desc (packed FLOAT32 {2, 3, 4, 5}, axes {2, 3}) with ``changes`` merged in."""
-    desc: dict = {
-        "InputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]},
-        "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]},
-        "Axes": [1, 2],
-        "NormalizeVariance": True,
-        "Epsilon": 1e-5,
-    }
-    desc.update(changes)
-    return {"type": MVN1, "desc": desc}
+    """A legal MVN1 desc (packed FLOAT32 {2, 3, 4, 5}, axes {1, 2}) with ``changes`` merged in."""
+    return mvn1_json(axes=[1, 2], Epsilon=1e-5, **changes)
 
 
 def rules_of(raw: dict, level: str = "6_4") -> set[str]:

@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform.generation import data as dd
 from dmlconform.generation import descs as gen
-from dmlconform.specification.model import load_spec
 
-SPEC = load_spec()
 OPS = sorted(SPEC.operators)
 
 

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform import execute
 from dmlconform.backends.base import load_backend
@@ -18,9 +19,7 @@ from dmlconform.runner.cases import Selection, collect, legal_for
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 
-SPEC = load_spec()
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
 TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16}
 

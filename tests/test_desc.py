@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import mvn1_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,18 +19,7 @@ MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
 
 
 def mvn1(**desc: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "InputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]},
-        "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]},
-        "Axes": [2, 3],
-        "NormalizeVariance": True,
-    }
-    for k, v in desc.items():
-        if v is ...:
-            body.pop(k, None)
-        else:
-            body[k] = v
-    return {"type": MVN1, "desc": body}
+    return mvn1_json(**desc)
 
 
 def error_of(data: Any) -> DescError:

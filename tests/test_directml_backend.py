@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.directml.stack import Session, Stack, StackMissing, locate
 
@@ -49,10 +50,8 @@ from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation.data import make_inputs, regimes_for
 from dmlconform.generation.descs import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.tolerance import compare
 
-SPEC = load_spec()
 #: Debian bookworm's own lavapipe (mesa-vulkan-drivers 22.3.6): no VK_EXT_descriptor_indexing.
 SYSTEM_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 E_INVALIDARG = 0x80070057

@@ -15,8 +15,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
+from helpers import SPEC
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,9 +27,6 @@ from dmlconform.backends.directml.pack import NO_BINDING, Unrepresentable
 from dmlconform.errors import Unsupported
 from dmlconform.generation.descs import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.specification.model import load_spec
-
-SPEC = load_spec()
 
 # --------------------------------------------------------------------------------------------
 # DirectML.h, written out by hand
@@ -424,9 +423,7 @@ F32_4D = {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]}
 
 
 def mvn1(**members: Any) -> OperatorDesc:
-    body = {"InputTensor": F32_4D, "OutputTensor": F32_4D, "Axes": [2, 3], "NormalizeVariance": True}
-    body.update(members)
-    return parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body})
+    return helpers.mvn1(**members)
 
 
 def without(desc: OperatorDesc, *names: str) -> OperatorDesc:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.directml import provision, status
 from dmlconform.backends.directml.releases import RELEASES
@@ -24,10 +25,8 @@ from dmlconform.errors import Rejected, Unsupported
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import findings, matrix, publish
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.validate import validate
 
-SPEC = load_spec()
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = acc.Settings(seed=3, legal=1, illegal=1)
 

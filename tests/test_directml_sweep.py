@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.directml.stack import StackMissing, locate
 
@@ -20,15 +21,13 @@ except StackMissing as exc:
 
 from dmlconform.backends.directml import status
 from dmlconform.backends.directml.backend import DirectMLBackend
-from dmlconform.commands.replay import load_case_dir
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import matrix
 from dmlconform.releases.findings import activation_of, registry
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.specification.model import load_spec
+from dmlconform.runner.results import load_case_dir
 
-SPEC = load_spec()
 ROOT = Path(__file__).resolve().parent.parent
 
 

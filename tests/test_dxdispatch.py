@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.cli import main
@@ -24,9 +25,6 @@ from dmlconform.dxdispatch.check import level_for_version
 from dmlconform.dxdispatch.emulate import Emulator, emulate_bundle
 from dmlconform.errors import Rejected
 from dmlconform.runner.cases import Selection, collect
-from dmlconform.specification.model import load_spec
-
-SPEC = load_spec()
 
 
 def cli(*args: str) -> int:

@@ -10,8 +10,10 @@ import copy
 import json
 import math
 
+import helpers
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform.dxdispatch import buffers
 from dmlconform.dxdispatch.bundle import Call, build_model
@@ -26,9 +28,6 @@ from dmlconform.dxdispatch.model import (
 from dmlconform.dxdispatch.modelfile import load_json, read_model
 from dmlconform.generation import descs as generate
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.specification.model import load_spec
-
-SPEC = load_spec()
 
 
 def _legal_descs() -> list[OperatorDesc]:
@@ -56,13 +55,7 @@ def _walk(value, path=""):
 
 
 def mvn1(**members) -> OperatorDesc:
-    t = {"DataType": "FLOAT32", "Sizes": [1, 2, 3, 4]}
-    desc = {"InputTensor": t, "OutputTensor": t, "Axes": [2, 3], "NormalizeVariance": True, **members}
-    return parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": desc})
-
-
-# --------------------------------------------------------------------------------------------
-# Writing
+    return helpers.mvn1([1, 2, 3, 4], **members)
 
 
 def test_every_exported_desc_parses_back_to_the_desc_it_came_from():

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from test_run import REPO, dmlconform
+from helpers import REPO, dmlconform
 
 MYBACKEND = textwrap.dedent(
     '''

@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import SPEC
 
 from dmlconform.generation import descs as gen
 from dmlconform.specification.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.rules import KINDS
 from dmlconform.specification.validate import active_rules, validate
 
-SPEC = load_spec()
 ALL = gen.operators_and_levels(SPEC)
 AVAILABLE = [(o, lv) for o, lv in ALL if gen.model_for(o, lv).available]
 REPO = Path(__file__).resolve().parent.parent

@@ -8,6 +8,7 @@ verdict mean something there, each with a check that fails when the mechanism is
 
 from __future__ import annotations
 
+import helpers
 import numpy as np
 import pytest
 
@@ -21,13 +22,7 @@ BIG = 2**20 + 1
 
 
 def mvn1(n: int, slices: int = 2, dtype: str = "FLOAT32") -> dc.OperatorDesc:
-    t = {"DataType": dtype, "Sizes": [slices, n]}
-    return dc.parse_desc(
-        {
-            "type": "MEAN_VARIANCE_NORMALIZATION1",
-            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True},
-        }
-    )
+    return helpers.mvn1([slices, n], [1], dtype)
 
 
 def bnt(batch: int, hw: int, dtype: str = "FLOAT32") -> dc.OperatorDesc:

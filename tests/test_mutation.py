@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_plugin import run_suite
+from helpers import run_suite
 
 from dmlconform.backends import broken
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import require_finite, run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.specification.model import load_spec
-
-SPEC = load_spec()
 
 
 class Filled(NumpyBackend):

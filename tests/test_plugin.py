@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_plugin_backends import HERE
-
-from dmlconform.runner.plugin import plugin_args
+from helpers import run_suite
 
 pytest_plugins = ["pytester"]
 
@@ -27,12 +25,6 @@ SMALL = [
     "--dml-tier=smoke",  # the same seeded cases as the default tier here, without its size cases
 ]
 NUMERIC = [*SMALL, "--dml-kinds=numeric"]
-
-
-def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    pytester.syspathinsert(HERE)
-    # (no:benchmark: pytest-benchmark warns in every in-process run under xdist)
-    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-p", "no:benchmark", *args)
 
 
 def outcomes(report_dir: Path) -> dict[str, str]:

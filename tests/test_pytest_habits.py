@@ -13,8 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_plugin_backends import HERE
-from test_run import REPO, SMALL, dmlconform
+from helpers import HERE, REPO, SMALL, dmlconform
 
 from dmlconform.commands.run import suite_arguments
 from dmlconform.runner.plugin import SUITE_FILE, case_operator, plugin_args, suite_argument
@@ -126,16 +125,19 @@ def test_junit_classname_per_operator_and_replay_in_the_failure_text(tmp_path: P
 
 
 def test_failure_text_without_a_report_says_how_to_rerun_the_case(tmp_path: Path) -> None:
+    from dmlconform.report.record import CaseRecord
     from dmlconform.runner.plugin import Settings, failure_text
 
     settings = Settings(
         backend="b", options={}, level="6_4", operators=(), data_types=(), cases=8, seed=0, report_dir=None,
         expect_file=None, isolate=False, timeout=60, kinds=(), command="dmlconform run --backend b -- -k FLOAT16",
     )  # fmt: skip
-    text = failure_text({"message": "OutputTensor: wrong"}, settings, CASE)
+    text = failure_text(CaseRecord(CASE, message="OutputTensor: wrong"), settings, CASE)
     assert text == f"OutputTensor: wrong\nre-run alone: dmlconform run --backend b -- '{CASE}'"
     settings.command = "pytest --dml-backend b"
-    assert failure_text({"message": "x"}, settings, CASE).endswith(f"pytest --dml-backend b '::{CASE}'")
+    assert failure_text(CaseRecord(CASE, message="x"), settings, CASE).endswith(
+        f"pytest --dml-backend b '::{CASE}'"
+    )
 
 
 def test_skip_reasons_counted_in_console_and_summary(tmp_path: Path) -> None:

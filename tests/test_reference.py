@@ -3,7 +3,6 @@ the numba-vs-numpy cross-check (hypothesis), and the numba disk cache."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -13,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SPEC
+from helpers import reference_path as path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmlconform import reference
 from dmlconform.reference import InputError, execute, numpy_ref
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.semantics import make_plan
 
-SPEC = load_spec()
 EPS32 = float(np.float32(1e-5))  # Epsilon is a C FLOAT: the reference uses its float32 value
 
 
@@ -65,17 +64,6 @@ def bnt(shape, stat_shape, dtype="FLOAT32", bias=True, fused_add=False, act=None
     op = SPEC.operator("BATCH_NORMALIZATION_TRAINING")
     d = {k: v for k, v in d.items() if op.member(k) is not None}
     return parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": d})
-
-
-@contextlib.contextmanager
-def path(which):
-    """Force the numba kernel ("numba") or its numpy mirror ("mirror") whatever the size."""
-    before = reference.MIRROR_MAX_ELEMENTS
-    reference.MIRROR_MAX_ELEMENTS = -1 if which == "numba" else 1 << 62
-    try:
-        yield
-    finally:
-        reference.MIRROR_MAX_ELEMENTS = before
 
 
 def normal(shape, seed=0, dtype=np.float32, loc=0.0, scale=1.0):

@@ -7,14 +7,13 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform import reference
 from dmlconform.reference import execute
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.semantics import make_plan
 
-SPEC = load_spec()
 mp = mpmath.mp
 
 

@@ -19,16 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SPEC
+from helpers import reference_path as path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reference import path
 
 from dmlconform import reference
 from dmlconform.reference import execute, kernels, mirror
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 
-SPEC = load_spec()
 ROOT = Path(__file__).resolve().parents[1]
 
 

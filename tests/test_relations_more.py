@@ -9,15 +9,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.specification.model import load_spec
-
-SPEC = load_spec()
 
 
 def _cases(operator: str, relation: str) -> list[Case]:

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_run import SMALL, dmlconform
+from helpers import SMALL, dmlconform
 
 
 @pytest.fixture(scope="module")

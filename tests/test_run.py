@@ -8,34 +8,13 @@ not be installed for the project's tests.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from test_plugin_backends import HERE
-
-REPO = Path(__file__).resolve().parent.parent
-SMALL = ["--operators", "MEAN_VARIANCE_NORMALIZATION1", "--feature-level", "2_1", "--cases", "2"]
-SMALL += ["--tier", "smoke"]  # the same seeded cases as the default tier here, without its size cases
-
-
-def dmlconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), HERE, env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [sys.executable, "-m", "dmlconform.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
+from helpers import SMALL, dmlconform
 
 NUMBER = {"type": "number"}
 NULLABLE_STR = {"type": ["string", "null"]}

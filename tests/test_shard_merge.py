@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import dmlconform
 from hypothesis import given
 from hypothesis import strategies as st
-from test_run import dmlconform
 
 from dmlconform.cli import main
 from dmlconform.report.merge import unsharded_command

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SPEC, mvn1
 
 from dmlconform.backends import broken
 from dmlconform.backends.numpy_backend import NumpyBackend
@@ -25,11 +26,8 @@ from dmlconform.runner.guard import ThreadGuard
 from dmlconform.shrink import moves
 from dmlconform.shrink.search import NotFailing, shrink
 from dmlconform.shrink.signature import Signature, same_failure, signature
-from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.validate import validate
 
-SPEC = load_spec()
 MUTANTS = sorted(
     n for n, o in vars(broken).items() if isinstance(o, type) and o.__module__ == broken.__name__
 )
@@ -210,14 +208,7 @@ def test_a_rejected_legal_desc_keeps_what_the_backend_rejects() -> None:
 
 
 def _mvn1(sizes: list[int], axes: list[int], **extra: object):  # type: ignore[no-untyped-def]
-    t = {"DataType": "FLOAT32", "Sizes": sizes}
-    return parse_desc(
-        {
-            "type": "MEAN_VARIANCE_NORMALIZATION1",
-            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": axes, "AxisCount": len(axes),
-                     "NormalizeVariance": True, **extra},
-        }
-    )  # fmt: skip
+    return mvn1(sizes, axes, AxisCount=len(axes), **extra)
 
 
 def test_dropping_a_size_one_dimension_renumbers_the_axes_and_squeezes_the_data() -> None:

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_completeness import run_until, start_run
-from test_run import HERE, REPO, SMALL
+from helpers import HERE, REPO, SMALL, run_until, start_run
 
 from dmlconform.runner import watch
 from dmlconform.runner.plugin import plugin_args

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import SPEC
 
 from dmlconform.specification.model import (
     SCHEMA_FOR,
@@ -39,7 +40,6 @@ SEEDS = _seeds_dir()
 FACTS = SEEDS.parent / "design" / "directml-facts.md" if SEEDS else None
 needs_seeds = pytest.mark.skipif(SEEDS is None, reason="seed documents (../shared/seeds) not at hand")
 
-SPEC = load_spec()
 RAW = {rel: data for rel, (data, _node) in read_spec_files(SPEC_DIR).items()}
 OPERATOR_FILES = {rel: data for rel, data in RAW.items() if rel.startswith("operators")}
 

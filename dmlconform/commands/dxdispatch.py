@@ -13,12 +13,12 @@ errored (check), 2 unusable input.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
 
 from dmlconform.cli import add_spec_dir, directory_problem
+from dmlconform.runner.session import add_arguments, command_line, given, resolve_selection, spec_level
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,30 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "to copy to a Windows or WSL machine. Exit status: 0 written, 2 unusable options or directory.",
     )
     e.add_argument("dir", metavar="DIR", help="bundle directory to write (must be empty or absent)")
-    e.add_argument(
-        "--feature-level", metavar="FL", help="feature level to export up to (default: the highest)"
-    )
-    e.add_argument("--operators", nargs="+", metavar="OP", help="operators (default: all)")
-    e.add_argument("--dtypes", nargs="+", metavar="TYPE", help="data types (default: all supported)")
-    e.add_argument(
-        "--kinds",
-        nargs="+",
-        metavar="KIND",
-        help="case kinds, any of numeric, validation, metamorphic (default: all three)",
-    )
-    e.add_argument(
-        "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
-    )
-    e.add_argument("--seed", type=int, metavar="S", help="generator seed (default 0)")
-    e.add_argument(
-        "--tier", choices=("smoke", "default", "stress"), help="size tier, as for 'run' (default: default)"
-    )
-    e.add_argument(
-        "--max-elements",
-        type=int,
-        metavar="N",
-        help="largest input of a tier's size case, in elements (default: smoke 2^16, default 2^22, stress 2^26)",
-    )
+    add_arguments(e, "export")  # the selection options of run, from runner/session.py
     e.add_argument("--force", action="store_true", help="write into a directory that is not empty")
     add_spec_dir(e)
     e.set_defaults(run=run_export)
@@ -98,17 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Exit status: 0 played (refusals included), 2 unusable bundle or backend.",
     )
     m.add_argument("dir", metavar="DIR", help="the bundle directory")
-    m.add_argument(
-        "--backend", required=True, metavar="NAME", help="registered backend or package.module:Class"
-    )
-    m.add_argument(
-        "--backend-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="backend option (repeatable)",
-    )
-    m.add_argument("--feature-level", metavar="FL", help="feature level to emulate (default: the backend's)")
+    add_arguments(m, "emulate")
     add_spec_dir(m)
     m.set_defaults(run=run_emulate)
     p.set_defaults(run=lambda args: _usage(p))
@@ -137,73 +104,20 @@ def _spec(args: argparse.Namespace):  # -> Spec
 
 def _command(args: argparse.Namespace, action: str) -> str:
     """The command line that reproduces this call (for results.json and the manifest)."""
-    parts = ["dmlconform", "dxdispatch", action, str(args.dir)]
-    for name in (
-        "feature_level",
-        "cases",
-        "seed",
-        "tier",
-        "max_elements",
-        "report",
-        "directml_version",
-        "backend",
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            parts += ["--" + name.replace("_", "-"), str(value)]
-    for name in ("operators", "dtypes", "kinds"):
-        if getattr(args, name, None):
-            parts += ["--" + name, *getattr(args, name)]
-    for kv in getattr(args, "backend_option", None) or []:
-        parts += ["--backend-option", kv]
-    return shlex.join(parts)
+    words = ["dmlconform", "dxdispatch", action, str(args.dir)]
+    for name in ("report", "directml_version"):  # check's own options
+        if getattr(args, name, None) is not None:
+            words += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if action == "check" and args.feature_level is not None:
+        words += ["--feature-level", args.feature_level]
+    return command_line(words, args, action)
 
 
 def build_selection(args: argparse.Namespace, spec):  # -> Selection
-    """The same Selection a run builds from the same options (ValueError with one line)."""
-    from dmlconform.runner.cases import KINDS, Selection
-    from dmlconform.runner.plugin import DEFAULT_CASES
-    from dmlconform.specification.model import UnknownLevel
-
-    try:
-        level = spec.level(args.feature_level).name if args.feature_level else spec.levels[-1].name
-    except UnknownLevel as exc:
-        raise ValueError(str(exc)) from None
-    ops = []
-    for name in args.operators or []:
-        try:
-            ops.append(spec.operator(name).name)
-        except KeyError as exc:
-            raise ValueError(str(exc.args[0])) from None
-    dtypes = []
-    for name in args.dtypes or []:
-        key = name.upper().removeprefix("DML_TENSOR_DATA_TYPE_")
-        if key not in spec.data_types:
-            raise ValueError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
-        dtypes.append(key)
-    kinds = tuple(args.kinds or KINDS)
-    bad = [k for k in kinds if k not in KINDS]
-    if bad:
-        raise ValueError(f"unknown case kind {bad[0]!r} (known: {', '.join(KINDS)})")
-    cases = DEFAULT_CASES if args.cases is None else args.cases
-    if cases < 1:
-        raise ValueError("--cases must be at least 1")
-    fields = {
-        "level": level,
-        "operators": tuple(ops),
-        "data_types": tuple(dtypes),
-        "cases": cases,
-        "seed": args.seed or 0,
-        "kinds": kinds,
-        "validation": True,
-    }
-    if args.tier is not None:
-        fields["tier"] = args.tier
-    if getattr(args, "max_elements", None) is not None:
-        if args.max_elements < 1:
-            raise ValueError("--max-elements must be at least 1")
-        fields["max_elements"] = args.max_elements
-    return Selection(**fields)
+    """The same Selection a run builds from the same options (SettingsError with one line); the
+    level defaults to the spec's highest, and validation cases are always exported."""
+    level = spec_level(spec, args.feature_level) or spec.levels[-1].name
+    return resolve_selection(spec, given(args, "export"), level)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -247,8 +161,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from dmlconform.dxdispatch.bundle import BundleError, load_manifest, spec_hash, stderr_progress
+    from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
+    from dmlconform.runner.results import spec_hash
     from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)
@@ -314,14 +229,14 @@ def _directml_version_problem(args: argparse.Namespace, spec) -> str | None:  # 
 def run_emulate(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.emulate import emulate_bundle, load_emulator
-    from dmlconform.runner.plugin import parse_backend_options
+    from dmlconform.runner.session import parse_pairs
     from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)
     try:
         load_manifest(root)
-        options = parse_backend_options(args.backend_option)
+        options = parse_pairs(args.backend_option)
         level = spec.level(args.feature_level).name if args.feature_level else None
         em = load_emulator(args.backend, options, level, spec)
     except (BundleError, UnknownLevel, ValueError) as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
+from dmlconform.runner.session import add_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,89 +37,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
-    """The options that say which backend re-runs a saved case (replay and shrink)."""
-    p.add_argument("--backend", metavar="NAME", help="backend to run (default: the one that failed)")
-    p.add_argument(
-        "--backend-option",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="backend option (repeatable; default: the options saved with the case, for its backend)",
-    )
-    p.add_argument(
-        "--isolate",
-        action="store_true",
-        help="run the backend in a worker process: a crash or hang fails the call, not the command",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="backend call timeout in seconds (default 60; 0 disables it)",
-    )
-
-
-def open_backend(
-    meta: dict[str, Any],
-    backend: str | None,
-    options: dict[str, str] | None,
-    isolate: bool,
-    timeout: float,
-) -> tuple[Any, Any, str, dict[str, str]]:
-    """(guard, BackendInfo, backend name, options) for re-running a saved case: the backend and
-    options saved in case.json unless others are given; ValueError with one line."""
-    from dmlconform.runner.guard import ProcessGuard, ThreadGuard
-    from dmlconform.runner.plugin import load_backend_info
-
-    if timeout < 0:
-        raise ValueError("--timeout must not be negative (0 disables it)")
-    saved = meta.get("backend") or {}
-    name = backend or saved.get("name")
-    if not name:
-        raise ValueError("no --backend given and case.json names none")
-    if options is None:
-        options = dict(saved.get("options") or {}) if name == saved.get("name") else {}
-    handle, info = load_backend_info(name, options, isolate, timeout)
-    guard = handle if isinstance(handle, ProcessGuard) else ThreadGuard(handle, timeout or None)
-    return guard, info, name, options
+    """The options that say which backend re-runs a saved case (replay and shrink), from the one
+    table of run options (runner/session.py)."""
+    add_arguments(p, "replay")
 
 
 def _err(message: str) -> int:
     print(f"dmlconform replay: error: {message}", file=sys.stderr)
     return 2
-
-
-def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """(Case, inputs, case.json) from a reproducer directory; ValueError with one line."""
-    import numpy as np
-
-    from dmlconform.runner.cases import Case
-    from dmlconform.specification.desc import DescError, load_desc
-
-    if not case_dir.is_dir():
-        raise ValueError(f"{case_dir}: not a directory")
-    try:
-        meta = json.loads((case_dir / "case.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{case_dir / 'case.json'}: cannot read: {exc}") from None
-    raw = meta.get("case")
-    if not isinstance(raw, dict):
-        raise ValueError(f"{case_dir / 'case.json'}: no 'case' entry (not a dmlconform reproducer)")
-    try:
-        case = Case.from_dict(raw, spec)
-        if (case_dir / "desc.yaml").is_file():
-            from dataclasses import replace
-
-            case = replace(case, desc=load_desc(case_dir / "desc.yaml", spec))
-    except (DescError, KeyError) as exc:
-        raise ValueError(f"{case_dir}: {exc}") from None
-    try:
-        with np.load(case_dir / "inputs.npz") as npz:
-            inputs = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{case_dir / 'inputs.npz'}: cannot read: {exc}") from None
-    return case, inputs, meta
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.plugin import parse_backend_options
+    from dmlconform.runner.results import load_case_dir
+    from dmlconform.runner.session import given, open_saved_backend, parse_pairs
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()
@@ -137,8 +64,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _err(str(exc))
     try:
-        options = parse_backend_options(args.backend_option) if args.backend_option is not None else None
-        guard, info, _, _ = open_backend(meta, args.backend, options, args.isolate, args.timeout)
+        values = given(args, "replay")
+        options = parse_pairs(args.backend_option) if args.backend_option else None
+        guard, opened = open_saved_backend(meta, args.backend, options, args.isolate, values["timeout"])
+        info = opened.info
     except ValueError as exc:
         return _err(str(exc))
     try:

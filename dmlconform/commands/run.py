@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 from dmlconform.cli import add_spec_dir
+from dmlconform.runner.session import SettingsError, add_arguments, check_values, command_line, given
+from dmlconform.runner.session import pytest_argv as session_pytest_argv
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,108 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); an interrupted run still writes "
         "the report of the cases that ran.",
     )
-    p.add_argument(
-        "--backend",
-        required=True,
-        metavar="NAME",
-        help=f"a registered backend ({', '.join(_registered())}) or package.module:Class",
-    )
-    p.add_argument(
-        "--backend-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="backend option (repeatable)",
-    )
-    p.add_argument(
-        "--feature-level", metavar="FL", help="feature level to test up to (default: the backend's)"
-    )
-    p.add_argument(
-        "--operators",
-        nargs="+",
-        metavar="OP",
-        help="operators to test (default: every one available at the level; 'dmlconform spec rules' lists them)",
-    )
-    p.add_argument(
-        "--dtypes",
-        nargs="+",
-        metavar="TYPE",
-        help="data types, e.g. FLOAT32 FLOAT16 (default: every type the support tables list)",
-    )
-    p.add_argument(
-        "--kinds",
-        nargs="+",
-        metavar="KIND",
-        help="item kinds, any of numeric, validation, metamorphic (default: all three; validation "
-        "needs a backend that declares validates = True)",
-    )
-    p.add_argument(
-        "--cases", type=int, metavar="N", help="cases per operator x level x data type (default 8)"
-    )
-    p.add_argument("--seed", type=int, metavar="S", help="generator seed (default 0)")
-    p.add_argument(
-        "--tier",
-        choices=("smoke", "default", "stress"),
-        help="size tier: smoke (quick subset), default (the default), stress (long reductions, big tensors)",
-    )
-    p.add_argument(
-        "--max-elements",
-        type=int,
-        metavar="N",
-        help="largest input of a tier's size case, in elements (default: smoke 2^16, default 2^22, stress 2^26)",
-    )
-    p.add_argument(
-        "--expect",
-        metavar="FILE",
-        help="expected failures file ('<id or glob>  # reason' per line; default: none)",
-    )
-    p.add_argument("--report", metavar="DIR", help="report directory (default reports/<backend>-<UTC time>/)")
-    p.add_argument(
-        "--tolerance",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override the spec's tolerance (repeatable), e.g. model=lenient; shown in the report",
-    )
-    p.add_argument(
-        "--isolate",
-        action="store_true",
-        help="run the backend in a worker process: a crash fails its case, not the run",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        metavar="S",
-        help="per-call backend timeout in seconds (default 60; 0 disables it)",
-    )
-    p.add_argument(
-        "--shard",
-        metavar="K/N",
-        help="run shard K of N (a deterministic 1/N of the cases; default: all); join the reports with "
-        "'dmlconform report merge'",
-    )
-    p.add_argument(
-        "--shrink",
-        action="store_true",
-        help="after the run, shrink each failure to a minimal reproducer (failures/<case>/shrunk/)",
-    )
-    p.add_argument(
-        "--shrink-time",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="time for --shrink in all, shared out over the failures (default 300)",
-    )
+    add_arguments(p, "run")  # the run options, declared once in runner/session.py
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     add_spec_dir(p)
     p.set_defaults(run=run)
-
-
-def _registered() -> list[str]:
-    """The registered backend names, for --help (entry points included)."""
-    from dmlconform.backends.base import list_backends
-
-    return sorted(list_backends())
 
 
 def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> list[str]:
@@ -148,44 +52,13 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         "no:benchmark",
         "-W",  # the CLI imported the plugin's package already; it has no asserts to rewrite
         "ignore::pytest.PytestAssertRewriteWarning",
-        "--dml-backend",
-        args.backend,
-        "--dml-report",
-        str(report_dir),
         "--junitxml",
         str(report_dir / "junit.xml"),
         "--dml-command",
         command,
     ]
     argv[0:0] = plugin_args()
-    for kv in args.backend_option:
-        argv += ["--dml-backend-option", kv]
-    for kv in args.tolerance:
-        argv += ["--dml-tolerance", kv]
-    if args.feature_level:
-        argv += ["--dml-feature-level", args.feature_level]
-    if args.operators:
-        argv += ["--dml-operators", *args.operators]
-    if args.dtypes:
-        argv += ["--dml-dtypes", *args.dtypes]
-    if args.kinds:
-        argv += ["--dml-kinds", *args.kinds]
-    if args.cases is not None:
-        argv += ["--dml-cases", str(args.cases)]
-    if args.seed is not None:
-        argv += ["--dml-seed", str(args.seed)]
-    if args.tier:
-        argv += ["--dml-tier", args.tier]
-    if args.max_elements is not None:
-        argv += ["--dml-max-elements", str(args.max_elements)]
-    if args.expect:
-        argv += ["--dml-expect", str(Path(args.expect).resolve())]
-    if args.isolate:
-        argv += ["--dml-isolate"]
-    if args.timeout is not None:
-        argv += ["--dml-timeout", str(args.timeout)]
-    if getattr(args, "shard", None):
-        argv += ["--dml-shard", args.shard]
+    argv += session_pytest_argv(argparse.Namespace(**{**vars(args), "report": str(report_dir)}))
     return argv + suite_arguments(list(args.pytest_args or []))
 
 
@@ -213,22 +86,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    if args.cases is not None and args.cases < 1:
-        print("dmlconform run: error: --cases must be at least 1", file=sys.stderr)
-        return 2
-    if getattr(args, "shard", None):
-        from dmlconform.runner.cases import Shard
-
-        try:
-            Shard.parse(args.shard)
-        except ValueError as exc:
-            print(f"dmlconform run: error: {exc}", file=sys.stderr)
-            return 2
-    if args.max_elements is not None and args.max_elements < 1:
-        print("dmlconform run: error: --max-elements must be at least 1", file=sys.stderr)
-        return 2
-    if args.shrink_time < 0:
-        print("dmlconform run: error: --shrink-time must not be negative", file=sys.stderr)
+    try:
+        check_values(given(args, "run"))
+    except SettingsError as exc:
+        print(f"dmlconform run: error: {exc}", file=sys.stderr)
         return 2
     report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
     command = _reconstruct(args)
@@ -271,28 +132,6 @@ def _shrink(args: argparse.Namespace, report_dir: Path) -> None:
 
 
 def _reconstruct(args: argparse.Namespace) -> str:
-    parts = ["dmlconform", "run", "--backend", args.backend]
-    for kv in args.backend_option:
-        parts += ["--backend-option", kv]
-    for kv in args.tolerance:
-        parts += ["--tolerance", kv]
-    for flag, value in (
-        ("--feature-level", args.feature_level),
-        ("--cases", args.cases),
-        ("--seed", args.seed),
-        ("--tier", args.tier),
-        ("--max-elements", args.max_elements),
-        ("--expect", args.expect),
-        ("--timeout", args.timeout),
-        ("--shard", getattr(args, "shard", None)),
-    ):
-        if value is not None:
-            parts += [flag, str(value)]
-    for flag, values in (("--operators", args.operators), ("--dtypes", args.dtypes), ("--kinds", args.kinds)):
-        if values:
-            parts += [flag, *values]
-    if args.isolate:
-        parts.append("--isolate")
-    if args.pytest_args:
-        parts += ["--", *args.pytest_args]
-    return shlex.join(parts)
+    """The command line that reproduces this run (results.json, a failure's re-run line)."""
+    line = command_line(["dmlconform", "run"], args, "run")
+    return f"{line} -- {shlex.join(args.pytest_args)}" if args.pytest_args else line

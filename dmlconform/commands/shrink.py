@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    from dmlconform.runner.plugin import parse_backend_options
+    from dmlconform.runner.session import given, parse_pairs
     from dmlconform.shrink.files import shrink_dir
     from dmlconform.shrink.search import NotFailing
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         return _err(problem)
     try:
-        options = parse_backend_options(args.backend_option) if args.backend_option is not None else None
+        options = parse_pairs(args.backend_option) if args.backend_option else None
         progress = None if args.quiet else (lambda line: print(f"  {line}", file=sys.stderr, flush=True))
         found, backend, record = shrink_dir(
             case_dir,
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             backend=args.backend,
             options=options,
             isolate=args.isolate,
-            timeout=args.timeout,
+            timeout=given(args, "replay")["timeout"],
             max_seconds=args.max_time,
             progress=progress,
         )

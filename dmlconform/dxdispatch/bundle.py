@@ -22,7 +22,6 @@ Layout (the interface ``check``, ``emulate`` and the run scripts share)::
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import sys
 import time
@@ -38,7 +37,7 @@ from dmlconform.dxdispatch import buffers, scripts
 from dmlconform.dxdispatch.model import NotExpressible, bind_points, desc_json, export_desc, operator_type
 from dmlconform.errors import Rejected
 from dmlconform.runner.cases import Case, Selection, collect
-from dmlconform.runner.results import jsonable, sanitize
+from dmlconform.runner.results import jsonable, sanitize, spec_hash  # one hash: report merge compares it
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec
 
@@ -84,18 +83,6 @@ class RecordingGuard:
 
     def close(self) -> None:
         pass
-
-
-def spec_hash(spec: Spec) -> str:
-    """sha256 over the spec's files (relative path and bytes), so a bundle names its spec."""
-    h = hashlib.sha256()
-    for path in sorted(
-        p for p in Path(spec.directory).rglob("*") if p.is_file() and p.suffix in (".yaml", ".json")
-    ):
-        h.update(path.relative_to(spec.directory).as_posix().encode())
-        h.update(b"\0")
-        h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def _prefix(i: int, n: int) -> str:

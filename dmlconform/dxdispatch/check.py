@@ -40,17 +40,18 @@ from dmlconform.dxdispatch.bundle import (
     LOG,
     MODEL,
     read_text,
-    spec_hash,
 )
 from dmlconform.dxdispatch.model import ModelError, NotExpressible, canonical
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case
 from dmlconform.runner.results import (
     RunMeta,
     build_results,
     case_record,
     finish_record,
+    spec_hash,
     versions,
     write_results,
 )
@@ -286,30 +287,22 @@ def _nodeid(entry: dict[str, Any]) -> str:
 
 
 def _bare_record(entry: dict[str, Any], outcome: str, message: str) -> dict[str, Any]:
-    """A record for a case that cannot be rebuilt (its desc no longer parses)."""
-    return {
-        "id": entry.get("id"),
-        "nodeid": _nodeid(entry),
-        "kind": entry.get("kind"),
-        "operator": entry.get("operator"),
-        "feature_level": entry.get("feature_level"),
-        "data_type": entry.get("data_type"),
-        "index": (entry.get("case") or {}).get("index", 0),
-        "outcome": outcome,
-        "message": message,
-        "duration_s": 0.0,
-        "regime": entry.get("regime"),
-        "expected": (entry.get("case") or {}).get("expected"),
-        "rule": entry.get("rule"),
-        "relation": None,
-        "rules": [],
-        "desc": (entry.get("case") or {}).get("desc"),
-        "errors": None,
-        "info": None,
-        "reproducer": None,
-        "replay": None,
-        "expectation": None,
-    }
+    """The finished record of a case that cannot be rebuilt (its desc no longer parses)."""
+    case = entry.get("case") or {}
+    record = CaseRecord(
+        id=str(entry.get("id")),
+        nodeid=_nodeid(entry),
+        kind=entry.get("kind"),
+        operator=entry.get("operator"),
+        feature_level=entry.get("feature_level"),
+        data_type=entry.get("data_type"),
+        index=case.get("index", 0),
+        regime=entry.get("regime"),
+        expected=case.get("expected"),
+        rule=entry.get("rule"),
+        desc=case.get("desc"),
+    )
+    return finish_record(record, outcome, message, 0.0)
 
 
 def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo) -> dict[str, Any]:
@@ -347,9 +340,9 @@ def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo)
         return finish_record(rec, "error", str(exc), time.monotonic() - t0)
     rec = case_record(case, _nodeid(entry), result)
     if case.kind == "validation":
-        rec["expected"] = judged.expected
-        rec["rule"] = judged.rule
-    rec["info"] = {**(rec.get("info") or {}), **info, **({"note": note} if note else {})}
+        rec.expected = judged.expected
+        rec.rule = judged.rule
+    rec.info = {**(rec.info or {}), **info, **({"note": note} if note else {})}
     message = result.message
     if note and result.status != "passed":
         message = f"{message} [{note}]"
@@ -452,6 +445,7 @@ def check_bundle(
         finished=_utc(),
         duration_s=time.monotonic() - t0,
         versions=versions(extra),
+        spec_hash=spec_hash(spec),
     )
     results = build_results(meta, spec, records)
     results["bundle"] = {

@@ -66,25 +66,13 @@ class Emulator:
 
 
 def load_emulator(name: str, options: dict[str, str], level: str | None, spec: Spec) -> Emulator:
-    """The backend (asked to emulate ``level`` when it takes a feature_level option);
-    raises ValueError with one line."""
-    from dmlconform.backends import load_backend
+    """The backend (asked to emulate ``level`` when it takes a feature_level option), opened as a
+    run opens it (runner.session); raises ValueError with one line."""
+    from dmlconform.runner.session import open_backend
 
-    last: Exception | None = None
-    attempts = ([{**options, "feature_level": level}] if level and "feature_level" not in options else []) + [
-        options
-    ]
-    for opts in attempts:
-        try:
-            backend = load_backend(name, opts)
-            break
-        except Exception as exc:  # BackendError, or a third-party constructor's error
-            last = exc
-    else:
-        text = str(last).strip().splitlines() if last else []
-        raise ValueError(text[0] if text else f"cannot load backend {name!r}")
-    lv = level or getattr(backend, "feature_level", None) or spec.levels[-1].name
-    return Emulator(backend, spec.level(lv).name, spec)
+    opened = open_backend(name, options, level=level)
+    lv = level or opened.info.feature_level or spec.levels[-1].name
+    return Emulator(opened.handle, spec.level(lv).name, spec)
 
 
 def dependencies_text(em: Emulator) -> str:

@@ -155,10 +155,10 @@ def run_conformance(versions: list[str], settings: SweepSettings, out: Path, log
 def run_replays(versions: list[str], spec: Spec, cases_root: Path, out: Path, log: Log) -> None:
     """Replay every finding's reproducers on every release: replays.json[finding][path][release]."""
     from dmlconform.backends.directml.backend import DirectMLBackend
-    from dmlconform.commands.replay import load_case_dir
     from dmlconform.releases.findings import registry
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.guard import ThreadGuard
+    from dmlconform.runner.results import load_case_dir
     from dmlconform.specification.validate import validate
 
     reproducers = [(f.id, r) for f in registry().findings for r in f.reproducers]

@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from dmlconform.report import record
+
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 OUTCOMES = ("passed", "failed", "error", "xpassed", "xfailed", "skipped")
 FAILING = frozenset({"failed", "error"})
@@ -43,26 +45,10 @@ class ResultsError(Exception):
 
 
 @dataclass
-class CaseRecord:
-    """One case of results.json; ``raw`` keeps the record as written for the failure details."""
+class CaseRecord(record.CaseRecord):
+    """One case of results.json as the report reads it: the record's fields (report/record.py)
+    parsed tolerantly, ``raw`` as written for the failure details, and the figures derived from it."""
 
-    id: str
-    outcome: str
-    kind: str = ""
-    operator: str = ""
-    feature_level: str = ""
-    data_type: str = ""
-    index: int | None = None
-    message: str | None = None
-    duration_s: float | None = None
-    regime: str | None = None
-    expected: str | None = None
-    rule: str | None = None
-    errors: dict[str, Any] | None = None
-    reproducer: str | None = None
-    replay: str | None = None
-    reduction_length: int | None = None
-    elements: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -149,6 +135,14 @@ class CaseRecord:
             replay=None if data.get("replay") is None else str(data.get("replay")),
             reduction_length=_int(data.get("reduction_length")),
             elements=_int(data.get("elements")),
+            nodeid=str(data.get("nodeid") or ""),
+            relation=_text(data.get("relation")),
+            rules=[str(r) for r in data.get("rules") or [] if r is not None]
+            if isinstance(data.get("rules"), list)
+            else [],
+            desc=data.get("desc") if isinstance(data.get("desc"), dict) else None,
+            info=data.get("info") if isinstance(data.get("info"), dict) else None,
+            expectation=_text(data.get("expectation")),
             raw=data,
         )
 
@@ -307,6 +301,10 @@ def json_number(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _int(value: Any) -> int | None:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dmlconform.generation import data, degenerate
+from dmlconform.runner.session import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.specification.model import Operator, Relation, Spec
 
@@ -96,7 +98,7 @@ class Selection:
     level: str
     operators: tuple[str, ...] = ()  # empty: every operator available at ``level``
     data_types: tuple[str, ...] = ()  # empty: every data type of the support tables
-    cases: int = 6
+    cases: int = DEFAULT_CASES  # one default for run, the plugin and dxdispatch export
     seed: int = 0
     kinds: tuple[str, ...] = KINDS
     validation: bool = True  # the backend implements ``check``
@@ -234,10 +236,6 @@ def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
 
 
 def regimes(desc: OperatorDesc) -> list[str]:
-    try:
-        from dmlconform.generation import data
-    except ImportError:  # input generators not built yet: one plain regime
-        return ["default"]
     return list(data.regimes_for(desc)) or ["default"]
 
 
@@ -313,10 +311,6 @@ def _numeric_case(op: Operator, level: str, dt: str, i: int, desc: OperatorDesc,
 def _judges_nothing(case: Case) -> bool:
     """Whether no input makes the case judge anything; inputs are drawn only for the few descs
     where that can happen (``degenerate.may_judge_nothing``), so collection stays cheap."""
-    try:
-        from dmlconform.generation import degenerate
-    except ImportError:  # input generators not built yet
-        return False
     if not degenerate.may_judge_nothing(case.desc):
         return False
     try:

@@ -14,12 +14,18 @@ from typing import Any
 import numpy as np
 
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.generation import data, degenerate
+from dmlconform.reference import execute
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
+from dmlconform.runner.tiers import memory_shortfall
+from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Relation, Spec, load_spec
 from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
+from dmlconform.tolerance import compare as judge
+from dmlconform.tolerance import ulp_distance
 
 
 @dataclass
@@ -104,23 +110,17 @@ def compare(
     also_inputs: tuple[dict[str, np.ndarray], ...] = (),
     overrides: dict[str, Any] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
-    """(passed, errors record in the results.json shape). Uses ``dmlconform.tolerance`` when it
-    is importable; ``scale`` widens the budget (a metamorphic relation compares two computations
+    """(passed, errors record in the results.json shape), judged by ``dmlconform.tolerance``;
+    ``scale`` widens the budget (a metamorphic relation compares two computations
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
     inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
     the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
     --tolerance``)."""
-    try:
-        from dmlconform import tolerance
-    except ImportError:
-        tolerance = None  # type: ignore[assignment]
-    if tolerance is not None and hasattr(tolerance, "compare"):
-        overrides = dict(overrides or {})
-        if scale != 1.0:
-            overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
-        res = tolerance.compare(desc, actual, expected, inputs, spec, overrides, also_inputs)
-        return bool(res.passed), _errors_from(tolerance, res, actual, expected, overrides)
-    return _compare_fallback(actual, expected, scale)
+    overrides = dict(overrides or {})
+    if scale != 1.0:
+        overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
+    res = judge(desc, actual, expected, inputs, spec, overrides, also_inputs)
+    return bool(res.passed), _errors_from(res, actual, expected, overrides)
 
 
 def _plain(v: Any) -> Any:
@@ -144,7 +144,6 @@ def _plain_dict(d: Any) -> Any:
 
 
 def _errors_from(
-    tolerance: Any,
     res: Any,
     actual: dict[str, np.ndarray],
     expected: dict[str, np.ndarray],
@@ -164,7 +163,7 @@ def _errors_from(
         ref = np.asarray(expected[worst.member])
         got = np.asarray(actual[worst.member]).astype(ref.dtype)
         idx = tuple(worst.worst_index)
-        ulp = float(tolerance.ulp_distance(np.asarray([got[idx]]), np.asarray([ref[idx]]))[0])
+        ulp = float(ulp_distance(np.asarray([got[idx]]), np.asarray([ref[idx]]))[0])
         w = {
             "member": worst.member,
             "index": list(idx),
@@ -187,54 +186,6 @@ def _errors_from(
     if getattr(res, "nonfinite_inputs", False):
         out["note"] = "inputs hold NaN or Inf: behaviour undefined by DirectML, reported as information"
     return _plain_dict(out)
-
-
-def _ulp(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    info = np.finfo(dtype)
-    mag = np.maximum(np.abs(x), info.tiny)
-    return np.exp2(np.floor(np.log2(mag)) - (info.nmant))
-
-
-def _compare_fallback(
-    actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], scale: float
-) -> tuple[bool, dict[str, Any]]:
-    """A plain ULP comparison used only while ``dmlconform.tolerance`` is absent."""
-    budget = 16.0 * scale
-    per: dict[str, Any] = {}
-    worst: dict[str, Any] | None = None
-    passed = True
-    for name, a in actual.items():
-        e = expected[name].astype(np.float64)
-        af = a.astype(np.float64)
-        diff = np.abs(af - e)
-        diff = np.where(np.isnan(af) & np.isnan(e), 0.0, diff)
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        ulps = diff / _ulp(e, a.dtype)
-        i = int(np.argmax(ulps)) if ulps.size else 0
-        mu = float(ulps.flat[i]) if ulps.size else 0.0
-        per[name] = {"max_ulp": mu, "max_abs": float(diff.max()) if diff.size else 0.0}
-        if worst is None or mu > worst["ulp"]:
-            idx = [int(v) for v in np.unravel_index(i, a.shape)] if a.size else []
-            worst = {
-                "member": name,
-                "index": idx,
-                "backend": float(af.flat[i]) if a.size else None,
-                "reference": float(e.flat[i]) if a.size else None,
-                "ulp": mu,
-                "abs": float(diff.flat[i]) if a.size else 0.0,
-                "budget_ulp": budget,
-                "budget_abs": None,
-            }
-        passed &= mu <= budget
-    return passed, _plain_dict(
-        {
-            "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
-            "max_abs": max((o["max_abs"] for o in per.values()), default=0.0),
-            "budget_ulp": budget,
-            "outputs": per,
-            "worst": worst,
-        }
-    )
 
 
 def failure_message(errors: dict[str, Any], what: str = "reference") -> str:
@@ -294,19 +245,8 @@ def exercised_rules(spec: Spec, desc: OperatorDesc, level: str) -> list[str]:
 def make_inputs(case: Case, desc: OperatorDesc | None = None) -> dict[str, np.ndarray]:
     desc = desc or case.desc
     try:
-        from dmlconform.generation import data
-    except ImportError:  # input generators not built yet: standard normal data
-        spec = load_spec()
-        rng = np.random.default_rng(case.input_seed)
-        op = spec.operator(desc.operator)
-        return {
-            m.name: rng.standard_normal(t.sizes).astype(numpy_dtype(spec, t.data_type))
-            for m in op.input_members
-            if isinstance(t := desc.members.get(m.name), TensorDesc)
-        }
-    try:
         return dict(data.make_inputs(desc, case.regime or "default", case.input_seed))
-    except getattr(data, "RegimeNotApplicable", ()) as exc:
+    except data.RegimeNotApplicable as exc:
         raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
 
 
@@ -314,10 +254,6 @@ def judged_inputs(case: Case) -> tuple[dict[str, np.ndarray], dict[str, np.ndarr
     """A numeric case's inputs, drawn again (other regimes after its own) while they would judge
     nothing (``dmlconform.generation.degenerate``), the reference's outputs on them (None: compute them)
     and the regime they come from."""
-    try:
-        from dmlconform.generation import degenerate
-    except ImportError:  # input generators not built yet
-        return make_inputs(case), None, case.regime
     try:
         judged = degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
     except degenerate.JudgesNothing as exc:
@@ -395,8 +331,6 @@ def run_case(
 
 def _fits_in_memory(case: Case, spec: Spec) -> None:
     """Skip (with the figures) a case too large for the memory this machine has free now."""
-    from dmlconform.runner.tiers import memory_shortfall
-
     short = memory_shortfall(case.desc, spec)
     if short:
         raise _Skip(short)
@@ -438,8 +372,6 @@ def require_finite(
 
 
 def _reference(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from dmlconform import execute
-
     return execute(desc, inputs)
 
 
@@ -586,8 +518,6 @@ def directional_derivative(
     input's type, whose actual difference is used), and check that
     sum(w * (forward(x + d) - forward(x - d))) equals sum(gradient * (d+ - d-)) to
     ``DERIVATIVE_RTOL`` of the magnitudes plus the forward outputs' rounding."""
-    from dmlconform.specification import semantics
-
     inputs = result.inputs or {}
     a = _execute(guard, spec, base, inputs, result)
     forward, feed = chain(spec, base, rel, inputs, {})

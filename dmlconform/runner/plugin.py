@@ -25,18 +25,17 @@ import re
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.report.record import CaseRecord
+from dmlconform.runner.session import Settings, unsupported_data_types
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
 SUITE_FILE = SUITE_DIR / "test_conformance.py"
-DEFAULT_CASES = 8
-DEFAULT_TIMEOUT = 60.0
 PLUGIN_NAME = "dmlconform-session"
 #: The signal that ended the last session ("SIGTERM"), or None: ``dmlconform run`` exits 143 for it
 terminated_by: str | None = None
@@ -44,103 +43,10 @@ SKIP_REASONS_SHOWN = 10
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from dmlconform.runner.session import add_pytest_options
+
     g = parser.getgroup("dmlconform", "DirectML operator conformance (dmlconform)")
-    g.addoption(
-        "--dml-backend",
-        metavar="NAME",
-        default=None,
-        help="backend under test: a registered name (reference, numpy, onnxruntime, torch, directml, or one registered under the entry-point group dmlconform.backends) or package.module:Class",
-    )
-    g.addoption(
-        "--dml-backend-option",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="backend option (repeatable)",
-    )
-    g.addoption(
-        "--dml-feature-level",
-        metavar="FL",
-        default=None,
-        help="feature level to test up to (default: the backend's own)",
-    )
-    g.addoption(
-        "--dml-operators",
-        metavar="OP",
-        nargs="+",
-        default=None,
-        help="operators to test (default: all available at the level)",
-    )
-    g.addoption(
-        "--dml-dtypes", metavar="TYPE", nargs="+", default=None, help="data types (default: all supported)"
-    )
-    g.addoption(
-        "--dml-cases",
-        metavar="N",
-        type=int,
-        default=DEFAULT_CASES,
-        help=f"cases per operator x level x data type (default {DEFAULT_CASES})",
-    )
-    g.addoption("--dml-seed", metavar="S", type=int, default=0, help="generator seed (default 0)")
-    g.addoption(
-        "--dml-report",
-        metavar="DIR",
-        default=None,
-        help="report directory: results.json, junit.xml, failures/ (default: no report)",
-    )
-    g.addoption(
-        "--dml-expect",
-        metavar="FILE",
-        default=None,
-        help="expected failures: '<test id or glob>  # reason' per line",
-    )
-    g.addoption(
-        "--dml-isolate",
-        action="store_true",
-        default=False,
-        help="run the backend in a worker process: survives crashes, kills hung calls",
-    )
-    g.addoption(
-        "--dml-timeout",
-        metavar="SECONDS",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help=f"per-call backend timeout (default {DEFAULT_TIMEOUT:g}; 0 disables)",
-    )
-    g.addoption(
-        "--dml-kinds",
-        metavar="KIND",
-        nargs="+",
-        default=None,
-        help="item kinds to run: numeric validation metamorphic (default: all)",
-    )
-    g.addoption(
-        "--dml-tolerance",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="override the spec's tolerance (repeatable): model=lenient, ulp_scale=2, ... (shown in the report)",
-    )
-    g.addoption(
-        "--dml-shard",
-        metavar="K/N",
-        default=None,
-        help="run only shard K of N (every N-th case of the collection, from the K-th); "
-        "'dmlconform report merge' joins the shards' reports",
-    )
-    g.addoption(
-        "--dml-tier",
-        choices=("smoke", "default", "stress"),
-        default="default",
-        help="size tier: smoke (quick subset), default, stress (reductions up to 2^24+1, big tensors)",
-    )
-    g.addoption(
-        "--dml-max-elements",
-        metavar="N",
-        type=int,
-        default=None,
-        help="largest input (elements) of a tier's size case (default: smoke 2^16, default 2^22, stress 2^26)",
-    )
+    add_pytest_options(g)  # every --dml-* run option, from the one table in runner/session.py
     g.addoption("--dml-command", default=None, help=argparse_suppress())
 
 
@@ -170,10 +76,10 @@ def under_cli(config: pytest.Config) -> bool:
     return config.getoption("dml_command", None) is not None
 
 
-def flag(config: pytest.Config, name: str) -> str:
-    """The option ``name`` as the user typed it: ``--isolate`` under ``dmlconform run``,
-    ``--dml-isolate`` under plain pytest (every run option is the plugin's with ``dml-`` dropped)."""
-    return f"--{name}" if under_cli(config) else f"--dml-{name}"
+def spelling(config: pytest.Config) -> str:
+    """How the user spells run options: ``--isolate`` under ``dmlconform run``, ``--dml-isolate``
+    under plain pytest (every run option is the plugin's with ``dml-`` dropped)."""
+    return "--" if under_cli(config) else "--dml-"
 
 
 def restyle(config: pytest.Config, exc: pytest.UsageError) -> pytest.UsageError:
@@ -187,237 +93,19 @@ def restyle(config: pytest.Config, exc: pytest.UsageError) -> pytest.UsageError:
     return pytest.UsageError()
 
 
-@dataclass
-class Settings:
-    """The run settings, resolved and checked once per process."""
-
-    backend: str
-    options: dict[str, str]
-    level: str
-    operators: tuple[str, ...]
-    data_types: tuple[str, ...]
-    cases: int
-    seed: int
-    report_dir: Path | None
-    expect_file: str | None
-    isolate: bool
-    timeout: float
-    kinds: tuple[str, ...]
-    command: str
-    info: Any = None
-    expectations: list[Any] = field(default_factory=list)
-    tolerance: dict[str, str] = field(default_factory=dict)
-    shard: Any = None  # runner.cases.Shard, or None for the whole run
-    tier: str = "default"
-    max_elements: int | None = None  # None: the tier's default
-    notes: list[str] = field(default_factory=list)  # said in the header (dmlconform: note: ...)
-    isolate_flag: str = "--isolate"  # how the user asks for isolation, for messages
-
-
-def parse_backend_options(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"backend option {pair!r} is not KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def load_backend_info(name: str, options: dict[str, str], isolate: bool, timeout: float) -> tuple[Any, Any]:
-    """(backend object or ProcessGuard, BackendInfo); raises ValueError with one line."""
-    from dmlconform.runner.guard import BackendFailure, ProcessGuard, backend_info
-
-    if isolate:
-        guard = ProcessGuard(name, options, timeout or None)
-        try:
-            guard._start()
-        except BackendFailure as exc:
-            raise ValueError(
-                str(exc).replace("backend worker could not load", "cannot load backend")
-            ) from None
-        return guard, guard.info
-    try:
-        from dmlconform.backends import load_backend
-    except ImportError as exc:
-        raise ValueError(f"backends are not available: {exc}") from None
-    try:
-        backend = load_backend(name, options)
-    except Exception as exc:  # BackendError and anything a third-party constructor raises
-        text = str(exc).strip().splitlines()
-        raise ValueError(text[0] if text else f"cannot load backend {name!r}: {type(exc).__name__}") from None
-    return backend, backend_info(backend)
-
-
 def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
-    """Settings from the command line, or ``pytest.UsageError`` with one line."""
-    from dmlconform.cli import directory_problem
-    from dmlconform.runner.cases import KINDS
-    from dmlconform.runner.expect import ExpectError, load_expectations
-    from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
+    """Settings from the command line (runner.session resolves them), or ``pytest.UsageError``
+    with one line that spells options as the user typed them."""
+    from dmlconform.runner.session import SettingsError, given
+    from dmlconform.runner.session import resolve_settings as resolve
 
     opt = config.option
-    try:
-        spec = load_spec()
-    except SpecError as exc:  # --spec-dir (DMLCONFORM_SPEC_DIR) names no usable spec
-        raise pytest.UsageError(str(exc)) from None
-    if opt.dml_report and not _is_worker(config):
-        problem = directory_problem(Path(opt.dml_report).resolve(), flag(config, "report"))
-        if problem:
-            raise pytest.UsageError(problem)
-    if opt.dml_timeout < 0:
-        raise pytest.UsageError(f"{flag(config, 'timeout')} must not be negative (0 disables it)")
-    try:
-        options = parse_backend_options(opt.dml_backend_option)
-        handle, info = None, None
-        if opt.dml_feature_level and "feature_level" not in options:
-            # Backends that can emulate a lower level (the built-ins) are asked to, so that their
-            # check() judges descs at the level under test; others are loaded as they are.
-            try:
-                level_opts = {**options, "feature_level": opt.dml_feature_level}
-                handle, info = load_backend_info(
-                    opt.dml_backend, level_opts, opt.dml_isolate, opt.dml_timeout
-                )
-                options = level_opts
-            except ValueError:
-                handle, info = None, None
-        if info is None:
-            handle, info = load_backend_info(opt.dml_backend, options, opt.dml_isolate, opt.dml_timeout)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if not (opt.dml_feature_level or info.feature_level):
-        raise pytest.UsageError(
-            f"backend {info.name!r} states no feature_level; pass {flag(config, 'feature-level')}"
-        )
-    try:
-        asked = spec.level(opt.dml_feature_level).name if opt.dml_feature_level else None
-    except UnknownLevel as exc:
-        raise pytest.UsageError(str(exc)) from None
-    notes = claim_notes(spec, info, asked, flag(config, "feature-level"))
-    level = asked or spec.level(info.feature_level).name
-    operators: list[str] = []
-    for name in opt.dml_operators or []:
-        try:
-            operators.append(spec.operator(name).name)
-        except KeyError as exc:
-            raise pytest.UsageError(str(exc.args[0])) from None
-    dtypes = []
-    for name in opt.dml_dtypes or []:
-        key = name.upper().removeprefix("DML_TENSOR_DATA_TYPE_")
-        if key not in spec.data_types:
-            raise pytest.UsageError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
-        dtypes.append(key)
-    unsupported = unsupported_data_types(spec, level, tuple(operators), dtypes)
-    if dtypes and len(unsupported) == len(dtypes):
-        from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
-
-        ops = selected_operators(spec, Selection(level=level, operators=tuple(operators)))
-        have = ", ".join(supported_data_types(spec, ops, level)) or "none"
-        raise pytest.UsageError(
-            f"no selected operator supports {', '.join(dtypes)} at feature level {level} or below "
-            f"(they support {have}): nothing to run"
-        )
-    kinds = tuple(opt.dml_kinds or KINDS)
-    bad = [k for k in kinds if k not in KINDS]
-    if bad:
-        raise pytest.UsageError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
-    if opt.dml_cases < 1:
-        raise pytest.UsageError(f"{flag(config, 'cases')} must be at least 1")
-    if opt.dml_max_elements is not None and opt.dml_max_elements < 1:
-        raise pytest.UsageError(f"{flag(config, 'max-elements')} must be at least 1")
-    expectations = []
-    if opt.dml_expect:
-        try:
-            expectations = load_expectations(opt.dml_expect)
-        except ExpectError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    try:
-        tolerance = {**(getattr(info, "tolerance", None) or {}), **parse_backend_options(opt.dml_tolerance)}
-        check_tolerance(spec, tolerance)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc).replace("backend option", "tolerance override")) from None
-    shard = None
-    if getattr(opt, "dml_shard", None):
-        from dmlconform.runner.cases import Shard
-
-        try:
-            shard = Shard.parse(opt.dml_shard)
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
+    values = given(opt, "run", prefix="dml_")
     command = opt.dml_command or shlex.join(["pytest", *map(str, config.invocation_params.args)])
-    settings = Settings(
-        backend=opt.dml_backend,
-        options=options,
-        level=level,
-        operators=tuple(operators),
-        data_types=tuple(dtypes),
-        cases=opt.dml_cases,
-        seed=opt.dml_seed,
-        report_dir=Path(opt.dml_report).resolve() if opt.dml_report else None,
-        expect_file=opt.dml_expect,
-        isolate=opt.dml_isolate,
-        timeout=opt.dml_timeout,
-        kinds=kinds,
-        command=command,
-        info=info,
-        expectations=expectations,
-        tolerance=tolerance,
-        shard=shard,
-        tier=opt.dml_tier,
-        max_elements=opt.dml_max_elements,
-        notes=notes,
-        isolate_flag=flag(config, "isolate"),
-    )
-    return settings, handle
-
-
-def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> list[str]:
-    """What the header must say about the backend's own feature level against the level asked
-    for (``asked``: the run's ``--feature-level``, or None). UsageError when the backend claims a
-    level this spec does not know and none was asked for: a level the spec has not got cannot be
-    tested, and testing another without a word would misreport the run."""
-    from dmlconform.specification.model import UnknownLevel
-
-    claimed = info.feature_level
-    if not claimed:
-        return []
-    level = asked or claimed
     try:
-        own = spec.level(claimed)
-    except UnknownLevel:
-        known = f"{spec.levels[0].name} to {spec.levels[-1].name}"
-        if asked is None:
-            raise pytest.UsageError(
-                f"backend {info.name!r} claims feature level {claimed!r}, which this spec does not know "
-                f"(it knows {known}); pass {level_flag} to test it at one it knows"
-            ) from None
-        return [
-            f"backend {info.name} claims feature level {claimed}, which this spec does not know "
-            f"(it knows {known}): tested at {level}, as {level_flag} asks"
-        ]
-    if own.index < spec.level(level).index:
-        return [f"tested at {level}, above the {own.name} backend {info.name} claims ({level_flag} asks)"]
-    return []
-
-
-def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dtypes: list[str]) -> list[str]:
-    """The asked-for data types that no selected operator's support table admits at any level up
-    to ``level``: only illegal-type validation cases could run for them."""
-    from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
-
-    ops = selected_operators(spec, Selection(level=level, operators=operators))
-    have = supported_data_types(spec, ops, level)
-    return [t for t in dtypes if t not in have]
-
-
-def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
-    """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
-    coefficient or model name), before any case runs."""
-    from dmlconform.tolerance import coefficients
-
-    for op in spec.operators.values():
-        for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):
-            coefficients(op.tolerance, dt, None, overrides)
+        return resolve(values, prefix=spelling(config), command=command, check_report=not _is_worker(config))
+    except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -503,13 +191,13 @@ def _utc() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def failure_text(record: dict[str, Any], settings: Settings, case_id: str) -> str:
+def failure_text(record: CaseRecord, settings: Settings, case_id: str) -> str:
     """What a failure shows (console, junit.xml): the verdict, then how to see it again: the
     reproducer's replay command when the run wrote one, else the run's command narrowed to
     this case."""
-    text = str(record.get("message") or "failed")
-    if record.get("replay"):
-        return f"{text}\nreplay: {record['replay']}"
+    text = str(record.message or "failed")
+    if record.replay:
+        return f"{text}\nreplay: {record.replay}"
     try:
         parts = shlex.split(settings.command)
     except ValueError:
@@ -535,7 +223,7 @@ class ConformanceItem(pytest.Item):
         super().__init__(**kwargs)
         self.case = case
         self.result: Any = None
-        self.record: dict[str, Any] | None = None
+        self.record: CaseRecord | None = None
         self.expectation: str | None = None
 
     def runtest(self) -> None:
@@ -549,10 +237,10 @@ class ConformanceItem(pytest.Item):
             raise ConformanceFailure(str(exc)) from None
         except Exception as exc:
             self.record = case_record(self.case, self.nodeid, None)
-            self.record["message"] = (
+            self.record.message = (
                 f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}"
             )
-            raise HarnessError(self.record["message"]) from exc
+            raise HarnessError(self.record.message) from exc
         self.result = result
         self.record = case_record(self.case, self.nodeid, result)
         s = session.settings
@@ -562,7 +250,7 @@ class ConformanceItem(pytest.Item):
                     s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance
                 )
             except OSError as exc:
-                self.record["message"] = f"{result.message} (reproducer not written: {exc})"
+                self.record.message = f"{result.message} (reproducer not written: {exc})"
         if result.status == "failed":
             raise ConformanceFailure(failure_text(self.record, session.settings, self.name))
         if result.status == "skipped":
@@ -616,33 +304,15 @@ class ConformanceSession:
 
     def selection(self) -> Any:
         """The ``runner.cases.Selection`` of this run: what collection covers (before --shard)."""
-        from dmlconform.runner.cases import Selection
-
-        s = self.settings
-        return Selection(
-            level=s.level,
-            operators=s.operators,
-            data_types=s.data_types,
-            cases=s.cases,
-            seed=s.seed,
-            kinds=s.kinds,
-            validation=bool(getattr(s.info, "validates", False)),
-            tier=s.tier,
-            max_elements=s.max_elements,
-        )
+        return self.settings.selection()
 
     def guard(self) -> Any:
-        from dmlconform.runner.guard import ProcessGuard, ThreadGuard
+        from dmlconform.runner.session import OpenedBackend, guard_for
 
         if self._guard is None:
             s = self.settings
-            if s.isolate:
-                if isinstance(self._handle, ProcessGuard):
-                    self._guard = self._handle
-                else:
-                    self._guard = ProcessGuard(s.backend, s.options, s.timeout or None)
-            else:
-                self._guard = ThreadGuard(self._handle, s.timeout or None, isolate_flag=s.isolate_flag)
+            opened = OpenedBackend(self._handle, s.info, s.backend, s.options)
+            self._guard = guard_for(opened, s.isolate, s.timeout, s.isolate_flag)
         return self._guard
 
     # -- collection -----------------------------------------------------------------------
@@ -777,9 +447,9 @@ class ConformanceSession:
         if isinstance(item, ConformanceItem) and recorded:
             from dmlconform.runner.results import case_record
 
-            record = dict(item.record or case_record(item.case, item.nodeid, None))
-            record["expectation"] = item.expectation
-            report.dml_record = record
+            record = item.record or case_record(item.case, item.nodeid, None)
+            record.expectation = item.expectation
+            report.dml_record = record.to_dict()  # a dict: xdist serializes it with the report
             report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
         return report
 

@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
 from dmlconform.runner.tiers import elements_and_length
+from dmlconform.specification.desc import DescError, load_desc
 from dmlconform.specification.model import Spec
 
 SCHEMA_VERSION = 1
@@ -63,50 +65,46 @@ def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str
     return shlex.join(parts)
 
 
-def case_record(case: Case, nodeid: str, result: CaseResult | None) -> dict[str, Any]:
+def case_record(case: Case, nodeid: str, result: CaseResult | None) -> CaseRecord:
     """The half of a case record known where the case ran (outcome and message come later)."""
     r = result
     # a metamorphic relation runs the desc with its ``when`` members forced (CrossChannel may widen n)
     ran = apply_when(case.desc, case.relation) if case.relation else case.desc
     elements, length = elements_and_length(ran) if case.kind != "validation" else (None, None)
-    return {
-        "id": case.id,
-        "nodeid": nodeid,
-        "kind": case.kind,
-        "operator": case.operator,
-        "feature_level": case.level,
-        "data_type": case.data_type,
-        "index": case.index,
-        "outcome": None,
-        "message": r.message if r else None,
-        "duration_s": None,
-        "regime": (r.regime if r else case.regime) if case.kind != "validation" else None,
-        "expected": case.expected,
-        "rule": case.rule,
-        "relation": case.relation.id if case.relation else None,
-        "rules": list(r.rules) if r else [],
-        "desc": case.desc.to_dict(),
-        "reduction_length": length,
-        "elements": elements,
-        "errors": jsonable(r.errors) if r and r.errors else None,
-        "info": jsonable(r.info) if r and r.info is not None else None,
-        "reproducer": None,
-        "replay": None,
-    }
+    return CaseRecord(
+        id=case.id,
+        nodeid=nodeid,
+        kind=case.kind,
+        operator=case.operator,
+        feature_level=case.level,
+        data_type=case.data_type,
+        index=case.index,
+        message=r.message if r else None,
+        regime=(r.regime if r else case.regime) if case.kind != "validation" else None,
+        expected=case.expected,
+        rule=case.rule,
+        relation=case.relation.id if case.relation else None,
+        rules=list(r.rules) if r else [],
+        desc=case.desc.to_dict(),
+        reduction_length=length,
+        elements=elements,
+        errors=jsonable(r.errors) if r and r.errors else None,
+        info=jsonable(r.info) if r and r.info is not None else None,
+    )
 
 
 def write_reproducer(
     report_dir: Path,
     case: Case,
     result: CaseResult,
-    record: dict[str, Any],
+    record: CaseRecord,
     backend: str,
     options: dict[str, str],
     tolerance: dict[str, str] | None = None,
 ) -> str:
     """Save a failing case as a self-contained directory; returns its path relative to the report."""
     rel = Path("failures") / sanitize(case.id)
-    record["reproducer"] = rel.as_posix()
+    record.reproducer = rel.as_posix()
     save_reproducer(report_dir / rel, case, result, record, backend, options, tolerance)
     return rel.as_posix()
 
@@ -115,7 +113,7 @@ def save_reproducer(
     out: Path,
     case: Case,
     result: CaseResult,
-    record: dict[str, Any],
+    record: CaseRecord,
     backend: str,
     options: dict[str, str],
     tolerance: dict[str, str] | None = None,
@@ -123,13 +121,13 @@ def save_reproducer(
 ) -> None:
     """Write ``desc.yaml``, ``inputs.npz`` and ``case.json`` (the record plus what ``replay``
     needs: the case, the backend, the tolerance; ``extra`` adds fields) into ``out``; sets
-    ``record["replay"]``."""
+    ``record.replay``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "desc.yaml").write_text(case.desc.to_yaml(), encoding="utf-8")
     arrays = {k: np.asarray(v) for k, v in (result.inputs or {}).items() if v is not None}
     np.savez(out / "inputs.npz", **arrays)
-    record["replay"] = replay_command(out, backend, options)
-    case_json = dict(record)
+    record.replay = replay_command(out, backend, options)
+    case_json = record.to_dict()
     case_json["outcome"] = result.status
     case_json["case"] = case.to_dict()
     case_json["backend"] = {"name": backend, "options": dict(options)}
@@ -139,9 +137,11 @@ def save_reproducer(
 
 
 def finish_record(
-    record: dict[str, Any], outcome: str, message: str | None, duration: float
+    record: CaseRecord | dict[str, Any], outcome: str, message: str | None, duration: float
 ) -> dict[str, Any]:
-    out = dict(record)
+    """The record of results.json: the half-record (or its dict, as it came back from an xdist
+    worker) with the final outcome, message and duration."""
+    out = (record if isinstance(record, CaseRecord) else CaseRecord.of(record)).to_dict()
     out["outcome"] = outcome
     out["message"] = None if outcome == "passed" else (message or out.get("message"))
     out["duration_s"] = round(float(duration), 6)
@@ -298,3 +298,31 @@ def write_results(report_dir: Path, results: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(jsonable(results), indent=1), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(Case, inputs, case.json) from a reproducer directory (:func:`save_reproducer` wrote
+    it; replay and shrink read it); ValueError with one line."""
+    if not case_dir.is_dir():
+        raise ValueError(f"{case_dir}: not a directory")
+    try:
+        meta = json.loads((case_dir / "case.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{case_dir / 'case.json'}: cannot read: {exc}") from None
+    raw = meta.get("case")
+    if not isinstance(raw, dict):
+        raise ValueError(f"{case_dir / 'case.json'}: no 'case' entry (not a dmlconform reproducer)")
+    try:
+        case = Case.from_dict(raw, spec)
+        if (case_dir / "desc.yaml").is_file():
+            from dataclasses import replace
+
+            case = replace(case, desc=load_desc(case_dir / "desc.yaml", spec))
+    except (DescError, KeyError) as exc:
+        raise ValueError(f"{case_dir}: {exc}") from None
+    try:
+        with np.load(case_dir / "inputs.npz") as npz:
+            inputs = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{case_dir / 'inputs.npz'}: cannot read: {exc}") from None
+    return case, inputs, meta

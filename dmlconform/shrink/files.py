@@ -29,15 +29,16 @@ def shrink_dir(
     """Shrink the case in ``case_dir`` and write the result into ``out``; returns it, the
     backend's name and the shrunk case's record (as in case.json). ValueError (one line) for an unusable reproducer or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
-    from dmlconform.commands.replay import load_case_dir, open_backend
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.results import case_record, finish_record, save_reproducer
+    from dmlconform.runner.results import case_record, finish_record, load_case_dir, save_reproducer
+    from dmlconform.runner.session import open_saved_backend
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
     tolerance = meta.get("tolerance") or None
-    guard, info, name, options = open_backend(meta, backend, options, isolate, timeout)
+    guard, opened = open_saved_backend(meta, backend, options, isolate, timeout)
+    info, name, options = opened.info, opened.name, opened.options
     data = inputs if case.kind != "validation" else None
 
     def run(c: Any, inp: Any) -> Any:
@@ -47,11 +48,11 @@ def shrink_dir(
         found = shrink(case, data, run, spec, max_seconds, progress)
     finally:
         guard.close()
-    record = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result)
-    record = finish_record(record, "failed", found.result.message, 0.0)
-    record["reproducer"] = str(out)
+    half = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result)
+    half.reproducer = str(out)
     extra = {"shrink": {"from": str(case_dir), **found.to_dict()}}
-    save_reproducer(out, found.case, found.result, record, name, options, tolerance, extra)
+    save_reproducer(out, found.case, found.result, half, name, options, tolerance, extra)
+    record = finish_record(half, "failed", found.result.message, 0.0)
     _annotate(out / "desc.yaml", case_dir, found)
     return found, info.name, record
 

@@ -1,0 +1,154 @@
+"""What the test modules share: paths, the small run selection, the spec, the CLI in a subprocess,
+the plugin in-process, and desc builders. One place, so that no test module imports another
+(a test module imported by another runs its module-level code twice and couples their edits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmlconform.specification.desc import OperatorDesc, parse_desc
+from dmlconform.specification.model import load_spec
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # tests/: the test backends load from here
+REPO = Path(HERE).parent
+SPEC = load_spec()
+MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
+#: A run small enough for a subprocess test: one operator, its first level, two cases a group.
+SMALL = ["--operators", MVN1, "--feature-level", "2_1", "--cases", "2"]
+SMALL += ["--tier", "smoke"]  # the same seeded cases as the default tier here, without its size cases
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), HERE, env.get("PYTHONPATH", "")])
+    return env
+
+
+def dmlconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``dmlconform ARGS`` in a subprocess started in ``cwd``, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "dmlconform.cli", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def start_run(*args: str, cwd: Path, new_group: bool = False) -> subprocess.Popen[str]:
+    """``dmlconform run ARGS`` started in the background, its output on one pipe."""
+    env = _env()
+    env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.Popen(
+        [sys.executable, "-m", "dmlconform.cli", "run", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_as_from_a_shell,
+        start_new_session=new_group,
+    )
+
+
+def _as_from_a_shell() -> None:
+    """Start the run with SIGINT as a shell gives it (default handling, unblocked), whatever the
+    test process has: an ignored signal stays ignored across exec, and in full ``-n 2`` runs the
+    pytest-xdist worker running this test had SIGINT set to SIG_IGN (seen with
+    signal.getsignal), so the run ignored the Ctrl-C below and went on to the end."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_until(proc: subprocess.Popen[str], passed: int, timeout: float = 300) -> list[str]:
+    """Read the run's output until pytest has printed ``passed`` progress dots; returns the output
+    read so far (the reading goes on in a thread, so the pipe never fills)."""
+    out: list[str] = []
+    seen = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        tail, started, dots = "", False, 0
+        while True:
+            ch = proc.stdout.read(1)
+            if not ch:
+                seen.set()
+                return
+            out.append(ch)
+            tail = (tail + ch)[-40:]
+            started = started or tail.endswith("test_conformance.py ")  # the progress line
+            dots += started and ch == "."
+            if dots >= passed:
+                seen.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    assert seen.wait(timeout), "".join(out)[-2000:]
+    return out
+
+
+def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The conformance suite in-process (pytester), the test backends importable."""
+    from dmlconform.runner.plugin import plugin_args
+
+    pytester.syspathinsert(HERE)
+    # (no:benchmark: pytest-benchmark warns in every in-process run under xdist)
+    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-p", "no:benchmark", *args)
+
+
+@contextlib.contextmanager
+def reference_path(which: str) -> Iterator[None]:
+    """Force the reference's numba kernel ("numba") or its numpy mirror ("mirror") whatever the size."""
+    from dmlconform import reference
+
+    before = reference.MIRROR_MAX_ELEMENTS
+    reference.MIRROR_MAX_ELEMENTS = -1 if which == "numba" else 1 << 62
+    try:
+        yield
+    finally:
+        reference.MIRROR_MAX_ELEMENTS = before
+
+
+def mvn1_body(
+    sizes: list[int] | None = None, axes: list[int] | None = None, dtype: str = "FLOAT32", **members: Any
+) -> dict[str, Any]:
+    """The body of a legal MVN1 desc: packed ``dtype`` tensors of ``sizes`` (default {2, 3, 4, 5}),
+    ``axes`` (default {2, 3}), NormalizeVariance; ``members`` added or replaced (``...`` removes one)."""
+    t = {"DataType": dtype, "Sizes": list(sizes or [2, 3, 4, 5])}
+    body: dict[str, Any] = {
+        "InputTensor": t,
+        "OutputTensor": dict(t),
+        "Axes": list(axes if axes is not None else [2, 3]),
+    }
+    body["NormalizeVariance"] = True
+    for key, value in members.items():
+        if value is ...:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+def mvn1_json(
+    sizes: list[int] | None = None, axes: list[int] | None = None, dtype: str = "FLOAT32", **members: Any
+) -> dict[str, Any]:
+    """An MVN1 desc as JSON (``{"type": ..., "desc": ...}``): see :func:`mvn1_body`."""
+    return {"type": MVN1, "desc": mvn1_body(sizes, axes, dtype, **members)}
+
+
+def mvn1(
+    sizes: list[int] | None = None, axes: list[int] | None = None, dtype: str = "FLOAT32", **members: Any
+) -> OperatorDesc:
+    """An MVN1 OperatorDesc: see :func:`mvn1_body`."""
+    return parse_desc(mvn1_json(sizes, axes, dtype, **members))
