@@ -7,12 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform import kernels
 from dmlconform.backends import numpy_backend
-
-SPEC = dc.load_spec()
 
 
 def test_the_registry_serves_every_operator_of_the_spec():
