@@ -9,15 +9,15 @@ Each reads its choices through the backend (``lrn_window``, ``lrn_alpha``, ``lp_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
 
-if TYPE_CHECKING:
-    from dmlconform.backends.numpy_backend import NumpyBackend
+#: ``backend`` below is the NumpyBackend whose step hooks (window sums, norms) a broken backend
+#: overrides; typed Any so that this module does not import the backend that imports it
 
 
 def window_sum(values: np.ndarray, axis: int, below: int, above: int, dt: type) -> np.ndarray:
@@ -37,15 +37,13 @@ def _region_sum(values: np.ndarray, axes: tuple[int, ...], below: int, above: in
     return values
 
 
-def _lrn_terms(
-    backend: NumpyBackend, plan: semantics.LocalResponsePlan, x: np.ndarray, dt: type
-) -> np.ndarray:
+def _lrn_terms(backend: Any, plan: semantics.LocalResponsePlan, x: np.ndarray, dt: type) -> np.ndarray:
     below, above = backend.lrn_window(plan)
     return dt(plan.bias) + backend.lrn_alpha(plan, dt) * _region_sum(x * x, plan.axes, below, above, dt)
 
 
 def local_response(
-    backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
+    backend: Any, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """x * (Bias + Alpha / LocalSize * window sum of x^2)^-Beta."""
     plan = semantics.make_local_response_plan(desc)
@@ -54,7 +52,7 @@ def local_response(
 
 
 def local_response_grad(
-    backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
+    backend: Any, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """g d^-Beta - 2 Alpha Beta / LocalSize * x * (the mirrored window's sum of g x d^(-Beta-1))."""
     plan = semantics.make_local_response_plan(desc)
@@ -68,7 +66,7 @@ def local_response_grad(
 
 
 def lp_normalization(
-    backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
+    backend: Any, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """x / sqrt(norm^2 + Epsilon) (the spec's epsilon_placement), norm's sum taken pairwise."""
     plan = semantics.make_lp_plan(desc)

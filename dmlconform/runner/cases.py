@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dmlconform.generation import data, degenerate
-from dmlconform.runner.session import DEFAULT_CASES
+from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.specification.model import Operator, Relation, Spec
 

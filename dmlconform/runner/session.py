@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlconform.runner.defaults import DEFAULT_CASES
+
 #: Cases per operator x level x data type when none is asked for (runner.cases.Selection's too).
-DEFAULT_CASES = 8
 #: Per-call backend timeout in seconds (0 disables it).
 DEFAULT_TIMEOUT = 60.0
 TIERS = ("smoke", "default", "stress")
