@@ -51,6 +51,10 @@ class Kernel:
     #: (desc, backend outputs, reference outputs, inputs, spec, also_inputs) -> a plan when the
     #: compiled judge takes the comparison, else None (the numpy model judges)
     judge: str | None = None
+    #: (desc, spec, inputs, member) -> (step size, judged elements or None): how the
+    #: ``directional_derivative`` relation steps this gradient kernel's forward (required when
+    #: ``relations`` lists that kind; dmlconform/runner/derivatives.py)
+    derivative: str | None = None
 
 
 _SAME = ("same_output_as", "shift_invariant", "chained")
@@ -98,6 +102,7 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.gradients:reduction_grad_budgets",
             model="reduction_grad",
             relations=(*_SAME, "directional_derivative"),
+            derivative="dmlconform.runner.derivatives:normalization_domain",
         ),
         Kernel(
             name="local_response",
@@ -118,6 +123,7 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.local_response:local_response_budgets",
             model="local_response",
             relations=("same_output_as", "chained", "directional_derivative"),
+            derivative="dmlconform.runner.derivatives:local_response_domain",
         ),
         Kernel(
             name="lp_normalization",
@@ -170,7 +176,7 @@ def resolve(ref: str) -> Callable[..., Any]:
 
 
 def part(desc: OperatorDesc, spec: Spec, field: str) -> Callable[..., Any]:
-    """The ``field`` part (plan, execute, compute, budgets) of the kernel serving ``desc``."""
+    """The ``field`` part (plan, execute, compute, budgets, derivative) of the kernel serving ``desc``."""
     ref = getattr(kernel_of(desc, spec), field)
     if ref is None:
         raise UnknownKernel(f"{desc.operator}: kernel {kernel_name(desc, spec)!r} has no {field} part")
@@ -186,7 +192,9 @@ def problems(spec: Spec, registry: dict[str, Kernel] | None = None) -> list[str]
     for kernel in registry.values():
         if kernel.uncentred is not None and kernel.uncentred not in registry:
             out.append(f"kernel {kernel.name}: uncentred variant {kernel.uncentred!r} is not registered")
-        for field in ("plan", "execute", "budgets", "compute", "judge"):
+        if "directional_derivative" in kernel.relations and kernel.derivative is None:
+            out.append(f"kernel {kernel.name}: serves directional_derivative but has no derivative part")
+        for field in ("plan", "execute", "budgets", "compute", "judge", "derivative"):
             ref = getattr(kernel, field)
             if ref is None:
                 continue

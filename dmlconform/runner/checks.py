@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import kernels
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation import data, degenerate
 from dmlconform.reference import execute
@@ -466,48 +467,9 @@ def chain(
     return OperatorDesc(target.name, members), feed
 
 
-DERIVATIVE_STEP = 2.0**-8
-"""Central-difference step, relative to each slice's sqrt(var + Epsilon)."""
-OWN_STATISTICS_RTOL = 2.0**-10
-"""MeanTensor and VarianceTensor count as the slice's own statistics within this fraction of
-sqrt(var + Epsilon), resp. var + Epsilon (their float32 rounding is 2^-24 relative; the data
-regimes' substitutes differ by O(1))."""
-WELL_CONDITIONED = 2.0**-7
-"""A slice takes part when four ULPs of its data (in the input's type) are at most this fraction
-of sqrt(var + Epsilon)."""
 DERIVATIVE_RTOL = 2.0**-5
 """Allowed |difference - prediction| relative to sum |gradient * step|: the step's truncation
 error is ~step^2, far below; formula-level mistakes (a missing term) are O(1)."""
-
-
-def _comparable_slices(
-    xf: np.ndarray,
-    own_var: np.ndarray,
-    dtype: np.dtype,
-    axes: tuple[int, ...],
-    inputs: dict[str, np.ndarray],
-    plan: Any,
-) -> np.ndarray:
-    """Per slice (keepdims; ``own_var`` is the slice's variance), whether the finite-difference
-    relation can judge it.
-
-    The forward normalizes by the slice's own statistics; the gradient by MeanTensor and
-    VarianceTensor (it centres on MeanTensor, as DirectML does: doc_notes bound-mean). They
-    are one function only where the two agree (the data regimes give a constant slice under
-    Epsilon 0 a positive VarianceTensor, to keep the gradient defined). And a slice where a few
-    ULPs of the data are not small against sqrt(var + Epsilon) has a gradient no implementation
-    in the input's precision computes to DERIVATIVE_RTOL (the mean's error enters it divided by
-    that, and squared over var + Epsilon): it says nothing either way."""
-    eps = float(plan.epsilon)
-    own_mean = xf.mean(axis=axes, keepdims=True) if axes else xf
-    given_var = np.asarray(inputs[plan.variance], dtype=np.float64)
-    given_mean = np.asarray(inputs[plan.mean], dtype=np.float64)
-    scale = np.sqrt(own_var + eps)
-    two_ulps = 2 * float(np.finfo(dtype).eps)  # relative: a rounded statistic is this close
-    own = np.abs(given_var - own_var) <= OWN_STATISTICS_RTOL * (own_var + eps)
-    own &= np.abs(given_mean - own_mean) <= OWN_STATISTICS_RTOL * scale + two_ulps * np.abs(own_mean)
-    peak = np.max(np.abs(xf), axis=axes, keepdims=True) if axes else np.abs(xf)
-    return own & (2 * two_ulps * peak <= WELL_CONDITIONED * scale)
 
 
 def directional_derivative(
@@ -537,12 +499,8 @@ def directional_derivative(
     ((weights_member, of),) = rel.contract.items()
     x = np.asarray(inputs[seed])
     xf = x.astype(np.float64)
-    axes = semantics.reduction_axes(base, spec)
-    var = xf.var(axis=axes, keepdims=True) if axes else np.zeros_like(xf)
-    # the forward is smooth on the scale of sqrt(var + Epsilon), not of the spread alone: on a
-    # constant slice a step of the data's own size would leave the linear region entirely
-    grad_plan = semantics.make_grad_plan(base, spec)
-    size = np.sqrt(var + float(grad_plan.epsilon)) * DERIVATIVE_STEP
+    # the step's scale and the elements judged are the gradient kernel's (runner/derivatives.py)
+    size, judged = kernels.part(base, spec, "derivative")(base, spec, inputs, seed)
     d = np.random.default_rng(case.input_seed).standard_normal(x.shape) * size
     plus, minus = (xf + d).astype(x.dtype), (xf - d).astype(x.dtype)
     step = plus.astype(np.float64) - minus.astype(np.float64)
@@ -563,13 +521,8 @@ def directional_derivative(
     # 0/0 (Epsilon 0 over a zero-variance slice) is undefined by the docs: those elements are
     # left out, as the tolerance model accepts anything there
     ok = np.isfinite(f_plus) & np.isfinite(f_minus) & np.broadcast_to(np.isfinite(grad), f_plus.shape)
-    if x.size > np.size(inputs[grad_plan.variance]):
-        ok &= np.broadcast_to(_comparable_slices(xf, var, x.dtype, axes, inputs, grad_plan), f_plus.shape)
-    else:
-        # one element per slice: the forward is constant there, and the gradient, centred on
-        # MeanTensor (doc_notes bound-mean), is 0 where MeanTensor is the element itself
-        given = np.asarray(inputs[grad_plan.mean], dtype=np.float64)
-        ok &= np.broadcast_to(np.broadcast_to(given, xf.shape) == xf, f_plus.shape)
+    if judged is not None:
+        ok &= np.broadcast_to(judged, f_plus.shape)
     if not ok.any():
         result.message = (
             f"relation {rel.id}: no element where it applies on this data (0/0, statistics not the "
