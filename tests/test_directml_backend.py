@@ -337,8 +337,15 @@ def test_backend_identity(backend: Any) -> None:
     assert "1.15.4" in backend.describe() and "6_4" in backend.describe()
 
 
+#: descs DirectML 1.15.4 is known to compute wrongly (releases/findings.yaml), which the plumbing
+#: tests below must not draw: F9, LRN_GRAD with an even LocalSize sums over the forward window
+KNOWN_WRONG = {"LOCAL_RESPONSE_NORMALIZATION_GRAD": lambda d: int(d.members["LocalSize"]) % 2 == 0}
+
+
 def _small_float32_desc(op: str) -> OperatorDesc:
     for desc in legal_descs(op, "6_4", seed=0, count=40, dtype="FLOAT32", max_elements=512):
+        if KNOWN_WRONG.get(op, lambda d: False)(desc):
+            continue
         tensors = desc.tensors()
         x = tensors["InputTensor"]
         if all(t.data_type == "FLOAT32" for t in tensors.values()) and 8 <= x.element_count <= 512:

@@ -20,7 +20,6 @@ from dmlconform.reference import execute
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
 from dmlconform.runner.tiers import memory_shortfall
-from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Relation, Spec, load_spec
 from dmlconform.specification.rules import Context
