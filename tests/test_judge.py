@@ -101,7 +101,7 @@ def test_kernel_budgets_equal_the_numpy_model_on_drawn_cases(case, overrides):
     assert_budgets_agree(kernel, model, ref)
 
 
-def verdicts(desc, inputs, got_main):
+def verdicts(desc, inputs, got_main, overrides=None):
     """(kernel comparison, numpy comparison) of the same outputs."""
     ref = dc.execute(desc, inputs)
     plan = make_plan(desc, SPEC)
@@ -109,9 +109,9 @@ def verdicts(desc, inputs, got_main):
     saved = judge.KERNEL_MIN_ELEMENTS
     try:
         judge.KERNEL_MIN_ELEMENTS = 1
-        fast = tolerance.compare(desc, got, ref, inputs, SPEC)
+        fast = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
         judge.KERNEL_MIN_ELEMENTS = 1 << 62
-        slow = tolerance.compare(desc, got, ref, inputs, SPEC)
+        slow = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
     finally:
         judge.KERNEL_MIN_ELEMENTS = saved
     return fast, slow, plan.output
@@ -132,13 +132,13 @@ WRONGS = {
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
 )
-@given(drawn_cases(), st.sampled_from(sorted(WRONGS)))
-def test_kernel_verdicts_equal_the_numpy_models(case, wrong):
+@given(drawn_cases(), st.sampled_from(sorted(WRONGS)), st.sampled_from([None, {"max_ulp": 4.0}]))
+def test_kernel_verdicts_equal_the_numpy_models(case, wrong, overrides):
     if case is None:
         return
     desc, inputs = case
     try:
-        fast, slow, main = verdicts(desc, inputs, WRONGS[wrong])
+        fast, slow, main = verdicts(desc, inputs, WRONGS[wrong], overrides)
     except SemanticsError:
         return
     assert fast.passed == slow.passed
@@ -189,6 +189,31 @@ def test_a_long_reduction_split_over_threads_gives_the_same_figures():
     assert fast.outputs[main].worst_index == slow.outputs[main].worst_index
     fast, slow, main = verdicts(desc, inputs, WRONGS["exact"])
     assert fast.passed and slow.passed
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT16", "FLOAT32"])
+@pytest.mark.parametrize("overrides", [None, {"max_ulp": 2.0}])
+def test_each_output_type_and_a_fixed_ulp_budget_give_the_models_figures(dtype, overrides):
+    """The element loop has one copy per output type (FLOAT16's spacing and ordinals differ) and
+    a fixed max_ulp path: both against the model on a case with per-channel operands."""
+    t = {"DataType": dtype, "Sizes": [2, 3, 96, 96]}
+    c = {"DataType": dtype, "Sizes": [1, 3, 1, 1]}
+    desc = dc.parse_desc(
+        {
+            "type": "BATCH_NORMALIZATION_TRAINING",
+            "desc": {"InputTensor": t, "ScaleTensor": c, "BiasTensor": c, "OutputTensor": t, "Epsilon": 1e-3},
+        }
+    )
+    inputs = data.make_inputs(desc, "large_offset", seed=5)
+    kernel, model, ref = kernel_and_model(desc, inputs, overrides=overrides)
+    assert_budgets_agree(kernel, model, ref)
+    for wrong in ("exact", "scaled", "one_nan"):
+        fast, slow, main = verdicts(desc, inputs, WRONGS[wrong], overrides)
+        a, b = fast.outputs[main], slow.outputs[main]
+        assert (a.passed, a.failing_elements, a.worst_index, a.max_ulp) == (
+            b.passed, b.failing_elements, b.worst_index, b.max_ulp
+        ), wrong  # fmt: skip
+        assert a.budget == pytest.approx(b.budget, rel=RTOL), wrong
 
 
 def test_work_items_cover_every_element_once():

@@ -251,9 +251,9 @@ def judge_normalization(
         budget_out[...] = logical.transpose(tuple(np.argsort(perm)))
     out = _member_from_figures(plan.output, fig, plan, co, np.asarray(ref).dtype)
     if co.max_ulp is None:
-        out.aggregate = tl.aggregate_from_sums(
-            fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, st.e_mean / sd, rel_sd, co
-        )
+        with np.errstate(divide="ignore", invalid="ignore"):  # sd 0: an undefined slice (Epsilon 0)
+            shift = st.e_mean / sd
+        out.aggregate = tl.aggregate_from_sums(fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, shift, rel_sd, co)
     return out, ModelTerms(plan, ss, st, u)
 
 

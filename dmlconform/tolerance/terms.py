@@ -44,15 +44,19 @@ def ordinal(values: np.ndarray) -> np.ndarray:
         raise TypeError(f"no ULP metric for dtype {values.dtype}")
     bits = np.ascontiguousarray(values).view(itype).astype(np.int64)
     lowest = np.int64(np.iinfo(itype).min)
-    return np.where(bits < 0, lowest - bits, bits)
+    np.subtract(lowest, bits, out=bits, where=bits < 0)  # in place: no second int64 array
+    return bits
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """How many representable values of ``a``'s dtype lie between ``a`` and ``b`` (``b`` is
     rounded to that dtype first). NaN against NaN is 0; NaN against a number is +inf."""
     a = np.asarray(a)
-    b = np.asarray(b).astype(a.dtype)
-    dist = np.abs(ordinal(a) - ordinal(b)).astype(np.float64)
+    b = np.asarray(b).astype(a.dtype, copy=False)
+    diff = ordinal(a)
+    diff -= ordinal(b)
+    dist = np.abs(diff, out=diff).astype(np.float64)
+    del diff
     na, nb = np.isnan(a), np.isnan(b)
     dist[na & nb] = 0.0
     dist[na ^ nb] = np.inf
