@@ -306,16 +306,7 @@ def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dic
 
 def _elementwise(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
     """A lowering from a function of (desc, inputs, compute dtype) to the desc's outputs."""
-
-    def lower(
-        backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
-    ) -> dict[str, np.ndarray]:
-        with np.errstate(all="ignore"):
-            values = compute(desc, inputs, backend.compute_dtype)
-        backend._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
-        return finish_desc_outputs(desc, values)
-
-    return lower
+    return _hooked(lambda backend, desc, inputs, dt: compute(desc, inputs, dt))
 
 
 def _hooked(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:

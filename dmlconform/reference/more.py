@@ -127,14 +127,11 @@ def execute(
     here (see :mod:`dmlconform.kernels`): every output
     member rounded once to its DataType (float64 values with ``float64=True``), written into
     ``out``'s preallocated arrays where given."""
+    from dmlconform import kernels
     from dmlconform.reference import InputError, PlanError, _input_array, _out_array, output_dtype
 
-    arrays = {}
-    for name in input_members(desc, spec):
-        arrays[name] = _input_array(name, desc.get(name, spec), inputs)
-    from dmlconform import kernels
-
     plan = kernels.part(desc, spec, "plan")(desc, spec)
+    arrays = {name: _input_array(name, desc.get(name, spec), inputs) for name in plan.input_members()}
     values = kernels.part(desc, spec, "compute")(plan, arrays)
     result = {}
     out = out or {}
