@@ -19,8 +19,6 @@ from dmlconform.tolerance.terms import (
     with_output_rounding,
 )
 
-_total = with_output_rounding
-
 
 def reduction_grad_budgets(
     desc: OperatorDesc,
@@ -126,7 +124,7 @@ def reduction_grad_budgets(
     ):
         if name in reference:
             c, _ = member_coefficients(desc, spec, name, None, overrides)
-            out[name] = _total(
+            out[name] = with_output_rounding(
                 np.reshape(np.broadcast_to(err, np.shape(err)), np.shape(err)), reference[name], c
             )
             coeffs[name] = c

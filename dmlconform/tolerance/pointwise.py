@@ -17,8 +17,6 @@ from dmlconform.tolerance.terms import (
     with_output_rounding,
 )
 
-_total = with_output_rounding
-
 
 def pointwise_budgets(
     desc: OperatorDesc,
@@ -47,4 +45,4 @@ def pointwise_budgets(
         e = activation_error(plan, y, e_y, co, u, spec)
         # Variance + Epsilon = 0: (x - Mean) / 0 is undefined by the docs; anything is accepted
         e = np.where(np.broadcast_to(var + plan.epsilon, x.shape) == 0, np.inf, e)
-    return Budgets({plan.output: _total(e, reference[plan.output], co)}, {plan.output: co})
+    return Budgets({plan.output: with_output_rounding(e, reference[plan.output], co)}, {plan.output: co})

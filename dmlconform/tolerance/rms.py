@@ -20,8 +20,6 @@ from dmlconform.tolerance.terms import (
     with_output_rounding,
 )
 
-_total = with_output_rounding
-
 
 def rms_budgets(
     desc: OperatorDesc,
@@ -55,4 +53,4 @@ def rms_budgets(
         e = activation_error(plan, y, np.broadcast_to(e_y, x.shape), co, u, spec)
         if ms is not None:
             e = np.where(np.broadcast_to(ms + plan.epsilon, x.shape) == 0, np.inf, e)
-    return Budgets({plan.output: _total(e, reference[plan.output], co)}, {plan.output: co})
+    return Budgets({plan.output: with_output_rounding(e, reference[plan.output], co)}, {plan.output: co})
