@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from dmlconform.specification import semantics
+
 if TYPE_CHECKING:
     from dmlconform.specification.desc import OperatorDesc
     from dmlconform.specification.model import Spec
@@ -149,8 +151,6 @@ class UnknownKernel(LookupError):
 def kernel_name(desc: OperatorDesc, spec: Spec) -> str:
     """The registry key of ``desc``: its operator's ``semantics.kernel``, or that kernel's
     ``uncentred`` variant where the spec's ``center`` flag evaluates false for this desc."""
-    from dmlconform.specification import semantics
-
     name = semantics.kernel(desc, spec)
     entry = KERNELS.get(name)
     if entry is None:

@@ -30,10 +30,13 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+import dmlconform
+from dmlconform import kernels
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec, UnknownLevel, load_spec
+from dmlconform.specification.validate import validate
 
 ENTRY_POINT_GROUP = "dmlconform.backends"
 
@@ -164,8 +167,6 @@ class BackendBase:
         return dict(self._last_info)
 
     def versions(self) -> dict[str, str]:
-        import dmlconform
-
         return {"dmlconform": dmlconform.__version__, "numpy": np.__version__}
 
     def describe(self) -> str:
@@ -174,8 +175,6 @@ class BackendBase:
 
 def validate_or_reject(desc: OperatorDesc, level: str) -> None:
     """``check`` for backends that trust the spec: :class:`Rejected` naming every rule id."""
-    from dmlconform.specification.validate import validate
-
     violations = validate(desc, level)
     if violations:
         ids = ", ".join(dict.fromkeys(v.rule for v in violations))
@@ -322,8 +321,6 @@ def numpy_dtype(data_type: str, spec: Spec | None = None) -> np.dtype:
 def lowering(table: Mapping[str, Callable[..., Any]], desc: OperatorDesc, who: str) -> Callable[..., Any]:
     """The entry of a backend's ``LOWERINGS`` (kernel name -> lowering) for ``desc``'s kernel in
     the registry (dmlconform/kernels.py); Unsupported where the backend has none."""
-    from dmlconform import kernels
-
     try:
         name = kernels.kernel_name(desc, load_spec())
     except kernels.UnknownKernel as exc:

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from dmlconform import execute
 from dmlconform.backends.base import FEATURE_LEVEL_OPTION, BackendBase, Option, validate_or_reject
 from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.specification.desc import OperatorDesc
@@ -29,8 +30,6 @@ class ReferenceBackend(BackendBase):
         validate_or_reject(desc, self.feature_level)
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from dmlconform import execute  # lazy: the reference imports numba
-
         outputs = execute(desc, dict(inputs))
         self._last_info = {"path": "reference", "compute_dtype": "float64"}
         # The reference already returns each output in its DataType and Sizes; hold the

@@ -33,10 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import __version__, execute
 from dmlconform.dxdispatch import buffers, scripts
 from dmlconform.dxdispatch.model import NotExpressible, bind_points, desc_json, export_desc, operator_type
 from dmlconform.errors import Rejected
 from dmlconform.runner.cases import Case, Selection, collect
+from dmlconform.runner.checks import run_case
 from dmlconform.runner.results import jsonable, sanitize, spec_hash  # one hash: report merge compares it
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec
@@ -70,8 +72,6 @@ class RecordingGuard:
     calls: list[Call] = field(default_factory=list)
 
     def call(self, method: str, desc: OperatorDesc, inputs: Any = None) -> tuple[Any, Any]:
-        from dmlconform import execute
-
         if method == "check":
             self.calls.append(Call("check", desc))
             return None, None
@@ -218,8 +218,6 @@ def expectation(case: Case) -> str:
 
 def export_case(case: Case, spec: Spec, root: Path, rel: str) -> dict[str, Any]:
     """Write one case's directory; return its manifest entry (never raises for a bad case)."""
-    from dmlconform.runner.checks import run_case
-
     entry: dict[str, Any] = {
         "id": case.id,
         "kind": case.kind,
@@ -274,8 +272,6 @@ def export_bundle(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Export every case of ``sel`` into ``root``; returns the manifest (also written)."""
-    from dmlconform import __version__
-
     t0 = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     cases = list(collect(spec, sel))

@@ -46,6 +46,7 @@ from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case
+from dmlconform.runner.checks import run_case
 from dmlconform.runner.results import (
     RunMeta,
     build_results,
@@ -307,8 +308,6 @@ def _bare_record(entry: dict[str, Any], outcome: str, message: str) -> dict[str,
 
 def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo) -> dict[str, Any]:
     """The finished results.json record of one manifest case."""
-    from dmlconform.runner.checks import run_case
-
     t0 = time.monotonic()
     try:
         case = Case.from_dict(entry["case"], spec)

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import execute, kernels
 from dmlconform.generation.data import (
     BIAS_MAGNITUDE,
     SCALE_MAGNITUDE,
@@ -102,8 +103,6 @@ def budgets(
 ) -> dict[str, np.ndarray]:
     """The per-element budgets the comparison grants each output (the operator's tolerance
     model, as ``tolerance.compare`` picks it)."""
-    from dmlconform import kernels
-
     fn = kernels.part(desc, spec, "budgets")
     with np.errstate(all="ignore"):
         return fn(desc, dict(reference), dict(inputs), spec).by_member
@@ -186,8 +185,6 @@ def judged_inputs(
     data. Raises :class:`JudgesNothing` (with the last reason) when no attempt judges anything.
     ``probe``: what collection tries (:func:`may_judge_nothing`): the regime's own draws only,
     judged by exact impostors only."""
-    from dmlconform import execute
-
     spec = spec or load_spec()
     why = ""
     for reg, draw in _attempts(desc, regime, spec, probe):
@@ -222,8 +219,6 @@ def may_judge_nothing(desc: OperatorDesc, spec: Spec | None = None) -> bool:
     if n <= 1:
         return True
     sem = spec.operator(desc.operator).semantics
-    from dmlconform import kernels
-
     try:
         if getattr(kernels.part(desc, spec, "plan")(desc, spec), "may_be_identity", False):
             return True  # the kernel's plan says its scalars can make it the input itself

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import kernels
 from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
@@ -266,8 +267,6 @@ def execute(
     for callers that run the same desc many times. Raises :class:`InputError` for a missing or
     misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
-    from dmlconform import kernels
-
     spec = spec or load_spec()
     return kernels.part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
 

@@ -26,7 +26,17 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import kernels
+from dmlconform.reference import (
+    MIRROR_MAX_ELEMENTS,
+    InputError,
+    PlanError,
+    _input_array,
+    _out_array,
+    output_dtype,
+)
 from dmlconform.reference.activations import activation_args
+from dmlconform.reference.mirror import _activate_all
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec
@@ -40,11 +50,7 @@ def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) ->
     if code == 0:
         return y
     flat = np.ascontiguousarray(y, dtype=np.float64).ravel()
-    from dmlconform.reference import MIRROR_MAX_ELEMENTS
-
     if flat.size <= MIRROR_MAX_ELEMENTS:
-        from dmlconform.reference.mirror import _activate_all
-
         out = np.array(_activate_all(code, flat.tolist(), a, b), dtype=np.float64)
     else:
         from dmlconform.reference.kernels import activate_all
@@ -110,8 +116,6 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
 def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
     """The present input members of any desc the reference computes, from its kernel's plan
     (raises SemanticsError for a desc too broken to read)."""
-    from dmlconform import kernels
-
     return kernels.part(desc, spec, "plan")(desc, spec).input_members()
 
 
@@ -127,9 +131,6 @@ def execute(
     here (see :mod:`dmlconform.kernels`): every output
     member rounded once to its DataType (float64 values with ``float64=True``), written into
     ``out``'s preallocated arrays where given."""
-    from dmlconform import kernels
-    from dmlconform.reference import InputError, PlanError, _input_array, _out_array, output_dtype
-
     plan = kernels.part(desc, spec, "plan")(desc, spec)
     arrays = {name: _input_array(name, desc.get(name, spec), inputs) for name in plan.input_members()}
     values = kernels.part(desc, spec, "compute")(plan, arrays)

@@ -29,6 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlconform.backends.directml.backend import DirectMLBackend
+from dmlconform.backends.directml.client import RunnerError
+from dmlconform.errors import Rejected, Unsupported
+from dmlconform.generation import descs as generate
+from dmlconform.runner.cases import input_data_type, operator_data_types
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
 
@@ -67,16 +72,11 @@ class Probe:
 
 
 def _data_type(spec: Spec, desc: OperatorDesc) -> str | None:
-    from dmlconform.runner.cases import input_data_type
-
     return input_data_type(spec.operator(desc.operator), desc)
 
 
 def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
     """Every probe, in a fixed order (operator, level, legal by data type, illegal by rule)."""
-    from dmlconform.generation import descs as generate
-    from dmlconform.runner.cases import operator_data_types
-
     probes: list[Probe] = []
     for name in sorted(spec.operators):
         op = spec.operator(name)
@@ -124,9 +124,6 @@ class Answer:
 
 def ask(check: Callable[[OperatorDesc], None], desc: OperatorDesc) -> Answer:
     """DirectML's verdict on ``desc`` through a backend's ``check``."""
-    from dmlconform.backends.directml.client import RunnerError
-    from dmlconform.errors import Rejected, Unsupported
-
     try:
         check(desc)
     except Rejected as exc:
@@ -217,7 +214,6 @@ def ask_release(
 ) -> ReleaseAnswers:
     """Open DirectML ``version`` (its self-test must pass: BackendError otherwise) and ask it
     about every probe at the level it implements."""
-    from dmlconform.backends.directml.backend import DirectMLBackend
     from dmlconform.runner.results import spec_hash
 
     backend = DirectMLBackend(version=version)

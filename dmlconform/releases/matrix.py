@@ -31,6 +31,7 @@ from dmlconform.releases.acceptance import (
     Probe,
     ReleaseAnswers,
 )
+from dmlconform.spec_diff import level_diff
 from dmlconform.specification.model import Spec
 from dmlconform.specification.validate import validate
 
@@ -199,8 +200,6 @@ class Boundary:
 def spec_boundaries(spec: Spec) -> list[tuple[str, str, str, str, str]]:
     """(operator, level, kind, rule, subject) of every rule-bound change from the first level to
     the last (``spec-diff``); one entry per (operator, level, rule)."""
-    from dmlconform.spec_diff import level_diff
-
     levels = spec.levels
     diff = level_diff(spec, levels[0].name, levels[-1].name)
     out: dict[tuple[str, str, str], tuple[str, str, str, str, str]] = {}

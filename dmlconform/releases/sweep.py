@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dmlconform.backends.directml import status
+from dmlconform.backends.directml.backend import DirectMLBackend
+from dmlconform.backends.directml.releases import release
+from dmlconform.releases import acceptance as acc
+from dmlconform.releases.findings import registry
+from dmlconform.runner.checks import run_case
+from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification.model import Spec
+from dmlconform.specification.validate import validate
 
 Log = Callable[[str], None]
 
@@ -53,9 +61,6 @@ class SweepSettings:
 def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
     """Self-test every installed release of ``versions`` now; write releases.json; return the
     releases that run here, oldest first."""
-    from dmlconform.backends.directml import status
-    from dmlconform.backends.directml.releases import release
-
     rows = []
     runnable = []
     for v in versions:
@@ -84,8 +89,6 @@ def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
 
 
 def run_acceptance(versions: list[str], settings: SweepSettings, spec: Spec, out: Path, log: Log) -> None:
-    from dmlconform.releases import acceptance as acc
-
     st = acc.Settings(seed=settings.seed, legal=settings.legal, illegal=settings.illegal)
     start = time.monotonic()
     probes = acc.corpus(spec, st)
@@ -154,12 +157,7 @@ def run_conformance(versions: list[str], settings: SweepSettings, out: Path, log
 
 def run_replays(versions: list[str], spec: Spec, cases_root: Path, out: Path, log: Log) -> None:
     """Replay every finding's reproducers on every release: replays.json[finding][path][release]."""
-    from dmlconform.backends.directml.backend import DirectMLBackend
-    from dmlconform.releases.findings import registry
-    from dmlconform.runner.checks import run_case
-    from dmlconform.runner.guard import ThreadGuard
     from dmlconform.runner.results import load_case_dir
-    from dmlconform.specification.validate import validate
 
     reproducers = [(f.id, r) for f in registry().findings for r in f.reproducers]
     loaded = {}

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dmlconform.generation import data, degenerate
+from dmlconform.generation import descs as generate
+from dmlconform.runner import tiers
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.specification.model import Operator, Relation, Spec
@@ -215,8 +217,6 @@ def legal_for(
     spec: Spec, op: Operator, level: str, data_type: str, count: int, seed: int
 ) -> list[OperatorDesc]:
     """``count`` legal descs of one data type (the generator forces the type where supported)."""
-    from dmlconform.generation import descs as generate
-
     descs = list(generate.legal_descs(op.name, level, seed=seed, count=count, spec=spec, dtype=data_type))
     return [d for d in descs if input_data_type(op, d) == data_type]
 
@@ -224,14 +224,10 @@ def legal_for(
 def illegal_for(
     spec: Spec, op: Operator, level: str, count: int, seed: int
 ) -> list[tuple[OperatorDesc, str]]:
-    from dmlconform.generation import descs as generate
-
     return _take(generate.illegal_descs(op.name, level, seed=seed, count=count, spec=spec), count)
 
 
 def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
-    from dmlconform.generation import descs as generate
-
     return len(generate.breakable_rules(op.name, level, spec))
 
 
@@ -242,8 +238,6 @@ def regimes(desc: OperatorDesc) -> list[str]:
 def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
     """Every case of the run, in a fixed order: operator, kind, level, data type, index; the
     tier's size cases (``runner.tiers``) follow each operator's seeded numeric cases."""
-    from dmlconform.runner import tiers
-
     tier = tiers.tier(sel.tier)
     full = sel  # validation cases are cheap: every tier keeps them all (same ids, same descs)
     if tier.seeded_cases is not None and sel.cases > tier.seeded_cases:

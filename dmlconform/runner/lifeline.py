@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from dmlconform.runner import watch
+
 
 class SigtermTrap:
     """SIGTERM raises KeyboardInterrupt in the main thread, once: ``timeout`` signals the process
@@ -64,7 +66,6 @@ class Lifeline:
         same run, only without this safety net."""
         import faulthandler
 
-        from dmlconform.runner import watch
         from dmlconform.runner.results import jsonable
 
         try:
@@ -102,8 +103,6 @@ class Lifeline:
     def stop(self) -> None:
         """The run wrote its own report: tell the watcher so, and remove the journal."""
         import faulthandler
-
-        from dmlconform.runner import watch
 
         if self._watcher is not None:
             if self._fault_was_enabled and sys.__stderr__ is not None:

@@ -32,7 +32,22 @@ import pytest
 
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.report.record import CaseRecord
-from dmlconform.runner.session import Settings, unsupported_data_types
+from dmlconform.runner.cases import collect, in_shard, operator_data_types, selected_operators
+from dmlconform.runner.checks import run_case
+from dmlconform.runner.expect import match
+from dmlconform.runner.lifeline import Lifeline, SigtermTrap
+from dmlconform.runner.session import (
+    OpenedBackend,
+    Settings,
+    SettingsError,
+    add_pytest_options,
+    given,
+    guard_for,
+    unsupported_data_types,
+)
+from dmlconform.runner.session import resolve_settings as resolve
+from dmlconform.runner.tiers import max_elements_for
+from dmlconform.specification.model import load_spec
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
 SUITE_FILE = SUITE_DIR / "test_conformance.py"
@@ -43,8 +58,6 @@ SKIP_REASONS_SHOWN = 10
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from dmlconform.runner.session import add_pytest_options
-
     g = parser.getgroup("dmlconform", "DirectML operator conformance (dmlconform)")
     add_pytest_options(g)  # every --dml-* run option, from the one table in runner/session.py
     g.addoption("--dml-command", default=None, help=argparse_suppress())
@@ -96,9 +109,6 @@ def restyle(config: pytest.Config, exc: pytest.UsageError) -> pytest.UsageError:
 def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
     """Settings from the command line (runner.session resolves them), or ``pytest.UsageError``
     with one line that spells options as the user typed them."""
-    from dmlconform.runner.session import SettingsError, given
-    from dmlconform.runner.session import resolve_settings as resolve
-
     opt = config.option
     values = given(opt, "run", prefix="dml_")
     command = opt.dml_command or shlex.join(["pytest", *map(str, config.invocation_params.args)])
@@ -227,7 +237,6 @@ class ConformanceItem(pytest.Item):
         self.expectation: str | None = None
 
     def runtest(self) -> None:
-        from dmlconform.runner.checks import run_case
         from dmlconform.runner.results import case_record, write_reproducer
 
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
@@ -267,8 +276,6 @@ class ConformanceItem(pytest.Item):
 
 class ConformanceFile(pytest.File):
     def collect(self) -> list[ConformanceItem]:
-        from dmlconform.runner.cases import collect, in_shard
-
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         cases = in_shard(collect(session.spec, session.selection()), session.settings.shard)
         return [ConformanceItem.from_parent(self, name=case.id, case=case) for case in cases]
@@ -278,8 +285,6 @@ class ConformanceSession:
     """The per-process state of a conformance run, registered as a plugin when it is active."""
 
     def __init__(self, config: pytest.Config, settings: Settings, handle: Any):
-        from dmlconform.specification.model import load_spec
-
         self.config = config
         self.settings = settings
         self.spec = load_spec()
@@ -294,8 +299,6 @@ class ConformanceSession:
         self.deselected = 0  # of those, how many -k / -m / --deselect / --lf / case ids left out
         self.targeted = False  # the command line named cases (node ids): a part of the selection
         self.completion: dict[str, Any] = {}
-        from dmlconform.runner.lifeline import Lifeline, SigtermTrap
-
         self.sigterm = SigtermTrap()  # SIGTERM ends the run as Ctrl-C does, report written
         self.lifeline = Lifeline()  # the report of a run whose process dies before writing it
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
@@ -307,8 +310,6 @@ class ConformanceSession:
         return self.settings.selection()
 
     def guard(self) -> Any:
-        from dmlconform.runner.session import OpenedBackend, guard_for
-
         if self._guard is None:
             s = self.settings
             opened = OpenedBackend(self._handle, s.info, s.backend, s.options)
@@ -371,8 +372,6 @@ class ConformanceSession:
 
     def whole_selection(self) -> int:
         """How many cases the run's selection (and shard) holds, before any narrowing."""
-        from dmlconform.runner.cases import collect, in_shard
-
         return sum(1 for _ in in_shard(collect(self.spec, self.selection()), self.settings.shard))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -400,8 +399,6 @@ class ConformanceSession:
         exp = self.settings.expectations
         if not exp:
             return
-        from dmlconform.runner.expect import match
-
         for item in items:
             if isinstance(item, ConformanceItem):
                 e = match(exp, item.name, item.nodeid)
@@ -575,9 +572,7 @@ class ConformanceSession:
         """The run's RunMeta as of now: results.json's fields other than the cases."""
         from dataclasses import asdict
 
-        from dmlconform.runner.cases import operator_data_types, selected_operators
         from dmlconform.runner.results import RunMeta, spec_hash, versions
-        from dmlconform.runner.tiers import max_elements_for
 
         s = self.settings
         sel = self.selection()

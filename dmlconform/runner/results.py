@@ -24,12 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import __version__
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.desc import DescError, load_desc
 from dmlconform.specification.model import Spec
+from dmlconform.specification.rules import KINDS
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
@@ -167,8 +169,6 @@ def coverage(spec: Spec, operators: Iterable[str], records: Iterable[dict[str, A
     legal cases that ran depend on it (``RuleKind.at_edge``; ``None`` for a kind no legal desc
     can sit at the edge of: only an illegal desc exercises those), how many illegal descs that
     ran broke it, and how many of the cases counted failed."""
-    from dmlconform.specification.rules import KINDS
-
     cov: dict[str, dict[str, dict[str, int | None]]] = {}
     for name in operators:
         op = spec.operator(name)
@@ -256,8 +256,6 @@ def completion_fields(completion: dict[str, Any], records: list[dict[str, Any]])
 
 
 def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> dict[str, Any]:
-    from dmlconform import __version__
-
     records = sorted(records, key=lambda r: r["nodeid"])
     return {
         "schema_version": SCHEMA_VERSION,

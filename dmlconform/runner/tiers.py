@@ -32,8 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dmlconform.generation import descs as generate
+from dmlconform.generation.data import regimes_for
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.validate import validate
 
 THRESHOLDS: tuple[int, ...] = (32, 256, 1024, 4096, 65536)
 """Reduction lengths where GPU implementations typically change strategy (warp, workgroup,
@@ -186,9 +189,6 @@ def sized_desc(
     Everything else (optional members, activation, layouts, attributes) is drawn by the legal
     generator from a chooser seeded by the arguments, so the desc is the same in every process.
     Raises RuntimeError when no desc of that shape was found."""
-    from dmlconform.generation import descs as generate
-    from dmlconform.specification.validate import validate
-
     spec = spec or load_spec()
     model = generate.model_for(operator, level, spec)
     if not model.available:
@@ -254,8 +254,6 @@ def size_cases(
 ) -> Iterator[SizeCase]:
     """The tier's size cases of one operator and data type, in a fixed order (family, length,
     regime); the index is the regime's position among those the desc admits."""
-    from dmlconform.generation.data import regimes_for
-
     t = tier(tier_name)
     cap = max_elements_for(tier_name, max_elements)
     seen: set[str] = set()
@@ -388,8 +386,6 @@ def memory_shortfall(desc: OperatorDesc, spec: Spec | None = None) -> str | None
 def elements_and_length(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int | None, int | None]:
     """(input element count, reduction length) of a desc, None where it has no meaning (an
     illegal desc without the members the semantics need)."""
-    from dmlconform.generation import descs as generate
-
     spec = spec or load_spec()
     try:
         inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))

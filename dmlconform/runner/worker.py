@@ -11,11 +11,11 @@ import os
 import sys
 from typing import Any
 
+from dmlconform.errors import Rejected, Unsupported
+from dmlconform.runner.guard import backend_info, describe_exception, invoke, read_frame, write_frame
+
 
 def _serve(proto_in: Any, proto_out: Any) -> int:
-    from dmlconform.errors import Rejected, Unsupported
-    from dmlconform.runner.guard import backend_info, describe_exception, invoke, read_frame, write_frame
-
     try:
         kind, init = read_frame(proto_in)
     except EOFError:

@@ -12,7 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dmlconform.runner.checks import run_case
+from dmlconform.runner.session import open_saved_backend
 from dmlconform.shrink.search import Shrunk, shrink
+from dmlconform.specification.model import load_spec
 
 
 def shrink_dir(
@@ -29,10 +32,7 @@ def shrink_dir(
     """Shrink the case in ``case_dir`` and write the result into ``out``; returns it, the
     backend's name and the shrunk case's record (as in case.json). ValueError (one line) for an unusable reproducer or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
-    from dmlconform.runner.checks import run_case
     from dmlconform.runner.results import case_record, finish_record, load_case_dir, save_reproducer
-    from dmlconform.runner.session import open_saved_backend
-    from dmlconform.specification.model import load_spec
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)

@@ -16,6 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dmlconform.specification.expr import ExprError, compile_expr
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LEVEL_PREFIX = "DML_FEATURE_LEVEL_"
 
@@ -500,8 +502,6 @@ def read_spec_files(spec_dir: Path) -> dict[str, tuple[Any, yaml.Node | None]]:
 
 def expression_errors(spec_dir: Path, data: Any, node: yaml.Node | None) -> list[SpecError]:
     """Activation ``cancellation`` expressions outside the grammar of :mod:`dmlconform.specification.expr`."""
-    from dmlconform.specification.expr import ExprError, compile_expr
-
     out = []
     for i, act in enumerate(data.get("activations") or ()):
         text = act.get("cancellation")

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform import tolerance as tl
 from dmlconform.generation.data import resolve_branch_points
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows
 from dmlconform.reference import more as model_activation
@@ -29,7 +30,8 @@ from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
 from dmlconform.specification.model import Spec
-from dmlconform.specification.semantics import Plan, make_plan
+from dmlconform.specification.semantics import Plan, SemanticsError, make_plan
+from dmlconform.tolerance import SliceStatistics
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -73,7 +75,6 @@ def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; and the rows layout."""
     from dmlconform.reference.kernels import run_chunks
-    from dmlconform.tolerance import SliceStatistics
     from dmlconform.tolerance import judge_kernels as jk
 
     x32, half = _as_float32(x)
@@ -193,7 +194,6 @@ def judge_normalization(
     per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
     float64 array of the output's shape that receives every budget (tests); ``plan``: the
     desc's, when the caller has it (:func:`plan_for`)."""
-    from dmlconform import tolerance as tl
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
@@ -258,7 +258,6 @@ def judge_normalization(
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
-    from dmlconform import tolerance as tl
     from dmlconform.tolerance import judge_kernels as jk
 
     k, index = worst_of(fig, plan)
@@ -283,8 +282,6 @@ def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_refere
     """The desc's plan when the compiled judge takes this comparison (the registry's ``judge``
     part of the normalization kernel); None when the numpy model does (small cases, mismatched
     outputs)."""
-    from dmlconform.specification.semantics import SemanticsError
-
     try:
         plan = make_plan(desc, spec)
     except SemanticsError:

@@ -24,12 +24,13 @@ import numpy as np
 from dmlconform.backends.base import BackendBase, BackendError, Option
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.client import MODE_COMPILE, RunnerError, RunReply
-from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
+from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION, release
 from dmlconform.backends.directml.selftest import SelfTest, run_self_test
 from dmlconform.backends.directml.stack import Session, StackMissing, locate
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import load_spec
+from dmlconform.specification.validate import validate
 
 E_INVALIDARG = 0x80070057
 #: HRESULTs DirectML returns for a desc it refuses (E_INVALIDARG; E_NOTIMPL for a combination
@@ -53,8 +54,6 @@ def _positive_float(text: str) -> float:
 def _known_release(text: str) -> str:
     """A DirectML release of the table (releases.py), refused by name otherwise, even when
     ``dll=`` would make the version unused: a typo must not pass unnoticed."""
-    from dmlconform.backends.directml.releases import release
-
     try:
         return release(text).dml_version
     except KeyError as exc:
@@ -171,8 +170,6 @@ class DirectMLBackend(BackendBase):
         if own != self.feature_level:
             # DirectML validates at the level it implements, whatever level a device asks for
             # at least: a desc whose verdict changes between the two cannot be put to it.
-            from dmlconform.specification.validate import validate
-
             at_ours, at_its = validate(desc, self.feature_level), validate(desc, own)
             if {v.rule for v in at_ours} != {v.rule for v in at_its}:
                 raise Unsupported(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dmlconform import execute
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.client import Runner, RunnerError
 from dmlconform.specification.desc import OperatorDesc, parse_desc
@@ -45,8 +46,6 @@ def self_test_case() -> tuple[OperatorDesc, dict[str, np.ndarray]]:
 
 
 def run_self_test(runner: Runner, timeout: float = 180.0) -> SelfTest:
-    from dmlconform import execute
-
     desc, inputs = self_test_case()
     try:
         packed, reply = pack.execute(runner, desc, inputs, timeout)

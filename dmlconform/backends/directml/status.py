@@ -20,7 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dmlconform.backends.directml import provision
+from dmlconform.backends.directml import provision, stack
+from dmlconform.backends.directml.backend import account
+from dmlconform.backends.directml.client import RunnerError
+from dmlconform.backends.directml.releases import RELEASES
+from dmlconform.backends.directml.stack import runner_path
+from dmlconform.specification.model import load_spec
 
 STATUS_FILE = "status.json"
 
@@ -80,8 +85,6 @@ def read(dml_version: str, home: Path | None = None) -> Status | None:
 
 def current_stack(home: Path | None = None) -> tuple[str, str]:
     """(runner build, lavapipe version) of this installation: what a fresh record would name."""
-    from dmlconform.backends.directml.stack import runner_path
-
     runner = runner_path(home).name
     icd = provision.installed_lavapipe()
     try:
@@ -102,11 +105,6 @@ def measure(dml_version: str) -> Status:
     Never raises for a release that cannot run: a runner that does not start (1.5.1 crashes on
     vkd3d's zero wave lane count) or a self-test that fails (1.10.1 records nothing) is a Status
     with ``runs`` False and the reason. A piece of the stack that is missing raises StackMissing."""
-    from dmlconform.backends.directml import stack
-    from dmlconform.backends.directml.backend import account
-    from dmlconform.backends.directml.client import RunnerError
-    from dmlconform.specification.model import load_spec
-
     found = stack.locate(dml_version)
     runner, lavapipe = current_stack()
     try:
@@ -134,8 +132,6 @@ def measure(dml_version: str) -> Status:
 def runnable(versions: list[str] | None = None, home: Path | None = None) -> list[str]:
     """The installed releases (of ``versions``, default all known) whose recorded self-test
     passed on the current stack, oldest first: what a release sweep judges."""
-    from dmlconform.backends.directml.releases import RELEASES
-
     wanted = versions or [r.dml_version for r in RELEASES]
     out = []
     for v in wanted:
