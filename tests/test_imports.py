@@ -20,7 +20,12 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dmlconform"
-LAZY_BY_ROLE = ("dmlconform.cli", "dmlconform.commands.", "dmlconform.runner.session", "dmlconform.runner.plugin")
+LAZY_BY_ROLE = (
+    "dmlconform.cli",
+    "dmlconform.commands.",
+    "dmlconform.runner.session",
+    "dmlconform.runner.plugin",
+)
 HEAVY_LIBRARIES = {"numba", "jinja2", "torch", "onnxruntime", "hypothesis"}
 
 
@@ -121,6 +126,11 @@ def test_the_cli_builds_its_parsers_without_the_work_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = out.strip().splitlines()[-1]
-    for work in ("dmlconform.runner.cases", "dmlconform.backends", "dmlconform.tolerance", "dmlconform.report"):
+    for work in (
+        "dmlconform.runner.cases",
+        "dmlconform.backends",
+        "dmlconform.tolerance",
+        "dmlconform.report",
+    ):
         assert f"'{work}'" not in loaded, work
     assert "'dmlconform.runner.session'" in loaded  # the check above looked at the right process
