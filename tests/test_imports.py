@@ -134,3 +134,26 @@ def test_the_cli_builds_its_parsers_without_the_work_modules():
     ):
         assert f"'{work}'" not in loaded, work
     assert "'dmlconform.runner.session'" in loaded  # the check above looked at the right process
+
+
+def test_no_package_binds_a_name_its_submodule_will_overwrite():
+    """``from dmlconform import kernels`` at the top of ``reference/__init__.py`` is replaced by
+    the submodule ``reference.kernels`` the first time that loads (Python sets the package's
+    attribute): the registry's functions then vanish mid-run."""
+    clashes = []
+    for name, tree in MODULES.items():
+        if f"{name}.__init__" not in _INITS:
+            continue
+        submodules = {
+            m.rsplit(".", 1)[1]
+            for m in MODULES
+            if m.startswith(name + ".") and m.count(".") == name.count(".") + 1
+        }
+        for node in tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+                    if bound in submodules and module != name and not module.startswith(name + "."):
+                        clashes.append(f"{name}: {ast.unparse(node)}")
+    assert not clashes, clashes

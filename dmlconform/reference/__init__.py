@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import kernels
+from dmlconform.kernels import part as kernel_part
 from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
@@ -268,7 +268,7 @@ def execute(
     misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
     spec = spec or load_spec()
-    return kernels.part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
+    return kernel_part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
 
 
 def execute_normalization(

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform import kernels
+from dmlconform.kernels import part as kernel_part
 from dmlconform.reference import (
     MIRROR_MAX_ELEMENTS,
     InputError,
@@ -116,7 +116,7 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
 def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
     """The present input members of any desc the reference computes, from its kernel's plan
     (raises SemanticsError for a desc too broken to read)."""
-    return kernels.part(desc, spec, "plan")(desc, spec).input_members()
+    return kernel_part(desc, spec, "plan")(desc, spec).input_members()
 
 
 def execute(
@@ -131,9 +131,9 @@ def execute(
     here (see :mod:`dmlconform.kernels`): every output
     member rounded once to its DataType (float64 values with ``float64=True``), written into
     ``out``'s preallocated arrays where given."""
-    plan = kernels.part(desc, spec, "plan")(desc, spec)
+    plan = kernel_part(desc, spec, "plan")(desc, spec)
     arrays = {name: _input_array(name, desc.get(name, spec), inputs) for name in plan.input_members()}
-    values = kernels.part(desc, spec, "compute")(plan, arrays)
+    values = kernel_part(desc, spec, "compute")(plan, arrays)
     result = {}
     out = out or {}
     unknown = sorted(set(out) - set(values))
