@@ -20,7 +20,7 @@ output member:
 
 and per operator the numeric cases (every output together) that three answers with nothing to
 do with the operator pass: all zeros, the right answer negated, an input returned unchanged
-(``dmlconform.generation.degenerate.impostors``; as backends: ``broken.Zeros``, ``Negated``,
+(``dmlconform.tolerance.degenerate.impostors``; as backends: ``broken.Zeros``, ``Negated``,
 ``InputUnchanged``). A case that one of them passes judges nothing. Not a speed benchmark: a
 before/after measure of how discriminating the generated cases are.
 """
@@ -36,10 +36,10 @@ import numpy as np
 
 from dmlconform import execute, kernels, tolerance
 from dmlconform.generation.data import effective_reduction_size
-from dmlconform.generation.degenerate import impostors
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
 from dmlconform.specification.model import load_spec
+from dmlconform.tolerance.degenerate import impostors
 
 
 def _budgets(spec: Any, desc: Any, ref: dict[str, np.ndarray], inputs: dict[str, np.ndarray]) -> dict:
@@ -64,7 +64,8 @@ def measure(cases: int, seeds: list[int], max_elements: int, operators: tuple[st
         )
         for case in collect(spec, sel):
             try:
-                inputs, ref, _ = judged_inputs(case)  # as the runner draws them
+                judged = judged_inputs(case)  # as the runner draws them
+                inputs, ref = judged.inputs, judged.reference
             except Exception as exc:  # the run skips the case too
                 per_op[case.operator]["skipped"] += 1
                 examples[f"{case.operator} skipped"].append(f"{case.id} seed {seed}: {exc}")

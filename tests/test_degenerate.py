@@ -13,12 +13,12 @@ from helpers import SPEC
 from dmlconform import execute
 from dmlconform.backends.base import load_backend
 from dmlconform.generation import data as dd
-from dmlconform.generation import degenerate
 from dmlconform.generation import descs as gen
 from dmlconform.runner.cases import Selection, collect, legal_for
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification.desc import parse_desc
+from dmlconform.tolerance import degenerate
 
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
 TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16}
@@ -193,7 +193,7 @@ def test_an_output_judged_nowhere_is_degenerate(monkeypatch: pytest.MonkeyPatch)
     real = degenerate.budgets(desc, reference, inputs, SPEC)
     assert degenerate.why_degenerate(desc, inputs, reference) is None
     infinite = {**real, "OutputGradientTensor": np.full((9, 1), np.inf)}
-    monkeypatch.setattr(degenerate, "budgets", lambda *a: infinite)
+    monkeypatch.setattr(degenerate, "case_budgets", lambda *a, **k: (infinite, None))
     assert "OutputGradientTensor judges no element" in degenerate.why_degenerate(desc, inputs, reference)
 
 
@@ -295,3 +295,67 @@ def test_every_numeric_case_fails_backends_that_compute_nothing() -> None:
             if status != ("passed" if name in sound else "failed"):
                 wrong[name].append(f"{case.id}: {status}")
     assert not wrong, {k: (len(v), v[:5]) for k, v in wrong.items()}
+
+
+def _mvn1(n: int, dtype: str = "FLOAT32"):
+    t = _tensor([2, n], dtype)
+    return parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {
+                "InputTensor": t,
+                "OutputTensor": t,
+                "Axes": [1],
+                "NormalizeVariance": True,
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+
+
+def test_a_large_case_is_checked_with_the_compiled_judges_budgets():
+    """Above the judge's threshold the check takes the judge's budgets (no numpy model, which
+    cost as much as the comparison itself), equal to the model's to the judge's tolerance."""
+    from dmlconform.tolerance import budgets as model_budgets
+
+    desc = _mvn1(1 << 16)
+    inputs = dd.make_inputs(desc, "large_offset", 3)
+    ref = execute(desc, inputs)
+    got, given = degenerate._budgets(desc, ref, inputs, SPEC)
+    want = model_budgets(desc, ref, inputs, SPEC).by_member["OutputTensor"]
+    assert given is None  # the judge computed them: nothing for compare to take back
+    finite = np.isfinite(want)
+    assert np.array_equal(finite, np.isfinite(got["OutputTensor"]))
+    assert np.allclose(got["OutputTensor"][finite], want[finite], rtol=1e-12, atol=0)
+
+
+def test_the_models_budgets_from_the_check_give_the_same_verdict():
+    """A numpy-model case (batch norm with given statistics): compare given the check's budgets
+    gives the verdict and figures compare computes alone, for a sound and a wrong answer."""
+    from dmlconform.tolerance import compare
+
+    desc = next(iter(gen.legal_descs("BATCH_NORMALIZATION", "6_4", count=1, seed=4, dtype="FLOAT32")))
+    judged = degenerate.judged_inputs(desc, "standard_normal", 0)
+    assert judged.budgets is not None
+    ref = {k: np.asarray(v) for k, v in judged.reference.items()}
+    wrong = {k: v + np.asarray(1e-3, v.dtype) for k, v in ref.items()}
+    for got in (ref, wrong):
+        alone = compare(desc, got, ref, judged.inputs, SPEC)
+        given = compare(desc, got, ref, judged.inputs, SPEC, budgets=judged.budgets)
+        assert given.to_dict() == alone.to_dict()
+    assert not compare(desc, wrong, ref, judged.inputs, SPEC, budgets=judged.budgets).passed
+
+
+@pytest.mark.parametrize("at", [0, degenerate.CHUNK - 1, degenerate.CHUNK, 3 * degenerate.CHUNK + 4])
+def test_the_chunked_check_sees_every_element(at: int):
+    """An impostor off by more than its budget at one element, wherever it is, fails; within
+    the budget everywhere, it passes (the check stops early, never short)."""
+    ref = {"Y": np.linspace(-1, 1, 3 * degenerate.CHUNK + 5, dtype=np.float32).reshape(1, -1)}
+    budget = {"Y": np.full(ref["Y"].shape, 1e-3)}
+    near = {"Y": ref["Y"] + np.float32(5e-4)}
+    assert degenerate._passes(near, ref, budget)
+    assert degenerate._passes(near, ref, {"Y": 1e-3})  # a scalar budget
+    off = near["Y"].copy()
+    off.reshape(-1)[at] += np.float32(1e-2)
+    assert not degenerate._passes({"Y": off}, ref, budget)
+    assert not degenerate._passes({"Y": off}, ref, {"Y": 1e-3})

@@ -304,7 +304,7 @@ def make_inputs(
     """Arrays for every present input tensor member of ``desc``, in the member's data type and
     logical shape. Raises :class:`RegimeNotApplicable` for a regime not in
     ``regimes_for(desc)``. ``draw``: another draw of the same regime, for a case whose first
-    judges nothing (``dmlconform.generation.degenerate``)."""
+    judges nothing (``dmlconform.tolerance.degenerate``)."""
     spec = spec or load_spec()
     if regime not in REGIMES:
         raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")

@@ -15,12 +15,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dmlconform.generation import data, degenerate
+from dmlconform.generation import data
 from dmlconform.generation import descs as generate
 from dmlconform.runner import tiers
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.specification.model import Operator, Relation, Spec
+from dmlconform.tolerance import degenerate
 
 KINDS = ("numeric", "validation", "metamorphic")
 
@@ -275,7 +276,7 @@ SPARE_DESCS = 8
 
 def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
     """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
-    inputs (every output 0 or undefined, or the input itself: ``dmlconform.generation.degenerate``) is
+    inputs (every output 0 or undefined, or the input itself: ``dmlconform.tolerance.degenerate``) is
     replaced, under the same id, by the first that judges something of the generator's spare
     descs for that id (:func:`_spares`); the other cases keep their ids, descs and data."""
     for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):

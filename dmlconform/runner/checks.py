@@ -15,7 +15,7 @@ import numpy as np
 
 from dmlconform import kernels
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.generation import data, degenerate
+from dmlconform.generation import data
 from dmlconform.reference import execute
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
@@ -25,7 +25,7 @@ from dmlconform.specification.model import Relation, Spec, load_spec
 from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
 from dmlconform.tolerance import compare as judge
-from dmlconform.tolerance import ulp_distance
+from dmlconform.tolerance import degenerate, ulp_distance
 
 
 @dataclass
@@ -109,17 +109,21 @@ def compare(
     scale: float = 1.0,
     also_inputs: tuple[dict[str, np.ndarray], ...] = (),
     overrides: dict[str, Any] | None = None,
+    budgets: Any = None,
 ) -> tuple[bool, dict[str, Any]]:
     """(passed, errors record in the results.json shape), judged by ``dmlconform.tolerance``;
     ``scale`` widens the budget (a metamorphic relation compares two computations
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
     inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
     the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
-    --tolerance``)."""
+    --tolerance``); ``budgets``: the model's on these inputs, when the degenerate-input check
+    computed them (``tolerance.compare``)."""
     overrides = dict(overrides or {})
     if scale != 1.0:
         overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
-    res = judge(desc, actual, expected, inputs, spec, overrides, also_inputs)
+    res = judge(
+        desc, actual, expected, inputs, spec, overrides, also_inputs, budgets if scale == 1.0 else None
+    )
     return bool(res.passed), _errors_from(res, actual, expected, overrides)
 
 
@@ -250,17 +254,16 @@ def make_inputs(case: Case, desc: OperatorDesc | None = None) -> dict[str, np.nd
         raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
 
 
-def judged_inputs(case: Case) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, str | None]:
+def judged_inputs(case: Case) -> degenerate.Judged:
     """A numeric case's inputs, drawn again (other regimes after its own) while they would judge
-    nothing (``dmlconform.generation.degenerate``), the reference's outputs on them (None: compute them)
-    and the regime they come from."""
+    nothing (``dmlconform.tolerance.degenerate``), with the reference's outputs on them, the
+    regime they come from and the model's budgets where the check computed them."""
     try:
-        judged = degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
+        return degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
     except degenerate.JudgesNothing as exc:
         raise _Skip(f"the case would judge nothing: {exc}") from None
     except degenerate.RegimeNotApplicable as exc:
         raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
-    return judged.inputs, judged.reference, judged.regime
 
 
 class _Asking:
@@ -379,14 +382,16 @@ def _numeric(
     case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
 ) -> None:
     result.rules = exercised_rules(spec, case.desc, case.level)
-    ref = None
+    ref, budgets = None, None
     if inputs is None:
-        inputs, ref, result.regime = judged_inputs(case)
+        judged = judged_inputs(case)
+        inputs, ref, result.regime = judged.inputs, judged.reference, judged.regime
+        budgets = None if tolerance else judged.budgets  # computed without the run's overrides
     result.inputs = inputs
     got = _execute(guard, spec, case.desc, result.inputs, result)
     ref = ref if ref is not None else _reference(case.desc, result.inputs)
     passed, errors = compare(
-        spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance
+        spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance, budgets=budgets
     )
     result.errors = errors
     if not passed:

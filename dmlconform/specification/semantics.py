@@ -404,7 +404,7 @@ class LocalResponsePlan:
     @property
     def may_be_identity(self) -> bool:
         """Alpha or Beta 0: Output = Input * Bias^-Beta, the input itself where that is 1 (a
-        case no data can make judge anything: ``generation.degenerate``)."""
+        case no data can make judge anything: ``tolerance.degenerate``)."""
         return self.alpha == 0 or self.beta == 0
 
     @property

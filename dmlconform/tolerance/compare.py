@@ -267,6 +267,60 @@ def _all_finite(values: Any) -> bool:
     return all(bool(np.isfinite(flat[i : i + FINITE_CHUNK]).all()) for i in range(0, flat.size, FINITE_CHUNK))
 
 
+def _given(budgets: Budgets | None, outputs_reference: dict[str, Any]) -> Budgets | None:
+    """The caller's budgets cut to the members the backend returned (the model computes only
+    those), or None when it has none or lacks one of them."""
+    if budgets is None or not set(outputs_reference) <= set(budgets.by_member):
+        return None
+    keep = set(outputs_reference)
+    return Budgets(
+        {k: v for k, v in budgets.by_member.items() if k in keep},
+        {k: v for k, v in budgets.coefficients.items() if k in keep},
+        budgets.aggregate
+        if budgets.aggregate is not None and budgets.aggregate.plan.output in keep
+        else None,
+    )
+
+
+def case_budgets(
+    desc: OperatorDesc,
+    reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[dict[str, np.ndarray], Budgets | None]:
+    """Every output's per-element budget on these inputs: (budgets by member, the model's
+    :class:`Budgets` when the numpy model computed them, which :func:`compare` takes back, since
+    a model's budgets depend on the inputs and the reference only). A case that the compiled
+    judge would take gets the judge's budgets (``judge_normalization(budget_out=...)``, equal
+    to the model's to a relative 1e-12: tests/test_judge.py) at a fraction of the model's cost
+    and memory."""
+    kernel = kernels.kernel_of(desc, spec)
+    plan = None
+    if kernel.judge is not None:
+        plan = kernels.resolve(kernel.judge)(desc, reference, reference, inputs, spec)
+    if plan is None:
+        b = kernels.resolve(kernel.budgets)(desc, reference, inputs, spec, overrides)
+        return b.by_member, b
+    from dmlconform.tolerance import judge
+
+    main = np.empty(np.shape(reference[plan.output]))
+    _, terms = judge.judge_normalization(
+        desc,
+        reference[plan.output],
+        reference[plan.output],
+        inputs,
+        spec,
+        overrides,
+        budget_out=main,
+        plan=plan,
+    )
+    by_member, _ = statistics_output_budgets(
+        desc, plan, terms.ss, terms.st, reference, spec, overrides, terms.u
+    )
+    return {plan.output: main, **by_member}, None
+
+
 def compare(
     desc: OperatorDesc,
     outputs_backend: dict[str, Any],
@@ -275,12 +329,15 @@ def compare(
     spec: Spec | None = None,
     overrides: dict[str, Any] | None = None,
     also_inputs: tuple[dict[str, Any], ...] = (),
+    budgets: Budgets | None = None,
 ) -> Comparison:
     """Compare a backend's outputs against the reference's (rounded) outputs, element by element,
     each against its own budget. ``overrides``: e.g. {"ulp_scale": 2.0}, {"max_ulp": 6},
     {"mean": 4.0}, {"atol": 1e-6}. ``also_inputs``: other input sets the compared outputs were
     computed from (a metamorphic relation's second run); each element gets the largest of the
-    budgets, since either run's data may be the worse conditioned."""
+    budgets, since either run's data may be the worse conditioned. ``budgets``: the model's
+    budgets on these inputs and reference outputs with these overrides, when the caller has them
+    (:func:`case_budgets`: the degenerate-input check computed them); not recomputed then."""
     spec = spec or load_spec()
     kernel = kernels.kernel_of(desc, spec)
     budgets_of = kernels.resolve(kernel.budgets)
@@ -312,7 +369,7 @@ def compare(
         if main.aggregate is not None:
             _aggregate_verdict(main)
     else:
-        b = budgets_of(desc, outputs_reference, inputs, spec, overrides)
+        b = _given(budgets, outputs_reference) or budgets_of(desc, outputs_reference, inputs, spec, overrides)
         for other in also_inputs:
             wider = budgets_of(desc, outputs_reference, other, spec, overrides).by_member
             b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}

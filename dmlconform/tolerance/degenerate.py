@@ -29,7 +29,7 @@ Epsilon come from the spec's semantics.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,8 @@ from dmlconform.generation.data import (
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 from dmlconform.specification.semantics import SemanticsError, centers
+from dmlconform.tolerance.compare import case_budgets
+from dmlconform.tolerance.terms import Budgets
 
 OWN_DRAWS = 4
 """Draws of a case's own regime tried before other regimes are."""
@@ -103,9 +105,38 @@ def budgets(
 ) -> dict[str, np.ndarray]:
     """The per-element budgets the comparison grants each output (the operator's tolerance
     model, as ``tolerance.compare`` picks it)."""
-    fn = kernels.part(desc, spec, "budgets")
+    return _budgets(desc, reference, inputs, spec)[0]
+
+
+def _budgets(
+    desc: OperatorDesc, reference: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray], spec: Spec
+) -> tuple[dict[str, np.ndarray], Budgets | None]:
     with np.errstate(all="ignore"):
-        return fn(desc, dict(reference), dict(inputs), spec).by_member
+        return case_budgets(desc, dict(reference), dict(inputs), spec)
+
+
+CHUNK = 1 << 16
+"""Elements per step of the checks below: an impostor fails a case that judges something within
+its first elements, so a large case stops after one step instead of building float64 copies of
+every output (the check as it was cost as much as the comparison)."""
+
+
+def _flat(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` broadcast to ``shape``, flat: a view of an array of that shape, a one-element
+    array for a scalar (broadcast per chunk), a copy only of other shapes (small outputs)."""
+    a = np.asarray(value)
+    if a.size == 1:
+        return a.reshape(1)
+    return np.broadcast_to(a, shape).reshape(-1)
+
+
+def _chunks(reference: np.ndarray, *others: Any) -> Iterator[list[np.ndarray]]:
+    """[reference, *others] flat, :data:`CHUNK` elements at a time; ``others`` broadcast to the
+    reference's shape (a one-element one stays one element)."""
+    shape = np.shape(reference)
+    flats = [_flat(a, shape) for a in (reference, *others)]
+    for i in range(0, flats[0].size, CHUNK):
+        yield [f if f.size == 1 else f[i : i + CHUNK] for f in flats]
 
 
 def _passes(
@@ -113,12 +144,18 @@ def _passes(
 ) -> bool:
     """Whether ``answer`` lies within the budget of every element of every output."""
     for name, b in budget.items():
-        r = np.asarray(reference[name], dtype=np.float64)
-        a = np.asarray(answer[name], dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            if not np.all(np.abs(a - r) <= np.broadcast_to(b, r.shape)):
-                return False
+        for r, a, bound in _chunks(reference[name], answer[name], b):
+            with np.errstate(invalid="ignore"):
+                if not np.all(np.abs(a.astype(np.float64) - r) <= bound):
+                    return False
     return True
+
+
+def _judges_some_element(reference: np.ndarray, budget: Any) -> bool:
+    """Whether some element has a finite reference and a finite budget."""
+    if not np.size(reference):
+        return True
+    return any(bool(np.any(np.isfinite(r) & np.isfinite(b))) for r, b in _chunks(reference, budget))
 
 
 def why_degenerate(
@@ -134,29 +171,43 @@ def why_degenerate(
     counts only where it equals the reference exactly (no budgets computed: what no input can
     rescue is exact)."""
     spec = spec or load_spec()
+    return _why(desc, inputs, reference, spec, exact)[0]
+
+
+def _why(
+    desc: OperatorDesc,
+    inputs: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    spec: Spec,
+    exact: bool,
+) -> tuple[str | None, Budgets | None]:
+    """:func:`why_degenerate`'s answer and the model's budgets when it computed them."""
     sem = spec.operator(desc.operator).semantics
     var_name, eps = sem.get("variance_input"), epsilon(desc, spec)
     if var_name in inputs and eps is not None:
         undefined = int(np.count_nonzero(np.asarray(inputs[var_name], dtype=np.float64) + eps == 0))
         if undefined:
-            return f"{var_name} + Epsilon = 0 at {undefined} elements (undefined by the docs)"
+            return f"{var_name} + Epsilon = 0 at {undefined} elements (undefined by the docs)", None
     for name, ref in reference.items():
-        r = np.asarray(ref, dtype=np.float64)
+        r = np.asarray(ref)
         if r.size and not np.isfinite(r).any():
-            return f"{name} has no finite element"
+            return f"{name} has no finite element", None
         nan = int(np.count_nonzero(np.isnan(r)))
         if nan:
-            return f"{name} is NaN at {nan} elements (0 / 0, undefined by the docs)"
-    budget = {k: 0.0 for k in reference} if exact else budgets(desc, reference, inputs, spec)
+            return f"{name} is NaN at {nan} elements (0 / 0, undefined by the docs)", None
+    model = None
+    if exact:
+        budget: dict[str, Any] = {k: 0.0 for k in reference}
+    else:
+        budget, model = _budgets(desc, reference, inputs, spec)
     for name, b in budget.items():
-        r = np.asarray(reference[name], dtype=np.float64)
-        if r.size and not np.any(np.isfinite(r) & np.isfinite(np.broadcast_to(b, r.shape))):
-            return f"{name} judges no element (its reference or budget is infinite everywhere)"
+        if not _judges_some_element(reference[name], b):
+            return f"{name} judges no element (its reference or budget is infinite everywhere)", model
     for label, answer in impostors(desc, reference, inputs, spec).items():
         if _passes(answer, reference, budget):
             what = {"zeros": "all zeros", "negated": "the answer negated", "input": "an input unchanged"}
-            return f"{what[label]} would pass (every output within its budget)"
-    return None
+            return f"{what[label]} would pass (every output within its budget)", model
+    return None, model
 
 
 @dataclass
@@ -167,6 +218,7 @@ class Judged:
     reference: dict[str, Any]
     regime: str
     draw: int
+    budgets: Budgets | None = None  # the numpy model's, when the check computed them
 
 
 def _attempts(desc: OperatorDesc, regime: str, spec: Spec, probe: bool) -> list[tuple[str, int]]:
@@ -191,9 +243,10 @@ def judged_inputs(
         inputs = make_inputs(desc, reg, seed, spec, draw=draw)
         with np.errstate(all="ignore"):
             reference = execute(desc, inputs)
-        why = why_degenerate(desc, inputs, reference, spec, exact=probe) or ""
+        why, model = _why(desc, inputs, reference, spec, exact=probe)
         if not why:
-            return Judged(inputs, reference, reg, draw)
+            return Judged(inputs, reference, reg, draw, model)
+        why = why or ""
     raise JudgesNothing(f"no input of any regime judges anything: {why}")
 
 
