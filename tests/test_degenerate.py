@@ -297,28 +297,12 @@ def test_every_numeric_case_fails_backends_that_compute_nothing() -> None:
     assert not wrong, {k: (len(v), v[:5]) for k, v in wrong.items()}
 
 
-def _mvn1(n: int, dtype: str = "FLOAT32"):
-    t = _tensor([2, n], dtype)
-    return parse_desc(
-        {
-            "type": "MEAN_VARIANCE_NORMALIZATION1",
-            "desc": {
-                "InputTensor": t,
-                "OutputTensor": t,
-                "Axes": [1],
-                "NormalizeVariance": True,
-                "Epsilon": 1e-5,
-            },
-        }
-    )
-
-
 def test_a_large_case_is_checked_with_the_compiled_judges_budgets():
     """Above the judge's threshold the check takes the judge's budgets (no numpy model, which
     cost as much as the comparison itself), equal to the model's to the judge's tolerance."""
     from dmlconform.tolerance import budgets as model_budgets
 
-    desc = _mvn1(1 << 16)
+    desc = _mvn1([2, 1 << 16], [1])
     inputs = dd.make_inputs(desc, "large_offset", 3)
     ref = execute(desc, inputs)
     got, given = degenerate._budgets(desc, ref, inputs, SPEC)
