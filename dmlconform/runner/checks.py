@@ -116,14 +116,13 @@ def compare(
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
     inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
     the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
-    --tolerance``); ``budgets``: the model's on these inputs, when the degenerate-input check
-    computed them (``tolerance.compare``)."""
+    --tolerance``); ``budgets``: the model's on these inputs without overrides, when the
+    degenerate-input check computed them (``tolerance.compare``); not used under overrides."""
     overrides = dict(overrides or {})
     if scale != 1.0:
         overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
-    res = judge(
-        desc, actual, expected, inputs, spec, overrides, also_inputs, budgets if scale == 1.0 else None
-    )
+    # budgets from the degenerate-input check were computed without overrides (scale is one)
+    res = judge(desc, actual, expected, inputs, spec, overrides, also_inputs, None if overrides else budgets)
     return bool(res.passed), _errors_from(res, actual, expected, overrides)
 
 
@@ -386,7 +385,7 @@ def _numeric(
     if inputs is None:
         judged = judged_inputs(case)
         inputs, ref, result.regime = judged.inputs, judged.reference, judged.regime
-        budgets = None if tolerance else judged.budgets  # computed without the run's overrides
+        budgets = judged.budgets
     result.inputs = inputs
     got = _execute(guard, spec, case.desc, result.inputs, result)
     ref = ref if ref is not None else _reference(case.desc, result.inputs)

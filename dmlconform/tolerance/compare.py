@@ -302,23 +302,32 @@ def case_budgets(
     if plan is None:
         b = kernels.resolve(kernel.budgets)(desc, reference, inputs, spec, overrides)
         return b.by_member, b
+    main = np.empty(np.shape(reference[plan.output]))
+    _, by_member, _ = _compiled(desc, plan, reference[plan.output], reference, inputs, spec, overrides, main)
+    return {plan.output: main, **by_member}, None
+
+
+def _compiled(
+    desc: OperatorDesc,
+    plan: Any,
+    got: Any,
+    reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec,
+    overrides: dict[str, Any] | None,
+    budget_out: np.ndarray | None = None,
+) -> tuple[OutputComparison, dict[str, np.ndarray], dict[str, Coefficients]]:
+    """The compiled judge's comparison of the main output (``budget_out`` receives its budgets),
+    and the budgets and coefficients of the statistics outputs, from the judge's per-slice terms."""
     from dmlconform.tolerance import judge
 
-    main = np.empty(np.shape(reference[plan.output]))
-    _, terms = judge.judge_normalization(
-        desc,
-        reference[plan.output],
-        reference[plan.output],
-        inputs,
-        spec,
-        overrides,
-        budget_out=main,
-        plan=plan,
+    main, terms = judge.judge_normalization(
+        desc, got, reference[plan.output], inputs, spec, overrides, budget_out=budget_out, plan=plan
     )
-    by_member, _ = statistics_output_budgets(
+    by_member, coeffs = statistics_output_budgets(
         desc, plan, terms.ss, terms.st, reference, spec, overrides, terms.u
     )
-    return {plan.output: main, **by_member}, None
+    return main, by_member, coeffs
 
 
 def compare(
@@ -347,19 +356,8 @@ def compare(
     if kernel.judge is not None and not also_inputs:  # numba-free; compiles only for large cases
         plan = kernels.resolve(kernel.judge)(desc, outputs_backend, outputs_reference, inputs, spec)
     if plan is not None:
-        from dmlconform.tolerance import judge
-
-        main, terms = judge.judge_normalization(
-            desc,
-            outputs_backend[plan.output],
-            outputs_reference[plan.output],
-            inputs,
-            spec,
-            overrides,
-            plan=plan,
-        )
-        by_member, coeffs = statistics_output_budgets(
-            desc, plan, terms.ss, terms.st, outputs_reference, spec, overrides, terms.u
+        main, by_member, coeffs = _compiled(
+            desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, overrides
         )
         outputs = {plan.output: main}
         for name in by_member:
