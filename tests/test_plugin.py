@@ -245,3 +245,16 @@ def test_reproducer_written_for_each_failure(pytester: pytest.Pytester, tmp_path
         assert r["replay"].startswith(f"dmlconform replay {d} --backend test_plugin_backends:WrongValues")
         assert r["errors"]["worst"]["ulp"] > r["errors"]["worst"]["budget_ulp"]
     assert all(r["reproducer"] is None for r in recs.values() if r["outcome"] == "passed")
+
+
+def test_a_case_holds_no_tensors_once_it_is_done(pytester: pytest.Pytester) -> None:
+    """A run keeps each case's record, not its tensors: an item that held its result (and with
+    it the inputs) made a stress run's memory grow by every case's data until the end."""
+    import partial_backends
+
+    partial_backends.SEEN.clear()
+    partial_backends.STILL_ALIVE.clear()
+    result = run_suite(pytester, "--dml-backend=partial_backends:InputWatcher", *NUMERIC)
+    assert result.ret == pytest.ExitCode.OK
+    assert len(partial_backends.STILL_ALIVE) >= 4
+    assert not any(partial_backends.STILL_ALIVE), partial_backends.STILL_ALIVE

@@ -232,7 +232,8 @@ class ConformanceItem(pytest.Item):
     def __init__(self, *, case: Any, **kwargs: Any):
         super().__init__(**kwargs)
         self.case = case
-        self.result: Any = None
+        # the record only: a case's result holds its inputs, and items live as long as the
+        # session (a stress run kept every case's tensors, gigabytes by its end)
         self.record: CaseRecord | None = None
         self.expectation: str | None = None
 
@@ -250,7 +251,6 @@ class ConformanceItem(pytest.Item):
                 f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}"
             )
             raise HarnessError(self.record.message) from exc
-        self.result = result
         self.record = case_record(self.case, self.nodeid, result)
         s = session.settings
         if result.status == "failed" and s.report_dir is not None:
