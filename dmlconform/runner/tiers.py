@@ -292,15 +292,19 @@ def _sized_or_simpler(
 # Memory
 
 
-BYTES_PER_ELEMENT = 320
-"""Peak resident bytes per input element of a numeric case, beyond the interpreter's baseline:
-the float64 input draw and its regime temporaries, the inputs, the reference's and the backend's
-outputs, and the tolerance model's work arrays (the compiled judge's are a few bytes per element,
-the numpy models' up to ~35). Calibrated with ``bench/bench_stress.py --calibrate --operators all
---dtypes all --max-elements 4194304 --bands 3``: the largest case of the band of reductions of
-1e6 and up peaked at 301 bytes per input element above the process's baseline with the reference
-backend and 246 with numpy; 320 is that worst figure with a margin of about 6%. See
-docs/running.md."""
+BYTES_PER_ELEMENT = 200
+"""Peak resident bytes per input element of a numeric case, beyond the process's resident memory
+before it: the float64 input draw and its regime temporaries, the inputs, the reference's and
+the backend's outputs, and the tolerance model's work arrays (the compiled judge's are a few
+bytes per element, the numpy models' up to ~100). Measured at 2^24 input elements, where every
+tensor is its own mapping that free returns (at 2^22 and below, glibc keeps freed tensors in its
+heap and the figure measures the allocator: 246-301 there): the largest stress case of each of
+the ten operators, FLOAT32 and FLOAT16, standard_normal and large_offset with the most members
+and an activation, the numpy and the reference backends, peaked at 160 bytes per element
+(BATCH_NORMALIZATION, LOCAL_RESPONSE_NORMALIZATION_GRAD; the MVN family 29-133, the other
+gradients 56-63). 200 is that worst figure with a margin of 25% for descs not measured. A 2^26-element case is then
+estimated at 12.5 GiB. Measured with ``bench/bench_case_memory.py`` (its default and
+``--regime large_offset``, ``--backend numpy`` and ``reference``); see docs/running.md."""
 
 MEMORY_MARGIN = 0.9
 """Use at most this share of the memory available when the case starts."""
