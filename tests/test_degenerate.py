@@ -343,3 +343,84 @@ def test_the_chunked_check_sees_every_element(at: int):
     off.reshape(-1)[at] += np.float32(1e-2)
     assert not degenerate._passes({"Y": off}, ref, budget)
     assert not degenerate._passes({"Y": off}, ref, {"Y": 1e-3})
+
+
+@pytest.fixture
+def compiled_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled judge for cases of any size (small ones are cheap to check whole)."""
+    from dmlconform.tolerance import judge
+
+    monkeypatch.setattr(judge, "KERNEL_MIN_ELEMENTS", 1)
+
+
+SAMPLED = [
+    (_mvn1((2, 300), (1,), bias=True), 64),  # a sample inside the first slice
+    (_mvn1((40, 7), (1,)), 64),  # whole slices: 9 of them
+    (_mvn1((5, 3, 4), (0, 2)), 30),  # reduced axes around a kept one (strided rows)
+    (_mvn1((6, 50), (0,), act={"Type": "ACTIVATION_ELU", "Alpha": 0.5}), 13),
+]
+
+
+@pytest.mark.parametrize(("desc", "count"), SAMPLED, ids=range(len(SAMPLED)))
+def test_sampled_budgets_are_the_whole_passes_at_those_elements(compiled_everywhere, desc, count) -> None:
+    from dmlconform.tolerance.compare import case_budgets, sampled_budgets
+
+    inputs = dd.make_inputs(desc, "large_offset", 2)
+    ref = execute(desc, inputs)
+    whole, _ = case_budgets(desc, ref, inputs, SPEC)
+    sampled = sampled_budgets(desc, ref, inputs, SPEC, count)
+    at, b = sampled["OutputTensor"]
+    n_slice = int(np.prod([desc.members["InputTensor"].sizes[a] for a in desc.members["Axes"]]))
+    assert at.size == (count if n_slice >= count else count // n_slice * n_slice)
+    assert len(set(at.tolist())) == at.size and at.max() < ref["OutputTensor"].size
+    assert np.array_equal(b, whole["OutputTensor"].reshape(-1)[at])
+
+
+def _drawn(desc, regime="standard_normal"):
+    return dd.make_inputs(desc, regime, 0)
+
+
+DEGENERATE_OR_NOT = [
+    (_mvn1((3, 1), (1,)), {"InputTensor": np.array([[1.0], [2.0], [-3.0]], np.float32)}),
+    (
+        _mvn1((1, 4), (1,), act={"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 2.0}),
+        {"InputTensor": np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)},
+    ),
+    (_mvn1((1, 4), (1,), normalize=False), {"InputTensor": np.array([[-2.0, -1.0, 1.0, 2.0]], np.float32)}),
+    (_mvn1((2, 300), (1,), bias=True), None),
+    (_mvn1((4, 300), (1,), act={"Type": "ACTIVATION_RELU"}), None),
+    (_mvn1((3, 200), (1,), act={"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.5}), None),
+]
+
+
+@pytest.mark.parametrize(("desc", "given"), DEGENERATE_OR_NOT, ids=range(len(DEGENERATE_OR_NOT)))
+def test_the_sample_never_changes_the_answer(compiled_everywhere, monkeypatch, desc, given) -> None:
+    """The check on a sample answers as the whole check: it stops early only where a sampled
+    element already shows the case judges something, for degenerate cases and sound ones."""
+    inputs = given if given is not None else _drawn(desc)
+    reference = execute(desc, inputs)
+    with_sample = degenerate.why_degenerate(desc, inputs, reference)
+    monkeypatch.setattr(degenerate, "sampled_budgets", lambda *a, **k: None)
+    assert degenerate.why_degenerate(desc, inputs, reference) == with_sample
+
+
+def test_a_case_the_sample_settles_skips_the_pass_over_every_element(compiled_everywhere, monkeypatch) -> None:
+    desc = _mvn1((2, 4096), (1,), bias=True)
+    inputs = _drawn(desc, "large_offset")
+    reference = execute(desc, inputs)
+
+    def whole(*args, **kwargs):
+        raise AssertionError("the whole check ran")
+
+    monkeypatch.setattr(degenerate, "_budgets", whole)
+    assert degenerate.why_degenerate(desc, inputs, reference) is None
+    # a sample that shows nothing (every sampled budget infinite) falls back to the whole check
+    real = degenerate.sampled_budgets
+
+    def blind(*args, **kwargs):
+        got = real(*args, **kwargs)
+        return {k: (at, np.full_like(b, np.inf)) for k, (at, b) in got.items()}
+
+    monkeypatch.setattr(degenerate, "sampled_budgets", blind)
+    with pytest.raises(AssertionError, match="the whole check ran"):
+        degenerate.why_degenerate(desc, inputs, reference)

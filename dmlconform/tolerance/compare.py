@@ -307,6 +307,27 @@ def case_budgets(
     return {plan.output: main, **by_member}, None
 
 
+def sampled_budgets(
+    desc: OperatorDesc, reference: dict[str, np.ndarray], inputs: dict[str, Any], spec: Spec, count: int
+) -> dict[str, tuple[np.ndarray | None, np.ndarray]] | None:
+    """For a case the compiled judge takes: each output's budgets, the main output's at its
+    first ``count`` elements in the kernel's slice order only, as {member: (C-order flat
+    indices or None for every element, budgets)}; None for a case the numpy model takes. A
+    question that one element answers (is some element judged? does this answer fail
+    somewhere?) costs a sample's pass instead of the whole tensor's."""
+    from dmlconform.tolerance import judge
+
+    kernel = kernels.kernel_of(desc, spec)
+    if kernel.judge is None:
+        return None
+    plan = kernels.resolve(kernel.judge)(desc, reference, reference, inputs, spec)
+    if plan is None:
+        return None
+    at, main, terms = judge.sample_budgets(desc, reference, inputs, spec, plan, count)
+    by_member, _ = statistics_output_budgets(desc, plan, terms.ss, terms.st, reference, spec, None, terms.u)
+    return {plan.output: (at, main), **{k: (None, v) for k, v in by_member.items()}}
+
+
 def _compiled(
     desc: OperatorDesc,
     plan: Any,

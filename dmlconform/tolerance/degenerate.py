@@ -20,7 +20,11 @@ element. Some inputs leave nothing to compare:
 
 :func:`judged_inputs` draws a case's inputs again (``data.make_inputs(..., draw=k)``, seeded;
 then other regimes) until they judge something, and gives the reference it computed on the way,
-so the runner does not compute it twice. Where no input can help (every slice holds one value
+so the runner does not compute it twice. For a case the compiled judge takes, the check asks
+first the budgets of a sample (the first :data:`CHUNK` elements in the judge's slice order:
+``tolerance.compare.sampled_budgets``): when a sampled element is judged in every output and
+every impostor fails at one, that settles it; the pass over every element runs only when the
+sample cannot tell (a degenerate case, or one whose judged elements lie elsewhere). Where no input can help (every slice holds one value
 and the outputs are all 0, or 0 / 0), collection replaces the desc (:func:`may_judge_nothing`,
 ``runner.cases``). Nothing here names an operator: the outputs, the variance input and
 Epsilon come from the spec's semantics.
@@ -50,7 +54,7 @@ from dmlconform.generation.data import (
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 from dmlconform.specification.semantics import SemanticsError, centers
-from dmlconform.tolerance.compare import case_budgets
+from dmlconform.tolerance.compare import case_budgets, sampled_budgets
 from dmlconform.tolerance.terms import Budgets
 
 OWN_DRAWS = 4
@@ -73,16 +77,23 @@ def unchanged_inputs(
     has that output's shape, else by the first input member (in the spec's order) that has it,
     else by zeros; in the output's data type."""
     spec = spec or load_spec()
-    op = spec.operator(desc.operator)
-    main = op.semantics.get("input")
-    order = [main] + [m.name for m in op.input_members if m.name != main]
     out = {}
     for name, value in outputs.items():
         value = np.asarray(value)
-        same = next((inputs[m] for m in order if m in inputs and np.shape(inputs[m]) == value.shape), None)
+        same = _unchanged_source(desc, value.shape, inputs, spec)
         with np.errstate(over="ignore"):
-            out[name] = np.zeros_like(value) if same is None else np.asarray(same).astype(value.dtype)
+            out[name] = np.zeros_like(value) if same is None else np.asarray(inputs[same]).astype(value.dtype)
     return out
+
+
+def _unchanged_source(
+    desc: OperatorDesc, shape: tuple[int, ...], inputs: Mapping[str, Any], spec: Spec
+) -> str | None:
+    """The input a copying backend returns for an output of ``shape`` (:func:`unchanged_inputs`)."""
+    op = spec.operator(desc.operator)
+    main = op.semantics.get("input")
+    order = [main] + [m.name for m in op.input_members if m.name != main]
+    return next((m for m in order if m in inputs and np.shape(inputs[m]) == tuple(shape)), None)
 
 
 def impostors(
@@ -199,6 +210,10 @@ def _why(
     if exact:
         budget: dict[str, Any] = {k: 0.0 for k in reference}
     else:
+        with np.errstate(all="ignore"):
+            sampled = sampled_budgets(desc, dict(reference), dict(inputs), spec, CHUNK)
+        if sampled is not None and _judges_on_sample(desc, sampled, reference, inputs, spec):
+            return None, None
         budget, model = _budgets(desc, reference, inputs, spec)
     for name, b in budget.items():
         if not _judges_some_element(reference[name], b):
@@ -208,6 +223,39 @@ def _why(
             what = {"zeros": "all zeros", "negated": "the answer negated", "input": "an input unchanged"}
             return f"{what[label]} would pass (every output within its budget)", model
     return None, model
+
+
+def _judges_on_sample(
+    desc: OperatorDesc,
+    sampled: dict[str, tuple[np.ndarray | None, np.ndarray]],
+    reference: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray],
+    spec: Spec,
+) -> bool:
+    """Whether the sampled elements alone show that the case judges something: every output
+    judges some element of the sample, and every impostor fails at some sampled element. False
+    means only that the sample does not show it (the whole check decides then): what holds on
+    a subset of the elements holds on all of them, so the answer never differs from the whole
+    check's, which a large case would otherwise pay a pass over every element for."""
+    ref: dict[str, np.ndarray] = {}
+    answers: dict[str, dict[str, np.ndarray]] = {"zeros": {}, "negated": {}, "input": {}}
+    budget: dict[str, np.ndarray] = {}
+    for name, (at, b) in sampled.items():
+        full = np.asarray(reference[name])
+        where = np.unravel_index(at, full.shape) if at is not None else ...
+        ref[name], budget[name] = full[where], b
+        if not _judges_some_element(ref[name], b):
+            return False
+        source = _unchanged_source(desc, full.shape, inputs, spec)
+        answers["zeros"][name] = np.zeros_like(ref[name])
+        answers["negated"][name] = -ref[name]
+        with np.errstate(over="ignore"):
+            answers["input"][name] = (
+                np.zeros_like(ref[name])
+                if source is None
+                else np.asarray(inputs[source])[where].astype(full.dtype)
+            )
+    return not any(_passes(answer, ref, budget) for answer in answers.values())
 
 
 @dataclass

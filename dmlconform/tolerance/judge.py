@@ -179,25 +179,37 @@ def worst_of(fig: np.ndarray, plan: Plan) -> tuple[int, tuple[int, ...]]:
     return int(ks[best]), tuple(int(i) for i in np.unravel_index(int(flat[best]), plan.shape))
 
 
-def judge_normalization(
+@dataclass
+class _ElementPass:
+    """The element pass's results: per-item figures, the budgets it stored (slice order), and
+    what the verdict and the statistics outputs take from the model."""
+
+    fig: np.ndarray
+    store: np.ndarray
+    n_slice: int
+    perm: tuple[int, ...]
+    co: Any
+    terms: ModelTerms
+    shift: np.ndarray  # e_mean / sd per slice
+    rel_sd: np.ndarray
+
+
+def _element_pass(
     desc: OperatorDesc,
     got: np.ndarray,
     ref: np.ndarray,
     inputs: dict[str, Any],
     spec: Spec,
     overrides: dict[str, Any] | None,
-    budget_out: np.ndarray | None = None,
-    plan: Plan | None = None,
-) -> tuple[Any, ModelTerms]:
-    """The normalization model's comparison of the main output, compiled. Returns the
-    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the model's
-    per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
-    float64 array of the output's shape that receives every budget (tests); ``plan``: the
-    desc's, when the caller has it (:func:`plan_for`)."""
+    plan: Plan,
+    keep_budgets: bool,
+    sample: int = 0,
+) -> _ElementPass:
+    """Statistics, per-slice terms and the compiled element pass over every element, or over
+    the first ``sample`` elements in slice order (:func:`sample_budgets`)."""
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
-    plan = plan or make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
     co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, overrides)
     u = tl.UNIT_ROUNDOFF[co.working_precision]
@@ -213,6 +225,7 @@ def judge_normalization(
             d_shift = (st.e_mean - floor.e_mean) / sd
             d_rel = rel_sd - tl.divisor_error(plan, ss, floor, co, u)
             unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
+        shift = st.e_mean / sd  # sd 0: an undefined slice (Epsilon 0)
     undefined = (var + plan.epsilon == 0) if plan.normalize_variance else np.zeros(var.shape, bool)
     n_kept = len(plan.kept_axes)
     got32, half = _as_float32(np.asarray(got).astype(np.asarray(ref).dtype, copy=False))
@@ -228,9 +241,10 @@ def judge_normalization(
     canc_ops, canc_consts = _cancellation(plan, spec)
     k_len, m_len, l_len = shape
     n_slice = m_len * l_len
-    item_k, item_p0, item_p1 = work_items(k_len, n_slice)
+    item_k, item_p0, item_p1 = sample_items(k_len, n_slice, sample) if sample else work_items(k_len, n_slice)
     fig = np.empty((item_k.size, jk.N_FIGURES))
-    store = np.empty(k_len * n_slice if budget_out is not None else 0)
+    # pages a sample does not reach are never touched, so never resident
+    store = np.empty(k_len * n_slice if keep_budgets else 0)
     nan = math.nan
 
     def call(i0: int, i1: int) -> None:
@@ -245,16 +259,63 @@ def judge_normalization(
         )  # fmt: skip
 
     run_chunks(item_k.size, x_flat.size, call)
-    fig = merge_items(fig, item_k, k_len)
+    fig = fig if sample else merge_items(fig, item_k, k_len)
+    return _ElementPass(fig, store, n_slice, perm, co, ModelTerms(plan, ss, st, u), shift, rel_sd)
+
+
+def judge_normalization(
+    desc: OperatorDesc,
+    got: np.ndarray,
+    ref: np.ndarray,
+    inputs: dict[str, Any],
+    spec: Spec,
+    overrides: dict[str, Any] | None,
+    budget_out: np.ndarray | None = None,
+    plan: Plan | None = None,
+) -> tuple[Any, ModelTerms]:
+    """The normalization model's comparison of the main output, compiled. Returns the
+    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the model's
+    per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
+    float64 array of the output's shape that receives every budget (tests); ``plan``: the
+    desc's, when the caller has it (:func:`plan_for`)."""
+    from dmlconform.tolerance import judge_kernels as jk
+
+    plan = plan or make_plan(desc, spec)
+    p = _element_pass(desc, got, ref, inputs, spec, overrides, plan, budget_out is not None)
     if budget_out is not None:
-        logical = store.reshape(tuple(plan.shape[i] for i in perm))
-        budget_out[...] = logical.transpose(tuple(np.argsort(perm)))
-    out = _member_from_figures(plan.output, fig, plan, co, np.asarray(ref).dtype)
-    if co.max_ulp is None:
-        with np.errstate(divide="ignore", invalid="ignore"):  # sd 0: an undefined slice (Epsilon 0)
-            shift = st.e_mean / sd
-        out.aggregate = tl.aggregate_from_sums(fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, shift, rel_sd, co)
-    return out, ModelTerms(plan, ss, st, u)
+        logical = p.store.reshape(tuple(plan.shape[i] for i in p.perm))
+        budget_out[...] = logical.transpose(tuple(np.argsort(p.perm)))
+    out = _member_from_figures(plan.output, p.fig, plan, p.co, np.asarray(ref).dtype)
+    if p.co.max_ulp is None:
+        out.aggregate = tl.aggregate_from_sums(p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, p.shift, p.rel_sd, p.co)
+    return out, p.terms
+
+
+def sample_items(k_len: int, n_slice: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slice, first, end) of the first ``count`` elements in slice order (at least one slice's
+    first element)."""
+    whole = min(k_len, max(1, count // max(n_slice, 1)))
+    if n_slice >= count:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64), np.full(1, count, np.int64)
+    return np.arange(whole, dtype=np.int64), np.zeros(whole, np.int64), np.full(whole, n_slice, np.int64)
+
+
+def sample_budgets(
+    desc: OperatorDesc, reference: dict[str, Any], inputs: dict[str, Any], spec: Spec, plan: Plan, count: int
+) -> tuple[np.ndarray, np.ndarray, ModelTerms]:
+    """The main output's budgets at its first ``count`` elements in the kernel's slice order:
+    (their C-order flat indices, their budgets, the per-slice terms). What a question about some
+    element needs (:mod:`dmlconform.tolerance.degenerate`: is some element judged, does an answer
+    fail somewhere) without the pass over every element."""
+    ref = reference[plan.output]
+    p = _element_pass(desc, ref, ref, inputs, spec, None, plan, True, sample=count)
+    k_len = p.store.size // max(p.n_slice, 1)
+    item_k, item_p0, item_p1 = sample_items(k_len, p.n_slice, count)
+    ks = np.repeat(item_k, item_p1 - item_p0)
+    pos = np.concatenate([np.arange(a, b) for a, b in zip(item_p0, item_p1, strict=True)])
+    kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
+    red_shape = tuple(plan.shape[i] for i in plan.axes)
+    return _logical_index(ks, pos, plan, kept_shape, red_shape), p.store[ks * p.n_slice + pos], p.terms
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
