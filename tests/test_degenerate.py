@@ -404,7 +404,9 @@ def test_the_sample_never_changes_the_answer(compiled_everywhere, monkeypatch, d
     assert degenerate.why_degenerate(desc, inputs, reference) == with_sample
 
 
-def test_a_case_the_sample_settles_skips_the_pass_over_every_element(compiled_everywhere, monkeypatch) -> None:
+def test_a_case_the_sample_settles_skips_the_pass_over_every_element(
+    compiled_everywhere, monkeypatch
+) -> None:
     desc = _mvn1((2, 4096), (1,), bias=True)
     inputs = _drawn(desc, "large_offset")
     reference = execute(desc, inputs)
