@@ -1,0 +1,98 @@
+"""What the degenerate-input check costs on large cases, with its sample and without.
+
+    python bench/bench_degenerate.py [--sizes 20,22] [--repeat 3]
+
+For MEAN_VARIANCE_NORMALIZATION1 over one slice of n (large_offset data), without and with a
+fused PARAMETRIC_SOFTPLUS (whose five activations per element make the compiled judge's element
+pass its most expensive), and BATCH_NORMALIZATION_TRAINING (4 channels), FLOAT32: the median time
+of ``degenerate.why_degenerate`` as it runs (the compiled judge's budgets of a 2^16-element
+sample settle it) and with the sample switched off (the pass over every element, as before),
+in one process and round-robin, with the reference's own time beside them and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import dmlconform as dc
+from dmlconform.generation import data
+from dmlconform.tolerance import degenerate
+
+
+def mvn1(n: int, act: dict | None = None) -> dc.OperatorDesc:
+    t = {"DataType": "FLOAT32", "Sizes": [1, n]}
+    body = {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True}
+    return dc.parse_desc(
+        {"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body | ({"FusedActivation": act} if act else {})}
+    )
+
+
+def bnt(n: int) -> dc.OperatorDesc:
+    big, stat = {"DataType": "FLOAT32", "Sizes": [4, 4, n // 16]}, {"DataType": "FLOAT32", "Sizes": [1, 4, 1]}
+    members = {"InputTensor": big, "ScaleTensor": stat, "BiasTensor": stat, "OutputTensor": big}
+    members |= {"OutputMeanTensor": stat, "OutputVarianceTensor": stat, "Epsilon": 1e-5}
+    return dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": members})
+
+
+CASES: dict[str, Callable[[int], dc.OperatorDesc]] = {
+    "MVN1": mvn1,
+    "MVN1+softplus": lambda n: mvn1(
+        n, {"Type": "ACTIVATION_PARAMETRIC_SOFTPLUS", "Alpha": 0.25, "Beta": 0.1}
+    ),
+    "BNT": bnt,
+}
+
+
+def median_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    for fn in fns.values():
+        fn()  # warm-up: kernels load, pages get touched
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="20,22", help="log2 of n, comma-separated")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    real = degenerate.sampled_budgets
+
+    def check(desc: dc.OperatorDesc, inputs: dict, ref: dict, sample: bool) -> None:
+        degenerate.sampled_budgets = real if sample else (lambda *args, **kwargs: None)
+        try:
+            assert degenerate.why_degenerate(desc, inputs, ref) is None
+        finally:
+            degenerate.sampled_budgets = real
+
+    print(f"{'case':16s} {'n':>9s} {'reference':>10s} {'whole':>9s} {'sample':>9s} {'whole/sample':>13s}")
+    for log2 in (int(s) for s in a.sizes.split(",")):
+        n = 1 << log2
+        for name, make in CASES.items():
+            desc = make(n)
+            inputs = data.make_inputs(desc, "large_offset", seed=1)
+            ref = dc.execute(desc, inputs)
+            t = median_times(
+                {
+                    "reference": lambda d=desc, i=inputs: dc.execute(d, i),
+                    "whole": lambda d=desc, i=inputs, r=ref: check(d, i, r, False),
+                    "sample": lambda d=desc, i=inputs, r=ref: check(d, i, r, True),
+                },
+                a.repeat,
+            )
+            print(
+                f"{name:16s} {n:>9d} {t['reference'] * 1e3:8.1f}ms {t['whole'] * 1e3:7.1f}ms "
+                f"{t['sample'] * 1e3:7.1f}ms {t['whole'] / t['sample']:12.1f}x",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
