@@ -34,7 +34,16 @@ def native_modules_loaded() -> None:
         }
     )
     execute(desc, {"InputTensor": np.ones((1, 1, 2, 2), np.float32)})
+    # that case is small enough for the numpy mirror: compile once, so that numba's lowering
+    # modules (loaded at the first compile) load here too; dropped and imported again, they made
+    # explicit-signature kernels refuse matching arguments ("No matching definition")
+    with contextlib.suppress(ImportError):
+        import numba
+
+        numba.njit(lambda a: a[0] + 1.0)(np.zeros(1))
     for name in (
+        "dmlconform.reference.kernels",
+        "dmlconform.tolerance.judge_kernels",
         "torch",
         "onnx",
         "onnxruntime",

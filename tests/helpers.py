@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from dmlconform.specification.desc import OperatorDesc, parse_desc
@@ -99,29 +98,10 @@ def run_until(proc: subprocess.Popen[str], passed: int, timeout: float = 300) ->
     return out
 
 
-def _load_numba_outside_inner_runs() -> None:
-    """Load numba whole (its lowering registries included) and the modules that compile with it
-    before the first in-process run.
-
-    Why: pytester removes from ``sys.modules`` every module first imported during an inner run.
-    numba loads most of its lowering modules lazily, at the first compile; dropped and imported
-    again by the next inner run, they register a second time in numba's C state, which outlives
-    the removal, and an explicit-signature kernel then refuses arguments that match it ("No
-    matching definition"): internal errors that depended on test order."""
-    try:
-        import numba
-    except ImportError:
-        return
-    numba.njit(lambda a: a[0] + 1.0)(np.zeros(1))
-    import dmlconform.reference.kernels  # noqa: F401
-    import dmlconform.tolerance.judge_kernels  # noqa: F401
-
-
 def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """The conformance suite in-process (pytester), the test backends importable."""
     from dmlconform.runner.plugin import plugin_args
 
-    _load_numba_outside_inner_runs()
     pytester.syspathinsert(HERE)
     # (no:benchmark: pytest-benchmark warns in every in-process run under xdist)
     return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", "-p", "no:benchmark", *args)
