@@ -13,49 +13,15 @@ in one process and round-robin, with the reference's own time beside them and th
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
+
+from bench_judge import bnt, median_times, mvn1  # the same cases (the script's folder is on the path)
 
 import dmlconform as dc
 from dmlconform.generation import data
 from dmlconform.tolerance import degenerate
 
-
-def mvn1(n: int, act: dict | None = None) -> dc.OperatorDesc:
-    t = {"DataType": "FLOAT32", "Sizes": [1, n]}
-    body = {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True}
-    return dc.parse_desc(
-        {"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body | ({"FusedActivation": act} if act else {})}
-    )
-
-
-def bnt(n: int) -> dc.OperatorDesc:
-    big, stat = {"DataType": "FLOAT32", "Sizes": [4, 4, n // 16]}, {"DataType": "FLOAT32", "Sizes": [1, 4, 1]}
-    members = {"InputTensor": big, "ScaleTensor": stat, "BiasTensor": stat, "OutputTensor": big}
-    members |= {"OutputMeanTensor": stat, "OutputVarianceTensor": stat, "Epsilon": 1e-5}
-    return dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": members})
-
-
-CASES: dict[str, Callable[[int], dc.OperatorDesc]] = {
-    "MVN1": mvn1,
-    "MVN1+softplus": lambda n: mvn1(
-        n, {"Type": "ACTIVATION_PARAMETRIC_SOFTPLUS", "Alpha": 0.25, "Beta": 0.1}
-    ),
-    "BNT": bnt,
-}
-
-
-def median_times(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    for fn in fns.values():
-        fn()  # warm-up: kernels load, pages get touched
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in times.items()}
+SOFTPLUS = {"Type": "ACTIVATION_PARAMETRIC_SOFTPLUS", "Alpha": 0.25, "Beta": 0.1}
+CASES = {"MVN1": mvn1, "MVN1+softplus": lambda n: mvn1(n, SOFTPLUS), "BNT": bnt}
 
 
 def main() -> None:

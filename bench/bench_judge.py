@@ -36,12 +36,13 @@ from dmlconform.reference.kernels import parallel_copy
 from dmlconform.tolerance import judge
 
 
-def mvn1(n: int) -> dc.OperatorDesc:
+def mvn1(n: int, activation: dict | None = None) -> dc.OperatorDesc:
     t = {"DataType": "FLOAT32", "Sizes": [1, n]}
+    body = {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True}
     return dc.parse_desc(
         {
             "type": "MEAN_VARIANCE_NORMALIZATION1",
-            "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True},
+            "desc": body | ({"FusedActivation": activation} if activation else {}),
         }
     )
 

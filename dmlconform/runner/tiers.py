@@ -302,8 +302,8 @@ heap and the figure measures the allocator: 246-301 there): the largest stress c
 the ten operators, FLOAT32 and FLOAT16, standard_normal and large_offset with the most members
 and an activation, the numpy and the reference backends, peaked at 160 bytes per element
 (BATCH_NORMALIZATION, LOCAL_RESPONSE_NORMALIZATION_GRAD; the MVN family 29-133, the other
-gradients 56-63). 200 is that worst figure with a margin of 25% for descs not measured. A 2^26-element case is then
-estimated at 12.5 GiB. Measured with ``bench/bench_case_memory.py`` (its default and
+gradients 56-63). 200 is that worst figure with a margin of 25% for descs not measured. A
+2^26-element case is then estimated at 12.5 GiB. Measured with ``bench/bench_case_memory.py`` (its default and
 ``--regime large_offset``, ``--backend numpy`` and ``reference``); see docs/running.md."""
 
 MEMORY_MARGIN = 0.9

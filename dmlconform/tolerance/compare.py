@@ -282,6 +282,16 @@ def _given(budgets: Budgets | None, outputs_reference: dict[str, Any]) -> Budget
     )
 
 
+def _judge_plan(
+    desc: OperatorDesc, got: dict[str, Any], reference: dict[str, Any], inputs: dict[str, Any], spec: Spec
+) -> Any:
+    """The plan when the compiled judge takes this case (its kernel has a ``judge`` part and
+    that part accepts the case: large enough, outputs as expected), else None. numba-free: the
+    judge compiles only for the cases it takes."""
+    kernel = kernels.kernel_of(desc, spec)
+    return None if kernel.judge is None else kernels.resolve(kernel.judge)(desc, got, reference, inputs, spec)
+
+
 def case_budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
@@ -295,12 +305,9 @@ def case_budgets(
     judge would take gets the judge's budgets (``judge_normalization(budget_out=...)``, equal
     to the model's to a relative 1e-12: tests/test_judge.py) at a fraction of the model's cost
     and memory."""
-    kernel = kernels.kernel_of(desc, spec)
-    plan = None
-    if kernel.judge is not None:
-        plan = kernels.resolve(kernel.judge)(desc, reference, reference, inputs, spec)
+    plan = _judge_plan(desc, reference, reference, inputs, spec)
     if plan is None:
-        b = kernels.resolve(kernel.budgets)(desc, reference, inputs, spec, overrides)
+        b = kernels.resolve(kernels.kernel_of(desc, spec).budgets)(desc, reference, inputs, spec, overrides)
         return b.by_member, b
     main = np.empty(np.shape(reference[plan.output]))
     _, by_member, _ = _compiled(desc, plan, reference[plan.output], reference, inputs, spec, overrides, main)
@@ -317,10 +324,7 @@ def sampled_budgets(
     somewhere?) costs a sample's pass instead of the whole tensor's."""
     from dmlconform.tolerance import judge
 
-    kernel = kernels.kernel_of(desc, spec)
-    if kernel.judge is None:
-        return None
-    plan = kernels.resolve(kernel.judge)(desc, reference, reference, inputs, spec)
+    plan = _judge_plan(desc, reference, reference, inputs, spec)
     if plan is None:
         return None
     at, main, terms = judge.sample_budgets(desc, reference, inputs, spec, plan, count)
@@ -373,9 +377,7 @@ def compare(
     budgets_of = kernels.resolve(kernel.budgets)
     names = [m.name for m in spec.operator(desc.operator).input_members]
     nonfinite = any(not _all_finite(inputs[m]) for m in names if m in inputs)
-    plan = None
-    if kernel.judge is not None and not also_inputs:  # numba-free; compiles only for large cases
-        plan = kernels.resolve(kernel.judge)(desc, outputs_backend, outputs_reference, inputs, spec)
+    plan = None if also_inputs else _judge_plan(desc, outputs_backend, outputs_reference, inputs, spec)
     if plan is not None:
         main, by_member, coeffs = _compiled(
             desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, overrides

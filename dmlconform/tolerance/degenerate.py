@@ -24,10 +24,10 @@ so the runner does not compute it twice. For a case the compiled judge takes, th
 first the budgets of a sample (the first :data:`CHUNK` elements in the judge's slice order:
 ``tolerance.compare.sampled_budgets``): when a sampled element is judged in every output and
 every impostor fails at one, that settles it; the pass over every element runs only when the
-sample cannot tell (a degenerate case, or one whose judged elements lie elsewhere). Where no input can help (every slice holds one value
-and the outputs are all 0, or 0 / 0), collection replaces the desc (:func:`may_judge_nothing`,
-``runner.cases``). Nothing here names an operator: the outputs, the variance input and
-Epsilon come from the spec's semantics.
+sample cannot tell (a degenerate case, or one whose judged elements lie elsewhere). Where no
+input can help (every slice holds one value and the outputs are all 0, or 0 / 0), collection
+replaces the desc (:func:`may_judge_nothing`, ``runner.cases``). Nothing here names an
+operator: the outputs, the variance input and Epsilon come from the spec's semantics.
 """
 
 from __future__ import annotations
@@ -72,28 +72,26 @@ def unchanged_inputs(
     outputs: Mapping[str, np.ndarray],
     inputs: Mapping[str, np.ndarray],
     spec: Spec | None = None,
+    at: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """The answer of a backend that copies: each output replaced by the semantics' input if it
     has that output's shape, else by the first input member (in the spec's order) that has it,
-    else by zeros; in the output's data type."""
+    else by zeros; in the output's data type. ``at``: per output, the index (into the output's
+    shape) of the elements wanted, the whole output where absent."""
     spec = spec or load_spec()
-    out = {}
-    for name, value in outputs.items():
-        value = np.asarray(value)
-        same = _unchanged_source(desc, value.shape, inputs, spec)
-        with np.errstate(over="ignore"):
-            out[name] = np.zeros_like(value) if same is None else np.asarray(inputs[same]).astype(value.dtype)
-    return out
-
-
-def _unchanged_source(
-    desc: OperatorDesc, shape: tuple[int, ...], inputs: Mapping[str, Any], spec: Spec
-) -> str | None:
-    """The input a copying backend returns for an output of ``shape`` (:func:`unchanged_inputs`)."""
     op = spec.operator(desc.operator)
     main = op.semantics.get("input")
     order = [main] + [m.name for m in op.input_members if m.name != main]
-    return next((m for m in order if m in inputs and np.shape(inputs[m]) == tuple(shape)), None)
+    out = {}
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        where = (at or {}).get(name, ...)
+        same = next((inputs[m] for m in order if m in inputs and np.shape(inputs[m]) == value.shape), None)
+        with np.errstate(over="ignore"):
+            out[name] = (
+                np.zeros_like(value[where]) if same is None else np.asarray(same)[where].astype(value.dtype)
+            )
+    return out
 
 
 def impostors(
@@ -101,13 +99,16 @@ def impostors(
     outputs: Mapping[str, np.ndarray],
     inputs: Mapping[str, np.ndarray],
     spec: Spec | None = None,
+    at: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """Three answers with nothing to do with the operator, for a case whose right answer is
-    ``outputs``: ``zeros``, ``negated`` and ``input`` (:func:`unchanged_inputs`)."""
+    ``outputs``: ``zeros``, ``negated`` and ``input`` (:func:`unchanged_inputs`); ``at`` as
+    there (the answers at some elements only)."""
+    right = {k: np.asarray(v)[(at or {}).get(k, ...)] for k, v in outputs.items()}
     return {
-        "zeros": {k: np.zeros_like(np.asarray(v)) for k, v in outputs.items()},
-        "negated": {k: -np.asarray(v) for k, v in outputs.items()},
-        "input": unchanged_inputs(desc, outputs, inputs, spec),
+        "zeros": {k: np.zeros_like(v) for k, v in right.items()},
+        "negated": {k: -v for k, v in right.items()},
+        "input": unchanged_inputs(desc, outputs, inputs, spec, at),
     }
 
 
@@ -237,24 +238,14 @@ def _judges_on_sample(
     means only that the sample does not show it (the whole check decides then): what holds on
     a subset of the elements holds on all of them, so the answer never differs from the whole
     check's, which a large case would otherwise pay a pass over every element for."""
-    ref: dict[str, np.ndarray] = {}
-    answers: dict[str, dict[str, np.ndarray]] = {"zeros": {}, "negated": {}, "input": {}}
-    budget: dict[str, np.ndarray] = {}
-    for name, (at, b) in sampled.items():
-        full = np.asarray(reference[name])
-        where = np.unravel_index(at, full.shape) if at is not None else ...
-        ref[name], budget[name] = full[where], b
-        if not _judges_some_element(ref[name], b):
-            return False
-        source = _unchanged_source(desc, full.shape, inputs, spec)
-        answers["zeros"][name] = np.zeros_like(ref[name])
-        answers["negated"][name] = -ref[name]
-        with np.errstate(over="ignore"):
-            answers["input"][name] = (
-                np.zeros_like(ref[name])
-                if source is None
-                else np.asarray(inputs[source])[where].astype(full.dtype)
-            )
+    where = {
+        k: np.unravel_index(at, np.shape(reference[k])) for k, (at, _) in sampled.items() if at is not None
+    }
+    ref = {k: np.asarray(reference[k])[where.get(k, ...)] for k in sampled}
+    budget = {k: b for k, (_, b) in sampled.items()}
+    if not all(_judges_some_element(ref[k], budget[k]) for k in sampled):
+        return False
+    answers = impostors(desc, {k: reference[k] for k in sampled}, inputs, spec, at=where)
     return not any(_passes(answer, ref, budget) for answer in answers.values())
 
 

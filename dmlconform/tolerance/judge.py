@@ -186,6 +186,7 @@ class _ElementPass:
 
     fig: np.ndarray
     store: np.ndarray
+    items: tuple[np.ndarray, np.ndarray, np.ndarray]  # (slice, first, end) of each work item
     n_slice: int
     perm: tuple[int, ...]
     co: Any
@@ -260,7 +261,8 @@ def _element_pass(
 
     run_chunks(item_k.size, x_flat.size, call)
     fig = fig if sample else merge_items(fig, item_k, k_len)
-    return _ElementPass(fig, store, n_slice, perm, co, ModelTerms(plan, ss, st, u), shift, rel_sd)
+    items = (item_k, item_p0, item_p1)
+    return _ElementPass(fig, store, items, n_slice, perm, co, ModelTerms(plan, ss, st, u), shift, rel_sd)
 
 
 def judge_normalization(
@@ -294,9 +296,9 @@ def judge_normalization(
 def sample_items(k_len: int, n_slice: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(slice, first, end) of the first ``count`` elements in slice order (at least one slice's
     first element)."""
-    whole = min(k_len, max(1, count // max(n_slice, 1)))
     if n_slice >= count:
         return np.zeros(1, np.int64), np.zeros(1, np.int64), np.full(1, count, np.int64)
+    whole = min(k_len, count // n_slice)
     return np.arange(whole, dtype=np.int64), np.zeros(whole, np.int64), np.full(whole, n_slice, np.int64)
 
 
@@ -309,8 +311,7 @@ def sample_budgets(
     fail somewhere) without the pass over every element."""
     ref = reference[plan.output]
     p = _element_pass(desc, ref, ref, inputs, spec, None, plan, True, sample=count)
-    k_len = p.store.size // max(p.n_slice, 1)
-    item_k, item_p0, item_p1 = sample_items(k_len, p.n_slice, count)
+    item_k, item_p0, item_p1 = p.items
     ks = np.repeat(item_k, item_p1 - item_p0)
     pos = np.concatenate([np.arange(a, b) for a, b in zip(item_p0, item_p1, strict=True)])
     kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
