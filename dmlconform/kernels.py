@@ -84,6 +84,7 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.rms:rms_budgets",
             model="normalization",
             relations=_SAME,
+            judge="dmlconform.tolerance.judge:rms_plan_for",
         ),
         Kernel(
             name="given_statistics",
@@ -94,6 +95,7 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.pointwise:pointwise_budgets",
             model="pointwise",
             relations=_SAME,
+            judge="dmlconform.tolerance.judge:given_plan_for",
         ),
         Kernel(
             name="normalization_grad",

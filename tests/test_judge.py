@@ -3,12 +3,17 @@
 The numpy model (:func:`dmlconform.tolerance.budgets`, :func:`aggregate_check`) is the readable
 specification; these tests hold the kernels to it: every budget within a relative 1e-12, and
 the same verdict, worst element, failing count and aggregate figures, on hypothesis-drawn legal
-descs of every operator the normalization model serves (every regime, both data types, fused
-activations, broadcast operands, strided layouts) and on every shape family of the stress tier.
+descs of every operator whose kernel has a compiled judge: the centred normalization, RMS
+(MVN2 without its mean step) and given-statistics (BATCH_NORMALIZATION) models (every regime,
+both data types, fused activations, broadcast operands, strided layouts), and on every shape
+family of the stress tier.
 The kernels are called directly, whatever the size, so small drawn cases exercise them too.
 """
 
 from __future__ import annotations
+
+import contextlib
+import importlib
 
 import numpy as np
 import pytest
@@ -19,36 +24,62 @@ import dmlconform as dc
 from dmlconform import kernels, tolerance
 from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
-from dmlconform.specification.semantics import SemanticsError, make_plan
+from dmlconform.specification.semantics import SemanticsError
 from dmlconform.tolerance import judge
 
 SPEC = dc.load_spec()
+compare_module = importlib.import_module("dmlconform.tolerance.compare")  # the package's name is the function
 RTOL = 1e-12
 
 
-def normalization_pairs() -> list[tuple[str, str]]:
-    """(operator, level) pairs whose descs the normalization model (and so the kernel) judges."""
+def judged_pairs() -> list[tuple[str, str]]:
+    """(operator, level) pairs whose kernel has a compiled judge (the centred, RMS and
+    given-statistics normalization models)."""
     out = []
     for op, level in dst.gen.operators_and_levels(SPEC):
         model = dst.gen.model_for(op, level, SPEC)
-        if model.available and SPEC.operator(op).tolerance.get("model", "normalization") == "normalization":
+        kernel = kernels.KERNELS.get(SPEC.operator(op).semantics.get("kernel"))
+        if model.available and kernel is not None and kernel.judge is not None:
             out.append((op, level))
     return out
 
 
-PAIRS = normalization_pairs()
+PAIRS = judged_pairs()
+
+
+@contextlib.contextmanager
+def compiled_everywhere():
+    """The compiled judge for cases of any size and statistics of any shape."""
+    saved = judge.KERNEL_MIN_ELEMENTS, judge.MIN_GIVEN_SLICE
+    judge.KERNEL_MIN_ELEMENTS, judge.MIN_GIVEN_SLICE = 1, 1
+    try:
+        yield
+    finally:
+        judge.KERNEL_MIN_ELEMENTS, judge.MIN_GIVEN_SLICE = saved
+
+
+def judge_plan(desc, ref, inputs):
+    """The registry's judge plan of this desc (None: its kernel has no compiled judge)."""
+    part = kernels.kernel_of(desc, SPEC).judge
+    if part is None:
+        return None
+    with compiled_everywhere():
+        return kernels.resolve(part)(desc, ref, ref, inputs, SPEC)
 
 
 def kernel_and_model(desc, inputs, got=None, overrides=None):
     """(kernel budgets, model budgets, the main reference output if an activation is fused)."""
     ref = dc.execute(desc, inputs)
-    plan = make_plan(desc, SPEC)
-    model = tolerance.budgets(desc, ref, inputs, SPEC, overrides).by_member[plan.output]
+    jp = judge_plan(desc, ref, inputs)
+    if jp is None:
+        kernels.part(desc, SPEC, "plan")(desc, SPEC)  # raises the SemanticsError that refused it
+    assert jp is not None
+    model = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC, overrides).by_member[jp.output]
     kernel = np.empty(model.shape)
-    judge.judge_normalization(desc, ref[plan.output] if got is None else got, ref[plan.output], inputs, SPEC,
-                              overrides, budget_out=kernel)  # fmt: skip
-    fused = plan.activation not in (None, "ACTIVATION_IDENTITY")
-    return kernel, model, (ref[plan.output] if fused else None)
+    judge.judge_normalization(desc, ref[jp.output] if got is None else got, ref[jp.output], inputs, SPEC,
+                              overrides, budget_out=kernel, plan=jp)  # fmt: skip
+    fused = jp.plan.activation not in (None, "ACTIVATION_IDENTITY")
+    return kernel, model, (ref[jp.output] if fused else None)
 
 
 ACTIVATION_NOISE = 2.0**-46
@@ -77,8 +108,6 @@ def assert_budgets_agree(kernel: np.ndarray, model: np.ndarray, ref: np.ndarray 
 def drawn_cases(draw):
     op, level = draw(st.sampled_from(PAIRS))
     desc = draw(dst.legal_descs(op, level, SPEC))
-    if kernels.kernel_name(desc, SPEC) != "normalization":  # MVN2 without UseMean: the RMS model
-        return None
     regime = draw(st.sampled_from(data.regimes_for(desc, SPEC)))
     seed = draw(st.integers(0, 2**16))
     return desc, data.make_inputs(desc, regime, seed=seed)
@@ -104,17 +133,18 @@ def test_kernel_budgets_equal_the_numpy_model_on_drawn_cases(case, overrides):
 def verdicts(desc, inputs, got_main, overrides=None):
     """(kernel comparison, numpy comparison) of the same outputs."""
     ref = dc.execute(desc, inputs)
-    plan = make_plan(desc, SPEC)
-    got = {**ref, plan.output: got_main(ref[plan.output])}
+    main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
+    got = {**ref, main: got_main(ref[main])}
+    with compiled_everywhere():
+        assert compare_module._judge_plan(desc, got, ref, inputs, SPEC) is not None
+        fast = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
     saved = judge.KERNEL_MIN_ELEMENTS
     try:
-        judge.KERNEL_MIN_ELEMENTS = 1
-        fast = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
         judge.KERNEL_MIN_ELEMENTS = 1 << 62
         slow = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
     finally:
         judge.KERNEL_MIN_ELEMENTS = saved
-    return fast, slow, plan.output
+    return fast, slow, main
 
 
 WRONGS = {
@@ -162,7 +192,7 @@ def test_kernel_budgets_equal_the_numpy_model_on_every_stress_shape():
     )
     checked = 0
     for case in collect(SPEC, sel):
-        if case.size is None or kernels.kernel_name(case.desc, SPEC) != "normalization":
+        if case.size is None or kernels.kernel_of(case.desc, SPEC).judge is None:
             continue
         inputs = data.make_inputs(case.desc, case.regime, seed=case.input_seed)
         kernel, model, ref = kernel_and_model(case.desc, inputs)
@@ -191,22 +221,38 @@ def test_a_long_reduction_split_over_threads_gives_the_same_figures():
     assert fast.passed and slow.passed
 
 
-@pytest.mark.parametrize("dtype", ["FLOAT16", "FLOAT32"])
-@pytest.mark.parametrize("overrides", [None, {"max_ulp": 2.0}])
-def test_each_output_type_and_a_fixed_ulp_budget_give_the_models_figures(dtype, overrides):
-    """The element loop has one copy per output type (FLOAT16's spacing and ordinals differ) and
-    a fixed max_ulp path: both against the model on a case with per-channel operands."""
+def _per_channel(op, dtype, **members):
     t = {"DataType": dtype, "Sizes": [2, 3, 96, 96]}
     c = {"DataType": dtype, "Sizes": [1, 3, 1, 1]}
-    desc = dc.parse_desc(
-        {
-            "type": "BATCH_NORMALIZATION_TRAINING",
-            "desc": {"InputTensor": t, "ScaleTensor": c, "BiasTensor": c, "OutputTensor": t, "Epsilon": 1e-3},
-        }
-    )
+    tensors = {k: c for k in members.pop("channels", ())}
+    return dc.parse_desc({"type": op, "desc": {"InputTensor": t, "OutputTensor": t, **tensors, **members}})
+
+
+PER_CHANNEL = {
+    "centred": lambda dt: _per_channel(
+        "BATCH_NORMALIZATION_TRAINING", dt, channels=("ScaleTensor", "BiasTensor"), Epsilon=1e-3
+    ),
+    "rms": lambda dt: _per_channel(
+        "MEAN_VARIANCE_NORMALIZATION2", dt, channels=("ScaleTensor", "BiasTensor"), Axes=[0, 2, 3],
+        UseMean=False, UseVariance=True, Epsilon=1e-3,
+    ),
+    "given": lambda dt: _per_channel(
+        "BATCH_NORMALIZATION", dt, channels=("MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor"),
+        Spatial=True, Epsilon=1e-3,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("model", sorted(PER_CHANNEL))
+@pytest.mark.parametrize("dtype", ["FLOAT16", "FLOAT32"])
+@pytest.mark.parametrize("overrides", [None, {"max_ulp": 2.0}])
+def test_each_output_type_and_a_fixed_ulp_budget_give_the_models_figures(model, dtype, overrides):
+    """The element loop has one copy per output type (FLOAT16's spacing and ordinals differ) and
+    a fixed max_ulp path: both against each model on a case with per-channel operands."""
+    desc = PER_CHANNEL[model](dtype)
     inputs = data.make_inputs(desc, "large_offset", seed=5)
-    kernel, model, ref = kernel_and_model(desc, inputs, overrides=overrides)
-    assert_budgets_agree(kernel, model, ref)
+    kernel, model_budgets, ref = kernel_and_model(desc, inputs, overrides=overrides)
+    assert_budgets_agree(kernel, model_budgets, ref)
     for wrong in ("exact", "scaled", "one_nan"):
         fast, slow, main = verdicts(desc, inputs, WRONGS[wrong], overrides)
         a, b = fast.outputs[main], slow.outputs[main]
@@ -214,6 +260,20 @@ def test_each_output_type_and_a_fixed_ulp_budget_give_the_models_figures(dtype, 
             b.passed, b.failing_elements, b.worst_index, b.max_ulp
         ), wrong  # fmt: skip
         assert a.budget == pytest.approx(b.budget, rel=RTOL), wrong
+        assert a.passed == (wrong == "exact"), wrong
+
+
+def test_statistics_that_vary_along_every_axis_stay_with_the_numpy_model():
+    """Given statistics as large as the input leave one-element slices: the numpy model
+    judges them (judge.MIN_GIVEN_SLICE), and a per-channel case of the same size goes compiled."""
+    t = {"DataType": "FLOAT32", "Sizes": [1, 2, 256, 257]}
+    for stats, compiled in ((t, False), ({"DataType": "FLOAT32", "Sizes": [1, 2, 1, 1]}, True)):
+        desc = dc.parse_desc({"type": "BATCH_NORMALIZATION", "desc": {
+            "InputTensor": t, "MeanTensor": stats, "VarianceTensor": stats, "OutputTensor": t, "Spatial": True,
+            "Epsilon": 1e-3}})  # fmt: skip
+        inputs = data.make_inputs(desc, "standard_normal", seed=1)
+        ref = dc.execute(desc, inputs)
+        assert (compare_module._judge_plan(desc, ref, ref, inputs, SPEC) is not None) == compiled
 
 
 def test_work_items_cover_every_element_once():

@@ -328,7 +328,11 @@ def sampled_budgets(
     if plan is None:
         return None
     at, main, terms = judge.sample_budgets(desc, reference, inputs, spec, plan, count)
-    by_member, _ = statistics_output_budgets(desc, plan, terms.ss, terms.st, reference, spec, None, terms.u)
+    by_member: dict[str, np.ndarray] = {}
+    if terms is not None:
+        by_member, _ = statistics_output_budgets(
+            desc, terms.plan, terms.ss, terms.st, reference, spec, None, terms.u
+        )
     return {plan.output: (at, main), **{k: (None, v) for k, v in by_member.items()}}
 
 
@@ -349,8 +353,10 @@ def _compiled(
     main, terms = judge.judge_normalization(
         desc, got, reference[plan.output], inputs, spec, overrides, budget_out=budget_out, plan=plan
     )
+    if terms is None:  # a model without statistics outputs
+        return main, {}, {}
     by_member, coeffs = statistics_output_budgets(
-        desc, plan, terms.ss, terms.st, reference, spec, overrides, terms.u
+        desc, terms.plan, terms.ss, terms.st, reference, spec, overrides, terms.u
     )
     return main, by_member, coeffs
 

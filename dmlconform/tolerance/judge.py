@@ -17,6 +17,7 @@ place (a layout no reference output has).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +31,20 @@ from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
 from dmlconform.specification.model import Spec
-from dmlconform.specification.semantics import Plan, SemanticsError, make_plan
+from dmlconform.specification.semantics import GivenPlan, Plan, SemanticsError, make_given_plan, make_plan
 from dmlconform.tolerance import SliceStatistics
+from dmlconform.tolerance.terms import reduction_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
 compile time (or cache load) would not pay off, and cold start stays numba-free."""
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+
+MIN_GIVEN_SLICE = 256
+"""Given statistics that vary along nearly every axis leave slices this short or shorter to the
+numpy model: the element pass sets up each slice (its lanes, one block of operands), which would
+cost more than its elements."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +78,13 @@ def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
     return (a if a.dtype == np.float32 else a.astype(np.float32)), False
 
 
-def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
+def slice_statistics(
+    plan: Plan, x: np.ndarray, moments_only: bool = False
+) -> tuple[Any, tuple, tuple[int, ...]]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
-    kernel's slice order, computed by the compiled statistics kernel; and the rows layout."""
+    kernel's slice order, computed by the compiled statistics kernel; the input's rows
+    (flat, sk, sm, (K, M, L)) and the axis order of the slice order. ``moments_only``: the mean
+    and variance only (the spread and the repetition NaN)."""
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
@@ -86,12 +97,146 @@ def slice_statistics(plan: Plan, x: np.ndarray) -> tuple[Any, tuple]:
 
     def call(k0: int, k1: int) -> None:
         jk.slice_statistics(
-            flat, bits, sk, sm, k0, k1, m_len, l_len, half, mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1]
+            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only,
+            mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1],
         )  # fmt: skip
 
     run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_kernels)
     n = m_len * l_len
-    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), (flat, sk, sm, shape, perm)
+    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), (flat, sk, sm, shape), perm
+
+
+@dataclass(frozen=True)
+class Slicing:
+    """How the element pass walks a tensor of ``shape``: one slice per index of the kept axes,
+    the elements of ``axes`` within it (the reduced axes of a plan, or the axes along which the
+    given statistics are constant)."""
+
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+
+    @property
+    def kept_axes(self) -> tuple[int, ...]:
+        return tuple(i for i in range(len(self.shape)) if i not in self.axes)
+
+
+@dataclass(frozen=True)
+class SliceTerms:
+    """What the element pass reads, per slice in the kernel's order, whichever model made it.
+
+    Every model the compiled judge serves is y = act(Scale z + Bias + FusedAdd) with, per slice,
+    z = (x - mean) / sd and e_z = (e_mean + c_dev dev) / sd + |z| rel_sd, where dev = |x - mean|,
+    or |x| + |mean| where ``dev_folded`` (given statistics: inference kernels fold the mean into
+    the bias, x a + (Bias - Mean a), whose two products cancel). The models differ only in these
+    per-slice terms, so one element pass serves them all."""
+
+    slicing: Any  # shape, axes, kept_axes: the plan itself, or a Slicing
+    rows: tuple[np.ndarray, int, int, tuple[int, int, int]]  # the input as (flat, sk, sm, (K, M, L))
+    perm: tuple[int, ...]  # kept axes then axes: the slice order
+    operands: tuple[str | None, str | None, str | None]  # scale, bias, fused add
+    mean: np.ndarray
+    sd: np.ndarray
+    e_mean: np.ndarray
+    rel_sd: np.ndarray
+    undefined: np.ndarray  # the docs leave the slice's values undefined (a zero divisor)
+    c_dev: float  # c_pt u; 0 where z is the input itself (no statistic taken)
+    dev_folded: bool = False
+    #: (ceiling, d_shift, d_rel, unit) where the model caps e_y at a multiple of |y|'s scale
+    ceiling: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: what the statistics outputs' budgets take (the centred model only)
+    model: ModelTerms | None = None
+    #: whether the model checks the aggregate fit (the centred model)
+    aggregate: bool = False
+
+
+def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+    """The normalization model's terms (:func:`dmlconform.tolerance.budgets`) from the slices'
+    statistics: the numpy model's own functions on (K,) arrays."""
+    ss, rows, perm = slice_statistics(plan, inputs[plan.input])
+    st = tl.statistics_errors(plan, ss, co, u)
+    var = ss.var
+    ceiling = None
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        sd = np.sqrt(var + plan.epsilon) if plan.normalize_variance else np.ones_like(var)
+        rel_sd = tl.divisor_error(plan, ss, st, co, u)
+        if co.ceiling is not None:
+            floor = tl.statistics_errors(plan, ss, co, u, floor=True)
+            d_shift = (st.e_mean - floor.e_mean) / sd
+            d_rel = rel_sd - tl.divisor_error(plan, ss, floor, co, u)
+            unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
+            ceiling = (co.ceiling, d_shift, d_rel, unit)
+    undefined = (var + plan.epsilon == 0) if plan.normalize_variance else np.zeros(var.shape, bool)
+    return SliceTerms(
+        plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), ss.mean, sd, st.e_mean, rel_sd, undefined,
+        co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u), aggregate=True,
+    )  # fmt: skip
+
+
+def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+    """The RMS model's terms (:func:`dmlconform.tolerance.rms.rms_budgets`): mean 0, sd the root
+    of the mean square (var + mean^2 of the slice, both non-negative: no cancellation) plus
+    Epsilon, rel_sd its relative error; without the variance step z is the input itself."""
+    operands = (plan.scale, plan.bias, plan.fused_add)
+    if not plan.normalize_variance:
+        x32, _ = _as_float32(inputs[plan.input])
+        perm = plan.kept_axes + plan.axes
+        rows = _slice_rows(x32, perm, len(plan.kept_axes), None)
+        zero = np.zeros(rows[3][0])
+        return SliceTerms(plan, rows, perm, operands, zero, zero + 1.0, zero, zero, zero != 0, 0.0)
+    ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
+    ms = ss.var + ss.mean * ss.mean
+    growth = reduction_growth(plan.reduction_length, co)
+    zero = np.zeros_like(ms)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        rel = co.variance * u * growth * ms / (2.0 * (ms + plan.epsilon)) + co.pointwise * u
+        sd = np.sqrt(ms + plan.epsilon)
+    return SliceTerms(
+        plan, rows, perm, operands, zero, sd, zero, rel, ms + plan.epsilon == 0, co.pointwise * u
+    )
+
+
+def given_slicing(plan: GivenPlan, inputs: dict[str, Any]) -> Slicing:
+    """One slice per value of the given statistics: the axes along which Mean and Variance do
+    not vary are walked within a slice."""
+    nd = len(plan.shape)
+    sizes = [(1,) * (nd - np.ndim(inputs[m])) + np.shape(inputs[m]) for m in (plan.mean, plan.variance)]
+    return Slicing(tuple(plan.shape), tuple(i for i in range(nd) if all(s[i] == 1 for s in sizes)))
+
+
+def _given_terms(plan: GivenPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+    """The given-statistics model's terms (:func:`dmlconform.tolerance.pointwise.pointwise_budgets`):
+    the slice's Mean and sqrt(Variance + Epsilon), nothing reduced, the deviation folded."""
+    slicing = given_slicing(plan, inputs)
+    perm = slicing.kept_axes + slicing.axes
+    x32, _ = _as_float32(inputs[plan.input])
+    rows = _slice_rows(x32, perm, len(slicing.kept_axes), None)
+    corner = (Ellipsis,) + (0,) * len(slicing.axes)
+
+    def per_slice(name: str) -> np.ndarray:
+        full = np.broadcast_to(np.asarray(inputs[name], np.float64), slicing.shape).transpose(perm)
+        return np.ascontiguousarray(full[corner]).reshape(-1)
+
+    mean, var = per_slice(plan.mean), per_slice(plan.variance)
+    with np.errstate(invalid="ignore"):
+        sd = np.sqrt(var + plan.epsilon)
+    zero = np.zeros_like(mean)
+    return SliceTerms(
+        slicing, rows, perm, (plan.scale, plan.bias, None), mean, sd, zero, zero, var + plan.epsilon == 0,
+        co.pointwise * u, dev_folded=True,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    """A case the compiled judge takes: the kernel's plan and the function that makes its
+    model's per-slice terms."""
+
+    plan: Any
+    terms: Callable[[Any, dict[str, Any], Any, float], SliceTerms]
+
+    @property
+    def output(self) -> str:
+        return str(self.plan.output)
 
 
 def _branch_tables(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
@@ -188,11 +333,8 @@ class _ElementPass:
     store: np.ndarray
     items: tuple[np.ndarray, np.ndarray, np.ndarray]  # (slice, first, end) of each work item
     n_slice: int
-    perm: tuple[int, ...]
     co: Any
-    terms: ModelTerms
-    shift: np.ndarray  # e_mean / sd per slice
-    rel_sd: np.ndarray
+    terms: SliceTerms
 
 
 def _element_pass(
@@ -202,40 +344,31 @@ def _element_pass(
     inputs: dict[str, Any],
     spec: Spec,
     overrides: dict[str, Any] | None,
-    plan: Plan,
+    jp: JudgePlan,
     keep_budgets: bool,
     sample: int = 0,
 ) -> _ElementPass:
-    """Statistics, per-slice terms and the compiled element pass over every element, or over
+    """The model's per-slice terms and the compiled element pass over every element, or over
     the first ``sample`` elements in slice order (:func:`sample_budgets`)."""
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
+    plan = jp.plan
     tol = spec.operator(desc.operator).tolerance
     co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, overrides)
     u = tl.UNIT_ROUNDOFF[co.working_precision]
-    ss, (x_flat, x_sk, x_sm, shape, perm) = slice_statistics(plan, inputs[plan.input])
-    st = tl.statistics_errors(plan, ss, co, u)
-    var = ss.var
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        sd = np.sqrt(var + plan.epsilon) if plan.normalize_variance else np.ones_like(var)
-        rel_sd = tl.divisor_error(plan, ss, st, co, u)
-        d_shift = d_rel = unit = np.zeros_like(var)
-        if co.ceiling is not None:
-            floor = tl.statistics_errors(plan, ss, co, u, floor=True)
-            d_shift = (st.e_mean - floor.e_mean) / sd
-            d_rel = rel_sd - tl.divisor_error(plan, ss, floor, co, u)
-            unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
-        shift = st.e_mean / sd  # sd 0: an undefined slice (Epsilon 0)
-    undefined = (var + plan.epsilon == 0) if plan.normalize_variance else np.zeros(var.shape, bool)
-    n_kept = len(plan.kept_axes)
+    t = jp.terms(plan, inputs, co, u)
+    x_flat, x_sk, x_sm, shape = t.rows
+    zero = np.zeros_like(t.sd)
+    ceiling, d_shift, d_rel, unit = t.ceiling or (math.nan, zero, zero, zero)
+    n_kept = len(t.slicing.kept_axes)
     got32, half = _as_float32(np.asarray(got).astype(np.asarray(ref).dtype, copy=False))
     ref32, _ = _as_float32(ref)
-    g_flat, g_sk, g_sm, _ = _slice_rows(got32, perm, n_kept, shape)
-    r_flat, r_sk, r_sm, _ = _slice_rows(ref32, perm, n_kept, shape)
+    g_flat, g_sk, g_sm, _ = _slice_rows(got32, t.perm, n_kept, shape)
+    r_flat, r_sk, r_sm, _ = _slice_rows(ref32, t.perm, n_kept, shape)
     operands = [
-        _factor(inputs[name] if name else None, plan, perm, fill)
-        for name, fill in ((plan.scale, 1.0), (plan.bias, 0.0), (plan.fused_add, 0.0))
+        _factor(inputs[name] if name else None, t.slicing, t.perm, fill)
+        for name, fill in zip(t.operands, (1.0, 0.0, 0.0), strict=True)
     ]
     code, pa, pb = activation_args(plan.activation, plan.activation_params)
     branch, sides = _branch_tables(plan, spec)
@@ -252,8 +385,8 @@ def _element_pass(
         jk.judge_normalization(
             x_flat, x_sk, x_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm, r_flat, r_flat.view(np.int32), r_sk, r_sm,
             item_k[i0:i1], item_p0[i0:i1], item_p1[i0:i1], l_len, n_slice, *operands[0], *operands[1], *operands[2],
-            ss.mean, sd, st.e_mean, rel_sd, d_shift, d_rel, unit, undefined,
-            co.pointwise, u, nan if co.ceiling is None else co.ceiling, code, pa, pb,
+            t.mean, t.sd, t.e_mean, t.rel_sd, d_shift, d_rel, unit, t.undefined,
+            co.pointwise, u, t.c_dev, t.dev_folded, ceiling, code, pa, pb,
             co.activation_ulps, co.cancellation, canc_ops, canc_consts, branch, sides,
             tl.CURVED_FROM, tl.CURVATURE_RTOL, half, co.ulp_scale, co.output_ulps, co.atol,
             nan if co.max_ulp is None else co.max_ulp, co.max_ulp is not None, fig[i0:i1], store,
@@ -261,8 +394,7 @@ def _element_pass(
 
     run_chunks(item_k.size, x_flat.size, call)
     fig = fig if sample else merge_items(fig, item_k, k_len)
-    items = (item_k, item_p0, item_p1)
-    return _ElementPass(fig, store, items, n_slice, perm, co, ModelTerms(plan, ss, st, u), shift, rel_sd)
+    return _ElementPass(fig, store, (item_k, item_p0, item_p1), n_slice, co, t)
 
 
 def judge_normalization(
@@ -273,24 +405,29 @@ def judge_normalization(
     spec: Spec,
     overrides: dict[str, Any] | None,
     budget_out: np.ndarray | None = None,
-    plan: Plan | None = None,
-) -> tuple[Any, ModelTerms]:
-    """The normalization model's comparison of the main output, compiled. Returns the
-    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the model's
-    per-slice terms, which the numpy model's statistics-output budgets take. ``budget_out``: a
-    float64 array of the output's shape that receives every budget (tests); ``plan``: the
-    desc's, when the caller has it (:func:`plan_for`)."""
+    plan: JudgePlan | None = None,
+) -> tuple[Any, ModelTerms | None]:
+    """A normalization model's comparison of the main output, compiled. Returns the
+    :class:`~dmlconform.tolerance.OutputComparison` of the main output and the centred model's
+    per-slice terms, which the numpy model's statistics-output budgets take (None for the
+    other models: they have no statistics outputs). ``budget_out``: a float64 array of the
+    output's shape that receives every budget (tests); ``plan``: the registry's judge plan
+    (:func:`plan_for` and its kind), the centred model's by default."""
     from dmlconform.tolerance import judge_kernels as jk
 
-    plan = plan or make_plan(desc, spec)
-    p = _element_pass(desc, got, ref, inputs, spec, overrides, plan, budget_out is not None)
+    jp = plan or JudgePlan(make_plan(desc, spec), _centred_terms)
+    p = _element_pass(desc, got, ref, inputs, spec, overrides, jp, budget_out is not None)
+    slicing = p.terms.slicing
     if budget_out is not None:
-        logical = p.store.reshape(tuple(plan.shape[i] for i in p.perm))
-        budget_out[...] = logical.transpose(tuple(np.argsort(p.perm)))
-    out = _member_from_figures(plan.output, p.fig, plan, p.co, np.asarray(ref).dtype)
-    if p.co.max_ulp is None:
-        out.aggregate = tl.aggregate_from_sums(p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, p.shift, p.rel_sd, p.co)
-    return out, p.terms
+        logical = p.store.reshape(tuple(slicing.shape[i] for i in p.terms.perm))
+        budget_out[...] = logical.transpose(tuple(np.argsort(p.terms.perm)))
+    out = _member_from_figures(jp.output, p.fig, slicing, p.co, np.asarray(ref).dtype)
+    if p.co.max_ulp is None and p.terms.aggregate:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shift = p.terms.e_mean / p.terms.sd  # sd 0: an undefined slice (Epsilon 0)
+        sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
+        out.aggregate = tl.aggregate_from_sums(sums, shift, p.terms.rel_sd, p.co)
+    return out, p.terms.model
 
 
 def sample_items(k_len: int, n_slice: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -303,8 +440,13 @@ def sample_items(k_len: int, n_slice: int, count: int) -> tuple[np.ndarray, np.n
 
 
 def sample_budgets(
-    desc: OperatorDesc, reference: dict[str, Any], inputs: dict[str, Any], spec: Spec, plan: Plan, count: int
-) -> tuple[np.ndarray, np.ndarray, ModelTerms]:
+    desc: OperatorDesc,
+    reference: dict[str, Any],
+    inputs: dict[str, Any],
+    spec: Spec,
+    plan: JudgePlan,
+    count: int,
+) -> tuple[np.ndarray, np.ndarray, ModelTerms | None]:
     """The main output's budgets at its first ``count`` elements in the kernel's slice order:
     (their C-order flat indices, their budgets, the per-slice terms). What a question about some
     element needs (:mod:`dmlconform.tolerance.degenerate`: is some element judged, does an answer
@@ -314,9 +456,11 @@ def sample_budgets(
     item_k, item_p0, item_p1 = p.items
     ks = np.repeat(item_k, item_p1 - item_p0)
     pos = np.concatenate([np.arange(a, b) for a, b in zip(item_p0, item_p1, strict=True)])
-    kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
-    red_shape = tuple(plan.shape[i] for i in plan.axes)
-    return _logical_index(ks, pos, plan, kept_shape, red_shape), p.store[ks * p.n_slice + pos], p.terms
+    slicing = p.terms.slicing
+    kept_shape = tuple(slicing.shape[i] for i in slicing.kept_axes)
+    red_shape = tuple(slicing.shape[i] for i in slicing.axes)
+    at = _logical_index(ks, pos, slicing, kept_shape, red_shape)
+    return at, p.store[ks * p.n_slice + pos], p.terms.model
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
@@ -339,21 +483,59 @@ def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtyp
     )
 
 
+def _takes(plan: Any, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+           inputs: dict[str, Any]) -> bool:  # fmt: skip
+    """Whether the compiled judge takes this comparison: a large floating input, and outputs of
+    the plan's shape (the numpy path words a mismatch)."""
+    x = np.asarray(inputs.get(plan.input))
+    if x.size < KERNEL_MIN_ELEMENTS or x.dtype not in _FLOATS:
+        return False
+    got, ref = outputs_backend.get(plan.output), outputs_reference.get(plan.output)
+    if not isinstance(got, np.ndarray) or got.shape != tuple(plan.shape) or got.dtype.kind != "f":
+        return False
+    return isinstance(ref, np.ndarray) and ref.dtype in _FLOATS and ref.shape == got.shape
+
+
 def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-             inputs: dict[str, Any], spec: Spec) -> Plan | None:  # fmt: skip
-    """The desc's plan when the compiled judge takes this comparison (the registry's ``judge``
-    part of the normalization kernel); None when the numpy model does (small cases, mismatched
-    outputs)."""
+             inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+    """The normalization kernel's ``judge`` part: its plan when the compiled judge takes this
+    comparison; None when the numpy model does (small cases, mismatched outputs)."""
     try:
         plan = make_plan(desc, spec)
     except SemanticsError:
         return None
-    x = np.asarray(inputs.get(plan.input))
-    if x.size < KERNEL_MIN_ELEMENTS or x.dtype not in _FLOATS:
+    return (
+        JudgePlan(plan, _centred_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+    )
+
+
+def rms_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+                 inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+    """The RMS normalization kernel's ``judge`` part (:func:`plan_for`)."""
+    try:
+        plan = make_plan(desc, spec, uncentred_ok=True)
+    except SemanticsError:
         return None
-    got, ref = outputs_backend.get(plan.output), outputs_reference.get(plan.output)
-    if not isinstance(got, np.ndarray) or got.shape != tuple(plan.shape) or got.dtype.kind != "f":
-        return None  # the numpy path words the mismatch
-    if not (isinstance(ref, np.ndarray) and ref.dtype in _FLOATS and ref.shape == got.shape):
+    return JudgePlan(plan, _rms_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+
+
+def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+                   inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+    """The given-statistics kernel's ``judge`` part (:func:`plan_for`). Slices shorter than
+    :data:`MIN_GIVEN_SLICE` (statistics that vary along nearly every axis) stay with the numpy
+    model."""
+    try:
+        plan = make_given_plan(desc, spec)
+    except SemanticsError:
         return None
-    return plan
+    if not _takes(plan, outputs_backend, outputs_reference, inputs):
+        return None
+    try:
+        slicing = given_slicing(plan, inputs)
+    except (KeyError, ValueError):
+        return None  # a missing or misshapen statistic: the numpy model words it
+    return (
+        JudgePlan(plan, _given_terms)
+        if math.prod(slicing.shape[i] for i in slicing.axes) >= MIN_GIVEN_SLICE
+        else None
+    )

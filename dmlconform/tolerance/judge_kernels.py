@@ -287,7 +287,7 @@ def _sig(*kinds: str):  # type: ignore[no-untyped-def]
 
 
 _STATS_SIG = _sig(
-    "f4[]", "i4[]", "i8", "i8", "i8", "i8", "i8", "i8", "b1", "f8[:]", "f8[:]", "f8[:]", "f8[:]"
+    "f4[]", "i4[]", "i8", "i8", "i8", "i8", "i8", "i8", "b1", "b1", "f8[:]", "f8[:]", "f8[:]", "f8[:]"
 )
 _OPERAND = ("f8[,]", "i8[]", "i8[]", "b1")
 _JUDGE_SIG = _sig(
@@ -297,7 +297,7 @@ _JUDGE_SIG = _sig(
     "i8[]", "i8[]", "i8[]", "i8", "i8",
     *_OPERAND, *_OPERAND, *_OPERAND,
     "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "b1[]",
-    "f8", "f8", "f8", "i8", "f8", "f8", "f8", "f8", "i8[]", "f8[]",
+    "f8", "f8", "f8", "b1", "f8", "i8", "f8", "f8", "f8", "f8", "i8[]", "f8[]",
     "f8[]", "f8[,]", "f8", "f8",
     "b1", "f8", "f8", "f8", "f8", "b1",
     "f8[:,]", "f8[:]",
@@ -305,16 +305,20 @@ _JUDGE_SIG = _sig(
 
 
 @njit(_STATS_SIG, cache=True, nogil=True, error_model="numpy")
-def slice_statistics(x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, mean_o, var_o, sqstd_o, distinct_o):  # type: ignore[no-untyped-def]  # noqa: E501
+def slice_statistics(
+    x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, moments_only, mean_o, var_o, sqstd_o, distinct_o
+):  # type: ignore[no-untyped-def]  # noqa: E501
     """Per slice in [k0, k1): mean, population variance, the spread of the squared deviations
     (:func:`dmlconform.tolerance.normalization._slice_stats`) and the number of distinct values (NaN and inf
-    each count as distinct, -0 == +0: :func:`dmlconform.tolerance.repetition`)."""
+    each count as distinct, -0 == +0: :func:`dmlconform.tolerance.repetition`). ``moments_only``:
+    the mean and variance only (the spread and the count NaN), for a model that reads no more
+    (the RMS model's mean square is var + mean^2)."""
     n = m_len * l_len
     acc = np.zeros(LANES)
     acc2 = np.zeros(LANES)
-    keys = np.empty(n, np.uint32)
-    tmp = np.empty(n if n > SMALL_SORT else 0, np.uint32)
-    bitmap = np.zeros(1 << (DIRECT_BITS - 6), np.uint64)
+    keys = np.empty(0 if moments_only else n, np.uint32)
+    tmp = np.empty(n if n > SMALL_SORT and not moments_only else 0, np.uint32)
+    bitmap = np.zeros(0 if moments_only else 1 << (DIRECT_BITS - 6), np.uint64)
     for k in range(k0, k1):
         shift = np.float64(x[k * x_sk])
         mean, var, corr = _centered_stats(x, k, x_sk, x_sm, m_len, l_len, shift, acc, acc2)
@@ -322,6 +326,12 @@ def slice_statistics(x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, mean_o, 
             mean, var, corr = _centered_stats(x, k, x_sk, x_sm, m_len, l_len, mean, acc, acc2)
         if var < 0.0:
             var = 0.0
+        mean_o[k - k0] = mean
+        var_o[k - k0] = var
+        if moments_only:
+            sqstd_o[k - k0] = math.nan
+            distinct_o[k - k0] = math.nan
+            continue
         acc[:] = 0.0
         lo = np.int64(0xFFFFFFFF)
         hi = np.int64(0)
@@ -361,8 +371,6 @@ def slice_statistics(x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, mean_o, 
                         bits = x_bits[start + j]
                         keys[nk] = np.uint32((_ordinal16(bits) if half else _ordinal32(bits)) + 2147483648)
                         nk += 1
-        mean_o[k - k0] = mean
-        var_o[k - k0] = var
         sqstd_o[k - k0] = math.sqrt(_lane_total(acc) / n)
         distinct_o[k - k0] = _count_distinct(keys, nk, lo, hi, tmp, bitmap) + nonfinite
 
@@ -437,8 +445,8 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
     item_k, item_p0, item_p1, l_len, n_slice = items
     sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const = operands
     mean_k, sd_k, e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k, undefined_k = slices
-    c_pt, u, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts = model[:10]
-    branch, sides, curved_from, curvature_rtol = model[10:]
+    c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts = model[:12]
+    branch, sides, curved_from, curvature_rtol = model[12:]
     ulp_scale, output_ulps, atol, max_ulp, use_max_ulp = output
     store = budget_out.size > 0
     has_ceiling = ceiling == ceiling
@@ -489,9 +497,11 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                         s = wk[np.uint64(W_S * BLOCK) + t]
                         b = wk[np.uint64(W_B * BLOCK) + t]
                         a = wk[np.uint64(W_A * BLOCK) + t]
-                        xc = np.float64(x[xb + t]) - mean
+                        xv = np.float64(x[xb + t])
+                        xc = xv - mean
                         z = xc * inv_sd
-                        e_z = (e_mean + cu * abs(xc)) * inv_sd + abs(z) * rel_sd
+                        dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
+                        e_z = (e_mean + c_dev * dev) * inv_sd + abs(z) * rel_sd
                         y = s * z + b + a
                         e_y = abs(s) * e_z + cu * (abs(s * z) + abs(b) + abs(a))
                         if has_ceiling:
@@ -512,9 +522,11 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                         s = wk[np.uint64(W_S * BLOCK) + t]
                         b = wk[np.uint64(W_B * BLOCK) + t]
                         a = wk[np.uint64(W_A * BLOCK) + t]
-                        xc = np.float64(x[xb + t]) - mean
+                        xv = np.float64(x[xb + t])
+                        xc = xv - mean
                         z = xc * inv_sd
-                        e_z = (e_mean + cu * abs(xc)) * inv_sd + abs(z) * rel_sd
+                        dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
+                        e_z = (e_mean + c_dev * dev) * inv_sd + abs(z) * rel_sd
                         e_y = abs(s) * e_z + cu * (abs(s * z) + abs(b) + abs(a))
                         e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
                         cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
@@ -643,7 +655,7 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
     item_k, item_p0, item_p1, l_len, n_slice,
     sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const,
     mean_k, sd_k, e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k, undefined_k,
-    c_pt, u, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts,
+    c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts,
     branch, sides, curved_from, curvature_rtol,
     half, ulp_scale, output_ulps, atol, max_ulp, use_max_ulp,
     fig, budget_out,
@@ -670,8 +682,8 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
         (item_k, item_p0, item_p1, l_len, n_slice),
         (sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const),
         (mean_k, sd_k, e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k, undefined_k),
-        (c_pt, u, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts, branch, sides, curved_from,
-         curvature_rtol),
+        (c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts, branch, sides,
+         curved_from, curvature_rtol),
         (ulp_scale, output_ulps, atol, max_ulp, use_max_ulp),
     )  # fmt: skip
     if half:

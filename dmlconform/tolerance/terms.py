@@ -343,7 +343,11 @@ def activation_error(
     plan: Any, y: np.ndarray, e_y: np.ndarray, co: Coefficients, u: float, spec: Spec
 ) -> np.ndarray:
     """The error interval [y - e_y, y + e_y] pushed through the float64 activation, its branch
-    points, its own error and its cancellation scale (as the normalization model)."""
+    points, its own error and its cancellation scale (as the normalization model). Without an
+    activation the interval is e_y itself: (y + e_y) - y would add only its float64 rounding
+    (up to half an ULP of y, 1e-8 of a small e_y), which the compiled judge does not make."""
+    if plan.activation in (None, "ACTIVATION_IDENTITY"):
+        return np.asarray(e_y)
     f = model_activation.activation(plan.activation, y, plan.activation_params)
     lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
     hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
