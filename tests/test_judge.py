@@ -49,13 +49,13 @@ PAIRS = judged_pairs()
 
 @contextlib.contextmanager
 def compiled_everywhere():
-    """The compiled judge for cases of any size and statistics of any shape."""
-    saved = judge.KERNEL_MIN_ELEMENTS, judge.MIN_GIVEN_SLICE
-    judge.KERNEL_MIN_ELEMENTS, judge.MIN_GIVEN_SLICE = 1, 1
+    """The compiled judge for cases of any size."""
+    saved = judge.KERNEL_MIN_ELEMENTS
+    judge.KERNEL_MIN_ELEMENTS = 1
     try:
         yield
     finally:
-        judge.KERNEL_MIN_ELEMENTS, judge.MIN_GIVEN_SLICE = saved
+        judge.KERNEL_MIN_ELEMENTS = saved
 
 
 def judge_plan(desc, ref, inputs):
@@ -263,17 +263,30 @@ def test_each_output_type_and_a_fixed_ulp_budget_give_the_models_figures(model, 
         assert a.passed == (wrong == "exact"), wrong
 
 
-def test_statistics_that_vary_along_every_axis_stay_with_the_numpy_model():
-    """Given statistics as large as the input leave one-element slices: the numpy model
-    judges them (judge.MIN_GIVEN_SLICE), and a per-channel case of the same size goes compiled."""
-    t = {"DataType": "FLOAT32", "Sizes": [1, 2, 256, 257]}
-    for stats, compiled in ((t, False), ({"DataType": "FLOAT32", "Sizes": [1, 2, 1, 1]}, True)):
-        desc = dc.parse_desc({"type": "BATCH_NORMALIZATION", "desc": {
-            "InputTensor": t, "MeanTensor": stats, "VarianceTensor": stats, "OutputTensor": t, "Spatial": True,
-            "Epsilon": 1e-3}})  # fmt: skip
-        inputs = data.make_inputs(desc, "standard_normal", seed=1)
-        ref = dc.execute(desc, inputs)
-        assert (compare_module._judge_plan(desc, ref, ref, inputs, SPEC) is not None) == compiled
+@pytest.mark.parametrize("dtype", ["FLOAT16", "FLOAT32"])
+def test_given_statistics_that_vary_along_different_axes_give_the_models_figures(dtype):
+    """Mean per channel, Variance per row and Scale per element (the stress tier's BATCH_NORMALIZATION
+    shapes broadcast them so): each is an operand of the element pass, gathered per element."""
+    t = {"DataType": dtype, "Sizes": [4, 3, 128, 65]}
+    desc = dc.parse_desc({"type": "BATCH_NORMALIZATION", "desc": {
+        "InputTensor": t, "MeanTensor": {"DataType": dtype, "Sizes": [1, 3, 1, 1]},
+        "VarianceTensor": {"DataType": dtype, "Sizes": [4, 1, 128, 1]}, "ScaleTensor": t,
+        "OutputTensor": t, "Spatial": True, "Epsilon": 1e-3,
+        "FusedActivation": {"Type": "ACTIVATION_ELU", "Alpha": 0.5}}})  # fmt: skip
+    inputs = data.make_inputs(desc, "large_offset", seed=2)
+    ref = dc.execute(desc, inputs)
+    assert compare_module._judge_plan(desc, ref, ref, inputs, SPEC) is not None  # large enough as it is
+    kernel, model_budgets, fused = kernel_and_model(desc, inputs)
+    assert_budgets_agree(kernel, model_budgets, fused)
+    for wrong in ("exact", "scaled", "one_nan", "shifted"):
+        fast, slow, main = verdicts(desc, inputs, WRONGS[wrong])
+        a, b = fast.outputs[main], slow.outputs[main]
+        assert (a.passed, a.failing_elements, a.worst_index) == (
+            b.passed,
+            b.failing_elements,
+            b.worst_index,
+        ), wrong
+        assert a.passed == (wrong == "exact"), wrong
 
 
 def test_work_items_cover_every_element_once():

@@ -41,11 +41,6 @@ compile time (or cache load) would not pay off, and cold start stays numba-free.
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 
-MIN_GIVEN_SLICE = 256
-"""Given statistics that vary along nearly every axis leave slices this short or shorter to the
-numpy model: the element pass sets up each slice (its lanes, one block of operands), which would
-cost more than its elements."""
-
 
 @dataclass(frozen=True)
 class ModelTerms:
@@ -120,33 +115,52 @@ class Slicing:
         return tuple(i for i in range(len(self.shape)) if i not in self.axes)
 
 
+Operand = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
+"""A tensor as the element pass reads it: (T[Ks, Rs], tk[K], tr[n], constant within a slice)
+(:func:`dmlconform.reference._factor`)."""
+
+
+def per_slice(values: np.ndarray) -> Operand:
+    """One value per slice as an operand."""
+    k = values.size
+    return values.reshape(k, 1).astype(np.float64), np.arange(k, dtype=np.int64), np.zeros(1, np.int64), True
+
+
 @dataclass(frozen=True)
 class SliceTerms:
-    """What the element pass reads, per slice in the kernel's order, whichever model made it.
+    """What the element pass reads, in the kernel's slice order, whichever model made it.
 
-    Every model the compiled judge serves is y = act(Scale z + Bias + FusedAdd) with, per slice,
-    z = (x - mean) / sd and e_z = (e_mean + c_dev dev) / sd + |z| rel_sd, where dev = |x - mean|,
-    or |x| + |mean| where ``dev_folded`` (given statistics: inference kernels fold the mean into
-    the bias, x a + (Bias - Mean a), whose two products cancel). The models differ only in these
-    per-slice terms, so one element pass serves them all."""
+    Every model the compiled judge serves is y = act(Scale z + Bias + FusedAdd) with
+    z = (x - centre) / sd and e_z = (e_mean + c_dev dev) / sd + |z| rel_sd, where dev = |x - centre|,
+    or |x| + |centre| where ``dev_folded`` (given statistics: inference kernels fold the mean into
+    the bias, x a + (Bias - Mean a), whose two products cancel). The centre and 1 / sd are
+    operands (per slice where statistics are taken, as broadcast where they are given); e_mean,
+    rel_sd and the ceiling's terms are per slice. The models differ only in these terms, so one
+    element pass serves them all; 1 / sd infinite (a zero divisor) leaves the value undefined."""
 
     slicing: Any  # shape, axes, kept_axes: the plan itself, or a Slicing
     rows: tuple[np.ndarray, int, int, tuple[int, int, int]]  # the input as (flat, sk, sm, (K, M, L))
     perm: tuple[int, ...]  # kept axes then axes: the slice order
     operands: tuple[str | None, str | None, str | None]  # scale, bias, fused add
-    mean: np.ndarray
-    sd: np.ndarray
+    centre: Operand
+    inverse_sd: Operand
     e_mean: np.ndarray
     rel_sd: np.ndarray
-    undefined: np.ndarray  # the docs leave the slice's values undefined (a zero divisor)
     c_dev: float  # c_pt u; 0 where z is the input itself (no statistic taken)
     dev_folded: bool = False
     #: (ceiling, d_shift, d_rel, unit) where the model caps e_y at a multiple of |y|'s scale
     ceiling: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     #: what the statistics outputs' budgets take (the centred model only)
     model: ModelTerms | None = None
-    #: whether the model checks the aggregate fit (the centred model)
-    aggregate: bool = False
+    #: (e_mean / sd, rel_sd) per slice where the model checks the aggregate fit (the centred model)
+    aggregate: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _inverse(sd: np.ndarray) -> np.ndarray:
+    """1 / sd (inf for a zero divisor): the element pass multiplies, a division per element
+    would bound it (rounding: 1e-16 of z)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 / sd
 
 
 def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
@@ -165,15 +179,16 @@ def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> Sli
             d_rel = rel_sd - tl.divisor_error(plan, ss, floor, co, u)
             unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
             ceiling = (co.ceiling, d_shift, d_rel, unit)
-    undefined = (var + plan.epsilon == 0) if plan.normalize_variance else np.zeros(var.shape, bool)
+        shift = st.e_mean / sd  # sd 0: an undefined slice (Epsilon 0)
     return SliceTerms(
-        plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), ss.mean, sd, st.e_mean, rel_sd, undefined,
-        co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u), aggregate=True,
+        plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
+        st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u),
+        aggregate=(shift, rel_sd),
     )  # fmt: skip
 
 
 def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
-    """The RMS model's terms (:func:`dmlconform.tolerance.rms.rms_budgets`): mean 0, sd the root
+    """The RMS model's terms (:func:`dmlconform.tolerance.rms.rms_budgets`): centre 0, sd the root
     of the mean square (var + mean^2 of the slice, both non-negative: no cancellation) plus
     Epsilon, rel_sd its relative error; without the variance step z is the input itself."""
     operands = (plan.scale, plan.bias, plan.fused_add)
@@ -182,7 +197,7 @@ def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTe
         perm = plan.kept_axes + plan.axes
         rows = _slice_rows(x32, perm, len(plan.kept_axes), None)
         zero = np.zeros(rows[3][0])
-        return SliceTerms(plan, rows, perm, operands, zero, zero + 1.0, zero, zero, zero != 0, 0.0)
+        return SliceTerms(plan, rows, perm, operands, per_slice(zero), per_slice(zero + 1.0), zero, zero, 0.0)
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
     ms = ss.var + ss.mean * ss.mean
     growth = reduction_growth(plan.reduction_length, co)
@@ -191,38 +206,26 @@ def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTe
         rel = co.variance * u * growth * ms / (2.0 * (ms + plan.epsilon)) + co.pointwise * u
         sd = np.sqrt(ms + plan.epsilon)
     return SliceTerms(
-        plan, rows, perm, operands, zero, sd, zero, rel, ms + plan.epsilon == 0, co.pointwise * u
+        plan, rows, perm, operands, per_slice(zero), per_slice(_inverse(sd)), zero, rel, co.pointwise * u
     )
-
-
-def given_slicing(plan: GivenPlan, inputs: dict[str, Any]) -> Slicing:
-    """One slice per value of the given statistics: the axes along which Mean and Variance do
-    not vary are walked within a slice."""
-    nd = len(plan.shape)
-    sizes = [(1,) * (nd - np.ndim(inputs[m])) + np.shape(inputs[m]) for m in (plan.mean, plan.variance)]
-    return Slicing(tuple(plan.shape), tuple(i for i in range(nd) if all(s[i] == 1 for s in sizes)))
 
 
 def _given_terms(plan: GivenPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The given-statistics model's terms (:func:`dmlconform.tolerance.pointwise.pointwise_budgets`):
-    the slice's Mean and sqrt(Variance + Epsilon), nothing reduced, the deviation folded."""
-    slicing = given_slicing(plan, inputs)
-    perm = slicing.kept_axes + slicing.axes
+    Mean and 1 / sqrt(Variance + Epsilon) as broadcast operands (each may vary along any axes),
+    nothing reduced, the deviation folded. One slice: the whole tensor, which the work items
+    cut for the threads."""
+    slicing = Slicing(tuple(plan.shape), tuple(range(len(plan.shape))))
+    perm = slicing.axes
     x32, _ = _as_float32(inputs[plan.input])
-    rows = _slice_rows(x32, perm, len(slicing.kept_axes), None)
-    corner = (Ellipsis,) + (0,) * len(slicing.axes)
-
-    def per_slice(name: str) -> np.ndarray:
-        full = np.broadcast_to(np.asarray(inputs[name], np.float64), slicing.shape).transpose(perm)
-        return np.ascontiguousarray(full[corner]).reshape(-1)
-
-    mean, var = per_slice(plan.mean), per_slice(plan.variance)
+    rows = _slice_rows(x32, perm, 0, None)
+    var = np.asarray(inputs[plan.variance], np.float64)
     with np.errstate(invalid="ignore"):
-        sd = np.sqrt(var + plan.epsilon)
-    zero = np.zeros_like(mean)
+        inverse_sd = _inverse(np.sqrt(var + plan.epsilon))
+    zero = np.zeros(1)
     return SliceTerms(
-        slicing, rows, perm, (plan.scale, plan.bias, None), mean, sd, zero, zero, var + plan.epsilon == 0,
-        co.pointwise * u, dev_folded=True,
+        slicing, rows, perm, (plan.scale, plan.bias, None), _factor(inputs[plan.mean], slicing, perm, 0.0),
+        _factor(inverse_sd, slicing, perm, 1.0), zero, zero, co.pointwise * u, dev_folded=True,
     )  # fmt: skip
 
 
@@ -359,7 +362,7 @@ def _element_pass(
     u = tl.UNIT_ROUNDOFF[co.working_precision]
     t = jp.terms(plan, inputs, co, u)
     x_flat, x_sk, x_sm, shape = t.rows
-    zero = np.zeros_like(t.sd)
+    zero = np.zeros_like(t.e_mean)
     ceiling, d_shift, d_rel, unit = t.ceiling or (math.nan, zero, zero, zero)
     n_kept = len(t.slicing.kept_axes)
     got32, half = _as_float32(np.asarray(got).astype(np.asarray(ref).dtype, copy=False))
@@ -385,7 +388,7 @@ def _element_pass(
         jk.judge_normalization(
             x_flat, x_sk, x_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm, r_flat, r_flat.view(np.int32), r_sk, r_sm,
             item_k[i0:i1], item_p0[i0:i1], item_p1[i0:i1], l_len, n_slice, *operands[0], *operands[1], *operands[2],
-            t.mean, t.sd, t.e_mean, t.rel_sd, d_shift, d_rel, unit, t.undefined,
+            *t.centre, *t.inverse_sd, t.e_mean, t.rel_sd, d_shift, d_rel, unit,
             co.pointwise, u, t.c_dev, t.dev_folded, ceiling, code, pa, pb,
             co.activation_ulps, co.cancellation, canc_ops, canc_consts, branch, sides,
             tl.CURVED_FROM, tl.CURVATURE_RTOL, half, co.ulp_scale, co.output_ulps, co.atol,
@@ -422,11 +425,9 @@ def judge_normalization(
         logical = p.store.reshape(tuple(slicing.shape[i] for i in p.terms.perm))
         budget_out[...] = logical.transpose(tuple(np.argsort(p.terms.perm)))
     out = _member_from_figures(jp.output, p.fig, slicing, p.co, np.asarray(ref).dtype)
-    if p.co.max_ulp is None and p.terms.aggregate:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            shift = p.terms.e_mean / p.terms.sd  # sd 0: an undefined slice (Epsilon 0)
-        sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
-        out.aggregate = tl.aggregate_from_sums(sums, shift, p.terms.rel_sd, p.co)
+    if p.co.max_ulp is None and p.terms.aggregate is not None:
+        shift, rel_sd = p.terms.aggregate
+        out.aggregate = tl.aggregate_from_sums(p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, shift, rel_sd, p.co)
     return out, p.terms.model
 
 
@@ -521,21 +522,9 @@ def rms_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_re
 
 def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
                    inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
-    """The given-statistics kernel's ``judge`` part (:func:`plan_for`). Slices shorter than
-    :data:`MIN_GIVEN_SLICE` (statistics that vary along nearly every axis) stay with the numpy
-    model."""
+    """The given-statistics kernel's ``judge`` part (:func:`plan_for`)."""
     try:
         plan = make_given_plan(desc, spec)
     except SemanticsError:
         return None
-    if not _takes(plan, outputs_backend, outputs_reference, inputs):
-        return None
-    try:
-        slicing = given_slicing(plan, inputs)
-    except (KeyError, ValueError):
-        return None  # a missing or misshapen statistic: the numpy model words it
-    return (
-        JudgePlan(plan, _given_terms)
-        if math.prod(slicing.shape[i] for i in slicing.axes) >= MIN_GIVEN_SLICE
-        else None
-    )
+    return JudgePlan(plan, _given_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None

@@ -295,8 +295,8 @@ _JUDGE_SIG = _sig(
     "f4[]", "i4[]", "i8", "i8",
     "f4[]", "i4[]", "i8", "i8",
     "i8[]", "i8[]", "i8[]", "i8", "i8",
-    *_OPERAND, *_OPERAND, *_OPERAND,
-    "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "b1[]",
+    *_OPERAND, *_OPERAND, *_OPERAND, *_OPERAND, *_OPERAND,
+    "f8[]", "f8[]", "f8[]", "f8[]", "f8[]",
     "f8", "f8", "f8", "b1", "f8", "i8", "f8", "f8", "f8", "f8", "i8[]", "f8[]",
     "f8[]", "f8[,]", "f8", "f8",
     "b1", "f8", "f8", "f8", "f8", "b1",
@@ -384,9 +384,9 @@ BLOCK = 256
 length (L1-resident), and every running figure has one lane per block position."""
 
 # rows of the element pass's work array (judge_normalization): the block's terms, then the lanes
-W_S, W_B, W_A, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET = range(9)
-W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2 = range(9, 17)
-W_ROWS = 17
+W_S, W_B, W_A, W_M, W_IS, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET = range(11)
+W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2 = range(11, 19)
+W_ROWS = 19
 
 _F32_MAX = 3.4028234663852886e38
 _F16_MAX = 6.5504e4
@@ -443,8 +443,9 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
     x, got, got_bits, ref, ref_bits = arrays
     x_sk, x_sm, g_sk, g_sm, r_sk, r_sm = strides
     item_k, item_p0, item_p1, l_len, n_slice = items
-    sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const = operands
-    mean_k, sd_k, e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k, undefined_k = slices
+    sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const = operands[:12]
+    mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const = operands[12:]
+    e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k = slices
     c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts = model[:12]
     branch, sides, curved_from, curvature_rtol = model[12:]
     ulp_scale, output_ulps, atol, max_ulp, use_max_ulp = output
@@ -462,16 +463,11 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
         k = item_k[i]
         p0 = item_p0[i]
         p1 = item_p1[i]
-        mean = mean_k[k]
-        sd = sd_k[k]
         e_mean = e_mean_k[k]
         rel_sd = rel_sd_k[k]
         d_shift = d_shift_k[k]
         d_rel = d_rel_k[k]
         unit = unit_k[k]
-        undefined = undefined_k[k]
-        shift_bound = e_mean / sd
-        inv_sd = 1.0 / sd  # a division per element would bound the pass (rounding: 1e-16 of z)
         cu = c_pt * u
         wk[W_AA * BLOCK :] = 0.0
         best_bits = np.int64(-1)  # below every ratio's bits (ratios are >= 0)
@@ -491,12 +487,16 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                 _fill_operand(wk, W_S * BLOCK, sc, sc_k, sc_r, sc_const, k, pb0, cnt)
                 _fill_operand(wk, W_B * BLOCK, bi, bi_k, bi_r, bi_const, k, pb0, cnt)
                 _fill_operand(wk, W_A * BLOCK, ad, ad_k, ad_r, ad_const, k, pb0, cnt)
+                _fill_operand(wk, W_M * BLOCK, mo, mo_k, mo_r, mo_const, k, pb0, cnt)
+                _fill_operand(wk, W_IS * BLOCK, iv, iv_k, iv_r, iv_const, k, pb0, cnt)
                 if has_act:
                     for tt in range(cnt):
                         t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
                         s = wk[np.uint64(W_S * BLOCK) + t]
                         b = wk[np.uint64(W_B * BLOCK) + t]
                         a = wk[np.uint64(W_A * BLOCK) + t]
+                        mean = wk[np.uint64(W_M * BLOCK) + t]
+                        inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
                         xv = np.float64(x[xb + t])
                         xc = xv - mean
                         z = xc * inv_sd
@@ -522,6 +522,8 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                         s = wk[np.uint64(W_S * BLOCK) + t]
                         b = wk[np.uint64(W_B * BLOCK) + t]
                         a = wk[np.uint64(W_A * BLOCK) + t]
+                        mean = wk[np.uint64(W_M * BLOCK) + t]
+                        inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
                         xv = np.float64(x[xb + t])
                         xc = xv - mean
                         z = xc * inv_sd
@@ -536,13 +538,16 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                 for tt in range(cnt):
                     t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
                     s = wk[np.uint64(W_S * BLOCK) + t]
+                    mean = wk[np.uint64(W_M * BLOCK) + t]
+                    inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
                     xv = np.float64(x[xb + t])
                     xc = xv - mean
                     z = xc * inv_sd
                     e_act = wk[np.uint64(W_EA * BLOCK) + t]
                     slope = wk[np.uint64(W_SL * BLOCK) + t]
                     excluded = wk[np.uint64(W_EX * BLOCK) + t] != 0.0
-                    e_act = math.inf if undefined else e_act
+                    # a zero divisor (sqrt(0)): the docs leave the value undefined
+                    e_act = math.inf if inv_sd == math.inf else e_act
                     rv = np.float64(ref[rb + t])
                     gv = np.float64(got[gb + t])
                     # with_output_rounding
@@ -595,7 +600,7 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                         (abs(d) < math.inf) & (abs(budget) < math.inf) & (abs(w) < math.inf)
                         & (abs(z) < math.inf) & (not excluded) & (not use_max_ulp)
                     )  # fmt: skip
-                    statistic_part = abs(w) * (shift_bound + abs(z) * rel_sd)
+                    statistic_part = abs(w) * (e_mean * inv_sd + abs(z) * rel_sd)
                     folded = cu * abs(w) * ((abs(xv) + abs(mean)) * inv_sd)
                     # (on usable elements every term is finite: no NaN to propagate)
                     residual = budget - min(statistic_part, e_act) + folded
@@ -654,7 +659,8 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
     ref, ref_bits, r_sk, r_sm,
     item_k, item_p0, item_p1, l_len, n_slice,
     sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const,
-    mean_k, sd_k, e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k, undefined_k,
+    mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const,
+    e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k,
     c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts,
     branch, sides, curved_from, curvature_rtol,
     half, ulp_scale, output_ulps, atol, max_ulp, use_max_ulp,
@@ -680,8 +686,9 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
         (x, got, got_bits, ref, ref_bits),
         (x_sk, x_sm, g_sk, g_sm, r_sk, r_sm),
         (item_k, item_p0, item_p1, l_len, n_slice),
-        (sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const),
-        (mean_k, sd_k, e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k, undefined_k),
+        (sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const,
+         mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const),
+        (e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k),
         (c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts, branch, sides,
          curved_from, curvature_rtol),
         (ulp_scale, output_ulps, atol, max_ulp, use_max_ulp),
