@@ -3,8 +3,9 @@
     python bench/bench_judge.py [--sizes 16,20,22,24] [--repeat N] [--numpy] [--cpu]
 
 For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data), BATCH_NORMALIZATION_TRAINING
-(4 channels, batch statistics, per-channel Scale/Bias) and BATCH_NORMALIZATION_TRAINING_GRAD
-(its input gradient), FLOAT32, times in one process and round-robin: the reference
+(4 channels, batch statistics, per-channel Scale/Bias), BATCH_NORMALIZATION_TRAINING_GRAD
+(its input gradient), BATCH_NORMALIZATION (given per-channel statistics) and
+MEAN_VARIANCE_NORMALIZATION2 without its mean step (the RMS model; ``--operators`` picks), FLOAT32, times in one process and round-robin: the reference
 (``dc.execute`` into preallocated outputs), a copy of the output (``kernels.parallel_copy``: the
 memory floor), and the judge (``tolerance.compare`` of a perfect backend's outputs: budgets,
 per-element check, aggregate fit), each the median of ``--repeat`` rounds; then the ratios
@@ -85,7 +86,23 @@ def bntg(n: int) -> dc.OperatorDesc:
     )
 
 
-OPERATORS = {"MVN1": mvn1, "BNT": bnt, "BNTG": bntg}
+def bn(n: int) -> dc.OperatorDesc:
+    """Inference batch normalization: the given-statistics model, per-channel Mean and Variance."""
+    big, stat = {"DataType": "FLOAT32", "Sizes": [4, 4, n // 16]}, {"DataType": "FLOAT32", "Sizes": [1, 4, 1]}
+    members = {k: stat for k in ("MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor")}
+    return dc.parse_desc({"type": "BATCH_NORMALIZATION", "desc": {
+        "InputTensor": big, "OutputTensor": big, **members, "Spatial": True, "Epsilon": 1e-5}})  # fmt: skip
+
+
+def mvn2_rms(n: int) -> dc.OperatorDesc:
+    """MVN2 without its mean step: the RMS model, one slice of n."""
+    t = {"DataType": "FLOAT32", "Sizes": [1, n]}
+    return dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {
+        "InputTensor": t, "OutputTensor": t, "Axes": [1], "UseMean": False, "UseVariance": True,
+        "Epsilon": 1e-5}})  # fmt: skip
+
+
+OPERATORS = {"MVN1": mvn1, "BNT": bnt, "BNTG": bntg, "BN": bn, "MVN2-RMS": mvn2_rms}
 
 
 CLOCK = time.perf_counter
@@ -139,6 +156,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="16,20,22,24", help="log2 of the element counts")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--operators", default=",".join(OPERATORS), help="which of " + ", ".join(OPERATORS))
     ap.add_argument("--numpy", action="store_true", help="also time the numpy model (before)")
     ap.add_argument(
         "--cpu",
@@ -151,12 +169,14 @@ def main() -> None:
         global CLOCK
         CLOCK = time.process_time
     spec = dc.load_spec()
+    if set(args.operators.split(",")) - set(OPERATORS):
+        ap.error(f"--operators: pick from {', '.join(OPERATORS)}")
     print(f"{'case':<12} {'n':>10} {'reference':>10} {'copy':>9} {'judge':>9} {'j/ref':>7} {'j/copy':>7} "
           f"{'B/el':>6}" + (f" {'numpy':>9} {'np/ref':>8}" if args.numpy else ""))  # fmt: skip
     for log_n in (int(s) for s in args.sizes.split(",")):
         n = 1 << log_n
-        for name, make in OPERATORS.items():
-            desc = make(n)
+        for name in args.operators.split(","):
+            desc = OPERATORS[name](n)
             inputs = data.make_inputs(desc, "large_offset", seed=1)
             ref = dc.execute(desc, inputs)
             out = {k: np.empty_like(v) for k, v in ref.items()}

@@ -2,18 +2,19 @@
 
 :func:`dmlconform.tolerance.compare` hands a case here when its main input has more than
 :data:`KERNEL_MIN_ELEMENTS` elements (the reference's own compile threshold, so that a run of
-small cases never imports numba) and its model has a kernel. The numpy model stays the readable
-specification: the kernels compute the same formulas (``tests/test_judge.py`` holds the two
-together to a relative 1e-12 on hypothesis-drawn cases and every stress shape), and the
-per-slice terms (growth, statistics errors) are the numpy model's own functions applied to the
-kernels' per-slice statistics.
+small cases never imports numba) and its kernel has a ``judge`` part in the registry: the centred
+normalization, RMS and given-statistics models (:class:`SliceTerms` says what they share). The
+numpy models stay the readable specification: the kernels compute the same formulas
+(``tests/test_judge.py`` holds the two together to a relative 1e-12 on hypothesis-drawn cases
+and every stress shape), and the per-slice terms (growth, statistics errors) are the numpy
+model's own functions applied to the kernels' per-slice statistics.
 
 Memory: beyond the inputs and outputs, a compare holds the per-slice arrays, the distinct-count
 scratch of one slice per thread (8 bytes per element of the slice), float32 copies of FLOAT16
-outputs (4 bytes per element each) and copies of arrays whose rows the kernel cannot address in
-place (a layout no reference output has).
+outputs (4 bytes per element each), float64 tables of the operands with their broadcast indices
+(16 bytes per element for an operand as large as the input) and copies of arrays whose rows the
+kernel cannot address in place (a layout no reference output has).
 """
-
 from __future__ import annotations
 
 import math

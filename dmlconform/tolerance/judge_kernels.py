@@ -666,7 +666,8 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
     half, ulp_scale, output_ulps, atol, max_ulp, use_max_ulp,
     fig, budget_out,
 ):  # fmt: skip
-    """The normalization model (:func:`dmlconform.tolerance.budgets`) and the comparison of the
+    """A normalization model (the centred one, :func:`dmlconform.tolerance.budgets`, or one that
+    reads the same terms: :class:`dmlconform.tolerance.judge.SliceTerms`) and the comparison of the
     main output over work items: item ``i`` is elements [item_p0[i], item_p1[i]) (in slice
     order) of slice item_k[i], and ``fig[i]`` gets its figures (F_* columns; the glue merges
     the items of a slice). ``budget_out`` (empty, or ``n_slice`` float64 per slice in slice
