@@ -2,7 +2,8 @@
 
     python bench/bench_stress.py                       # modest: MVN1 FLOAT32, cases up to 2^22 elements
     python bench/bench_stress.py --max-elements 67108864 --operators all --dtypes all   # the full tier
-    python bench/bench_stress.py --calibrate           # bytes per element (runner.tiers.BYTES_PER_ELEMENT)
+    python bench/bench_stress.py --calibrate           # bytes per element, overstated below 2^24:
+                                                       # bench/bench_case_memory.py measures the estimate
 
 For each backend (default: reference and numpy) and each band of reduction length n (below 1e3,
 1e3 to 1e5, 1e5 to 1e6, 1e6 and up, as in the report), one fresh process runs the band's size
@@ -122,7 +123,10 @@ def main() -> int:
     ap.add_argument("--level", default="6_4")
     ap.add_argument("--bands", nargs="+", type=int, default=[0, 1, 2, 3], help="band indexes 0..3")
     ap.add_argument(
-        "--calibrate", action="store_true", help="print peak bytes per element of each band's largest case"
+        "--calibrate",
+        action="store_true",
+        help="print peak bytes per element of each band's largest case (below 2^24 elements glibc keeps "
+        "freed tensors, so this overstates; bench/bench_case_memory.py measures runner.tiers.BYTES_PER_ELEMENT)",
     )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--band", type=int, default=0, help=argparse.SUPPRESS)

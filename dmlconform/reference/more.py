@@ -81,9 +81,9 @@ def given_statistics(plan: semantics.GivenPlan, arrays: dict[str, np.ndarray]) -
     x = np.asarray(arrays[plan.input], dtype=np.float64)
     mean = np.asarray(arrays[plan.mean], dtype=np.float64)
     var = np.asarray(arrays[plan.variance], dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # Variance + Epsilon 0: undefined, any value
         z = (x - mean) / np.sqrt(var + plan.epsilon)
-    y = _f64(arrays, plan.scale, 1.0) * z + _f64(arrays, plan.bias, 0.0)
+        y = _f64(arrays, plan.scale, 1.0) * z + _f64(arrays, plan.bias, 0.0)
     return {plan.output: activation(plan.activation, np.broadcast_to(y, x.shape), plan.activation_params)}
 
 

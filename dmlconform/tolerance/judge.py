@@ -15,6 +15,7 @@ outputs (4 bytes per element each), float64 tables of the operands with their br
 (16 bytes per element for an operand as large as the input) and copies of arrays whose rows the
 kernel cannot address in place (a layout no reference output has).
 """
+
 from __future__ import annotations
 
 import math
