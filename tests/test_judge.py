@@ -315,3 +315,14 @@ def test_small_cases_do_not_import_numba(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_given_statistics_slice_per_channel_where_the_slices_are_long():
+    """Per-channel statistics: one slice per channel (Mean and 1/sd constant within it, no
+    per-element index); statistics that vary along nearly every axis: the tensor is one slice."""
+    plan = PER_CHANNEL["given"]("FLOAT32")
+    inputs = data.make_inputs(plan, "standard_normal", seed=1)
+    given = kernels.part(plan, SPEC, "plan")(plan, SPEC)
+    assert judge.given_slicing(given, inputs).axes == (0, 2, 3)
+    inputs["VarianceTensor"] = np.ones((2, 1, 96, 1), np.float32)
+    assert judge.given_slicing(given, inputs).axes == (0, 1, 2, 3)

@@ -212,19 +212,36 @@ def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTe
     )
 
 
+MIN_SLICE = 1 << 12
+"""Given statistics that vary along the axes they vary along leave slices at least this long, or
+the whole tensor is one slice: a slice costs the element pass a setup (its lanes, one block of
+operands), which short slices would not repay."""
+
+
+def given_slicing(plan: GivenPlan, inputs: dict[str, Any]) -> Slicing:
+    """One slice per value of the given statistics where their slices are long (per channel:
+    Mean and 1/sd constant within a slice, no per-element index), else the whole tensor as one
+    slice, which the work items cut for the threads (statistics as large as the input)."""
+    nd = len(plan.shape)
+    sizes = [(1,) * (nd - np.ndim(inputs[m])) + np.shape(inputs[m]) for m in (plan.mean, plan.variance)]
+    within = tuple(i for i in range(nd) if all(s[i] == 1 for s in sizes))
+    if math.prod(plan.shape[i] for i in within) < MIN_SLICE:
+        within = tuple(range(nd))
+    return Slicing(tuple(plan.shape), within)
+
+
 def _given_terms(plan: GivenPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The given-statistics model's terms (:func:`dmlconform.tolerance.pointwise.pointwise_budgets`):
     Mean and 1 / sqrt(Variance + Epsilon) as broadcast operands (each may vary along any axes),
-    nothing reduced, the deviation folded. One slice: the whole tensor, which the work items
-    cut for the threads."""
-    slicing = Slicing(tuple(plan.shape), tuple(range(len(plan.shape))))
-    perm = slicing.axes
+    nothing reduced, the deviation folded."""
+    slicing = given_slicing(plan, inputs)
+    perm = slicing.kept_axes + slicing.axes
     x32, _ = _as_float32(inputs[plan.input])
-    rows = _slice_rows(x32, perm, 0, None)
+    rows = _slice_rows(x32, perm, len(slicing.kept_axes), None)
     var = np.asarray(inputs[plan.variance], np.float64)
     with np.errstate(invalid="ignore"):
         inverse_sd = _inverse(np.sqrt(var + plan.epsilon))
-    zero = np.zeros(1)
+    zero = np.zeros(rows[3][0])
     return SliceTerms(
         slicing, rows, perm, (plan.scale, plan.bias, None), _factor(inputs[plan.mean], slicing, perm, 0.0),
         _factor(inverse_sd, slicing, perm, 1.0), zero, zero, co.pointwise * u, dev_folded=True,
