@@ -328,11 +328,7 @@ def sampled_budgets(
     if plan is None:
         return None
     at, main, terms = judge.sample_budgets(desc, reference, inputs, spec, plan, count)
-    by_member: dict[str, np.ndarray] = {}
-    if terms is not None:
-        by_member, _ = statistics_output_budgets(
-            desc, terms.plan, terms.ss, terms.st, reference, spec, None, terms.u
-        )
+    by_member, _ = _statistics_budgets(desc, terms, reference, spec, None)
     return {plan.output: (at, main), **{k: (None, v) for k, v in by_member.items()}}
 
 
@@ -353,12 +349,23 @@ def _compiled(
     main, terms = judge.judge_normalization(
         desc, got, reference[plan.output], inputs, spec, overrides, budget_out=budget_out, plan=plan
     )
-    if terms is None:  # a model without statistics outputs
-        return main, {}, {}
-    by_member, coeffs = statistics_output_budgets(
+    return main, *_statistics_budgets(desc, terms, reference, spec, overrides)
+
+
+def _statistics_budgets(
+    desc: OperatorDesc,
+    terms: Any,
+    reference: dict[str, np.ndarray],
+    spec: Spec,
+    overrides: dict[str, Any] | None,
+) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
+    """The statistics outputs' budgets and coefficients from the judge's per-slice terms (none
+    for a model without statistics outputs: its terms are None)."""
+    if terms is None:
+        return {}, {}
+    return statistics_output_budgets(
         desc, terms.plan, terms.ss, terms.st, reference, spec, overrides, terms.u
     )
-    return main, by_member, coeffs
 
 
 def compare(

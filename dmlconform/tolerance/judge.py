@@ -75,6 +75,17 @@ def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
     return (a if a.dtype == np.float32 else a.astype(np.float32)), False
 
 
+def input_rows(
+    slicing: Any, x: Any
+) -> tuple[tuple[np.ndarray, int, int, tuple[int, int, int]], tuple[int, ...], bool]:
+    """The input as the kernels read it: its float32 rows (flat, sk, sm, (K, M, L)) in the slice
+    order of ``slicing`` (anything with ``kept_axes`` and ``axes``), that order, and whether it
+    was FLOAT16."""
+    x32, half = _as_float32(x)
+    perm = slicing.kept_axes + slicing.axes
+    return _slice_rows(x32, perm, len(slicing.kept_axes), None), perm, half
+
+
 def slice_statistics(
     plan: Plan, x: np.ndarray, moments_only: bool = False
 ) -> tuple[Any, tuple, tuple[int, ...]]:
@@ -85,9 +96,7 @@ def slice_statistics(
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
-    x32, half = _as_float32(x)
-    perm = plan.kept_axes + plan.axes
-    flat, sk, sm, shape = _slice_rows(x32, perm, len(plan.kept_axes), None)
+    (flat, sk, sm, shape), perm, half = input_rows(plan, x)
     k_len, m_len, l_len = shape
     mean, var, sqstd, distinct = (np.empty(k_len) for _ in range(4))
     bits = flat.view(np.int32)
@@ -195,9 +204,7 @@ def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTe
     Epsilon, rel_sd its relative error; without the variance step z is the input itself."""
     operands = (plan.scale, plan.bias, plan.fused_add)
     if not plan.normalize_variance:
-        x32, _ = _as_float32(inputs[plan.input])
-        perm = plan.kept_axes + plan.axes
-        rows = _slice_rows(x32, perm, len(plan.kept_axes), None)
+        rows, perm, _ = input_rows(plan, inputs[plan.input])
         zero = np.zeros(rows[3][0])
         return SliceTerms(plan, rows, perm, operands, per_slice(zero), per_slice(zero + 1.0), zero, zero, 0.0)
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
@@ -235,9 +242,7 @@ def _given_terms(plan: GivenPlan, inputs: dict[str, Any], co: Any, u: float) -> 
     Mean and 1 / sqrt(Variance + Epsilon) as broadcast operands (each may vary along any axes),
     nothing reduced, the deviation folded."""
     slicing = given_slicing(plan, inputs)
-    perm = slicing.kept_axes + slicing.axes
-    x32, _ = _as_float32(inputs[plan.input])
-    rows = _slice_rows(x32, perm, len(slicing.kept_axes), None)
+    rows, perm, _ = input_rows(slicing, inputs[plan.input])
     var = np.asarray(inputs[plan.variance], np.float64)
     with np.errstate(invalid="ignore"):
         inverse_sd = _inverse(np.sqrt(var + plan.epsilon))
