@@ -4,7 +4,8 @@
 
 For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data), BATCH_NORMALIZATION_TRAINING
 (4 channels, batch statistics, per-channel Scale/Bias), BATCH_NORMALIZATION_TRAINING_GRAD
-(its input gradient), BATCH_NORMALIZATION (given per-channel statistics) and
+(its input gradient), BATCH_NORMALIZATION_GRAD (the same with given statistics),
+BATCH_NORMALIZATION (given per-channel statistics) and
 MEAN_VARIANCE_NORMALIZATION2 without its mean step (the RMS model; ``--operators`` picks), FLOAT32, times in one process and round-robin: the reference
 (``dc.execute`` into preallocated outputs), a copy of the output (``kernels.parallel_copy``: the
 memory floor), and the judge (``tolerance.compare`` of a perfect backend's outputs: budgets,
@@ -66,11 +67,11 @@ def bnt(n: int) -> dc.OperatorDesc:
     )
 
 
-def bntg(n: int) -> dc.OperatorDesc:
+def bntg(n: int, operator: str = "BATCH_NORMALIZATION_TRAINING_GRAD") -> dc.OperatorDesc:
     big, stat = {"DataType": "FLOAT32", "Sizes": [4, 4, n // 16]}, {"DataType": "FLOAT32", "Sizes": [1, 4, 1]}
     return dc.parse_desc(
         {
-            "type": "BATCH_NORMALIZATION_TRAINING_GRAD",
+            "type": operator,
             "desc": {
                 "InputTensor": big,
                 "InputGradientTensor": big,
@@ -84,6 +85,11 @@ def bntg(n: int) -> dc.OperatorDesc:
             },
         }
     )
+
+
+def bng(n: int) -> dc.OperatorDesc:
+    """BATCH_NORMALIZATION_GRAD: the gradients with given statistics."""
+    return bntg(n, "BATCH_NORMALIZATION_GRAD")
 
 
 def bn(n: int) -> dc.OperatorDesc:
@@ -102,7 +108,7 @@ def mvn2_rms(n: int) -> dc.OperatorDesc:
         "Epsilon": 1e-5}})  # fmt: skip
 
 
-OPERATORS = {"MVN1": mvn1, "BNT": bnt, "BNTG": bntg, "BN": bn, "MVN2-RMS": mvn2_rms}
+OPERATORS = {"MVN1": mvn1, "BNT": bnt, "BNTG": bntg, "BNG": bng, "BN": bn, "MVN2-RMS": mvn2_rms}
 
 
 CLOCK = time.perf_counter

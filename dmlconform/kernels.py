@@ -104,6 +104,7 @@ KERNELS: dict[str, Kernel] = {
             execute="dmlconform.reference.more:execute",
             compute="dmlconform.reference.more:normalization_grad",
             budgets="dmlconform.tolerance.gradients:reduction_grad_budgets",
+            judge="dmlconform.tolerance.judge:gradient_plan_for",
             model="reduction_grad",
             relations=(*_SAME, "directional_derivative"),
             derivative="dmlconform.runner.derivatives:normalization_domain",

@@ -4,9 +4,9 @@ The numpy model (:func:`dmlconform.tolerance.budgets`, :func:`aggregate_check`) 
 specification; these tests hold the kernels to it: every budget within a relative 1e-12, and
 the same verdict, worst element, failing count and aggregate figures, on hypothesis-drawn legal
 descs of every operator whose kernel has a compiled judge: the centred normalization, RMS
-(MVN2 without its mean step) and given-statistics (BATCH_NORMALIZATION) models (every regime,
-both data types, fused activations, broadcast operands, strided layouts), and on every shape
-family of the stress tier.
+(MVN2 without its mean step), given-statistics (BATCH_NORMALIZATION) and gradients' (the two
+batch-norm gradients) models (every regime, both data types, fused activations, broadcast
+operands, strided layouts), and on every shape family of the stress tier.
 The kernels are called directly, whatever the size, so small drawn cases exercise them too.
 """
 
@@ -33,8 +33,8 @@ RTOL = 1e-12
 
 
 def judged_pairs() -> list[tuple[str, str]]:
-    """(operator, level) pairs whose kernel has a compiled judge (the centred, RMS and
-    given-statistics normalization models)."""
+    """(operator, level) pairs whose kernel has a compiled judge (the centred, RMS,
+    given-statistics and gradients' models)."""
     out = []
     for op, level in dst.gen.operators_and_levels(SPEC):
         model = dst.gen.model_for(op, level, SPEC)
@@ -48,14 +48,24 @@ PAIRS = judged_pairs()
 
 
 @contextlib.contextmanager
-def compiled_everywhere():
-    """The compiled judge for cases of any size."""
+def judge_threshold(elements: int):
+    """The compiled judge from this input size on."""
     saved = judge.KERNEL_MIN_ELEMENTS
-    judge.KERNEL_MIN_ELEMENTS = 1
+    judge.KERNEL_MIN_ELEMENTS = elements
     try:
         yield
     finally:
         judge.KERNEL_MIN_ELEMENTS = saved
+
+
+def compiled_everywhere():
+    """The compiled judge for cases of any size."""
+    return judge_threshold(1)
+
+
+def numpy_only():
+    """The numpy model for cases of any size."""
+    return judge_threshold(1 << 62)
 
 
 def judge_plan(desc, ref, inputs):
@@ -138,12 +148,8 @@ def verdicts(desc, inputs, got_main, overrides=None):
     with compiled_everywhere():
         assert compare_module._judge_plan(desc, got, ref, inputs, SPEC) is not None
         fast = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
-    saved = judge.KERNEL_MIN_ELEMENTS
-    try:
-        judge.KERNEL_MIN_ELEMENTS = 1 << 62
+    with numpy_only():
         slow = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
-    finally:
-        judge.KERNEL_MIN_ELEMENTS = saved
     return fast, slow, main
 
 
@@ -228,6 +234,21 @@ def _per_channel(op, dtype, **members):
     return dc.parse_desc({"type": op, "desc": {"InputTensor": t, "OutputTensor": t, **tensors, **members}})
 
 
+def _gradient(op, dtype):
+    t = {"DataType": dtype, "Sizes": [2, 3, 96, 96]}
+    c = {"DataType": dtype, "Sizes": [1, 3, 1, 1]}
+    members = {"InputTensor": t, "InputGradientTensor": t, "OutputGradientTensor": t, "Epsilon": 1e-3}
+    for name in (
+        "MeanTensor",
+        "VarianceTensor",
+        "ScaleTensor",
+        "OutputScaleGradientTensor",
+        "OutputBiasGradientTensor",
+    ):
+        members[name] = c
+    return dc.parse_desc({"type": op, "desc": members})
+
+
 PER_CHANNEL = {
     "centred": lambda dt: _per_channel(
         "BATCH_NORMALIZATION_TRAINING", dt, channels=("ScaleTensor", "BiasTensor"), Epsilon=1e-3
@@ -240,6 +261,8 @@ PER_CHANNEL = {
         "BATCH_NORMALIZATION", dt, channels=("MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor"),
         Spatial=True, Epsilon=1e-3,
     ),
+    "gradient-given": lambda dt: _gradient("BATCH_NORMALIZATION_GRAD", dt),
+    "gradient-batch": lambda dt: _gradient("BATCH_NORMALIZATION_TRAINING_GRAD", dt),
 }  # fmt: skip
 
 
@@ -326,3 +349,66 @@ def test_given_statistics_slice_per_channel_where_the_slices_are_long():
     assert judge.given_slicing(given, inputs).axes == (0, 2, 3)
     inputs["VarianceTensor"] = np.ones((2, 1, 96, 1), np.float32)
     assert judge.given_slicing(given, inputs).axes == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("model", ["centred", "gradient-given", "gradient-batch"])
+@pytest.mark.parametrize("regime", ["standard_normal", "large_offset", "constant_slices"])
+def test_the_reduced_outputs_budgets_and_verdicts_equal_the_models(model, regime):
+    """The outputs beside the main one (BNT's mean and variance, the gradients' scale and bias
+    gradients) are judged by the numpy model's functions on the kernels' per-slice terms: the
+    same budgets to 1e-12 and the same verdicts, and a wrong bias gradient fails."""
+    if model == "centred":
+        desc = _per_channel("BATCH_NORMALIZATION_TRAINING", "FLOAT32", Epsilon=1e-3,
+                            channels=("ScaleTensor", "BiasTensor", "OutputMeanTensor", "OutputVarianceTensor"))  # fmt: skip
+    else:
+        desc = PER_CHANNEL[model]("FLOAT32")
+    inputs = data.make_inputs(desc, regime, seed=4)
+    ref = dc.execute(desc, inputs)
+    with compiled_everywhere():
+        fast, none = compare_module.case_budgets(desc, ref, inputs, SPEC)
+    assert none is None  # the compiled judge's budgets
+    with numpy_only():
+        slow, _ = compare_module.case_budgets(desc, ref, inputs, SPEC)
+    assert set(fast) == set(slow) == set(ref)
+    for name in ref:
+        assert_budgets_agree(fast[name], slow[name])
+    plan = kernels.part(desc, SPEC, "plan")(desc, SPEC)
+    others = [name for name in ref if name != plan.output]
+    assert others
+    for name in others:
+        got = {**ref, name: (ref[name].astype(np.float64) * 1.01 + 1e-2).astype(ref[name].dtype)}
+        with compiled_everywhere():
+            a = tolerance.compare(desc, got, ref, inputs, SPEC)
+        with numpy_only():
+            b = tolerance.compare(desc, got, ref, inputs, SPEC)
+        assert not a.passed and not b.passed, name
+        assert (a.outputs[name].failing_elements, a.outputs[name].worst_index) == (
+            b.outputs[name].failing_elements, b.outputs[name].worst_index
+        )  # fmt: skip
+
+
+def test_the_batch_gradient_centred_on_the_batch_mean_gives_the_models_budgets(monkeypatch):
+    """``semantics.centre_with: input`` (no shipped spec centres so, a spec may): the kernel's
+    batch mean and the centring term e_xc = max(c_mean u g mean|x|, |Mean - mean(x)|)."""
+    import dataclasses
+
+    from dmlconform.specification import semantics
+
+    desc = PER_CHANNEL["gradient-batch"]("FLOAT32")
+    inputs = data.make_inputs(desc, "standard_normal", seed=6)
+    inputs["MeanTensor"] = (inputs["MeanTensor"] + np.float32(0.25)).astype(np.float32)
+    plan = dataclasses.replace(semantics.make_grad_plan(desc, SPEC), centre_with="input")
+    assert not plan.centres_on_mean
+    monkeypatch.setattr(semantics, "make_grad_plan", lambda d, s=None: plan)  # the numpy model's plan
+    ref = dc.execute(desc, inputs)
+    jp = judge.JudgePlan(plan, judge._gradient_terms)
+    out = ref["OutputGradientTensor"]
+    kernel = np.empty(out.shape)
+    judge.judge_normalization(desc, out, out, inputs, SPEC, None, budget_out=kernel, plan=jp)
+    model = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC).by_member["OutputGradientTensor"]
+    assert_budgets_agree(kernel, model)
+    # the Mean member 0.25 off the batch mean: e_xc is that difference, not the mean's rounding
+    with_mean = judge.JudgePlan(dataclasses.replace(plan, centre_with="mean"), judge._gradient_terms)
+    tighter = np.empty(out.shape)
+    judge.judge_normalization(desc, out, out, inputs, SPEC, None, budget_out=tighter, plan=with_mean)
+    assert np.all(kernel > 10 * tighter)

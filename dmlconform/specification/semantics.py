@@ -288,6 +288,15 @@ class GradPlan:
         """The input gradient centres Input on the Mean member rather than on its batch mean."""
         return self.statistics == "batch" and self.centre_with == "mean"
 
+    @property
+    def activation(self) -> None:
+        """The gradients fuse no activation (a plan's activation, for the code that reads any)."""
+        return None
+
+    @property
+    def activation_params(self) -> dict[str, float]:
+        return {}
+
     def input_members(self) -> tuple[str, ...]:
         return (self.input, self.input_gradient, self.mean, self.variance, self.scale)
 

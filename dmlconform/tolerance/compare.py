@@ -15,7 +15,6 @@ from dmlconform import kernels
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 from dmlconform.tolerance.aggregate import aggregate_check
-from dmlconform.tolerance.normalization import statistics_output_budgets
 from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
@@ -361,11 +360,7 @@ def _statistics_budgets(
 ) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
     """The statistics outputs' budgets and coefficients from the judge's per-slice terms (none
     for a model without statistics outputs: its terms are None)."""
-    if terms is None:
-        return {}, {}
-    return statistics_output_budgets(
-        desc, terms.plan, terms.ss, terms.st, reference, spec, overrides, terms.u
-    )
+    return ({}, {}) if terms is None else terms.output_budgets(desc, reference, spec, overrides)
 
 
 def compare(

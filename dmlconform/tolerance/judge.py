@@ -3,7 +3,8 @@
 :func:`dmlconform.tolerance.compare` hands a case here when its main input has more than
 :data:`KERNEL_MIN_ELEMENTS` elements (the reference's own compile threshold, so that a run of
 small cases never imports numba) and its kernel has a ``judge`` part in the registry: the centred
-normalization, RMS and given-statistics models (:class:`SliceTerms` says what they share). The
+normalization, RMS, given-statistics and batch-norm gradients' models (:class:`SliceTerms` says
+what they share). The
 numpy models stay the readable specification: the kernels compute the same formulas
 (``tests/test_judge.py`` holds the two together to a relative 1e-12 on hypothesis-drawn cases
 and every stress shape), and the per-slice terms (growth, statistics errors) are the numpy
@@ -11,7 +12,7 @@ model's own functions applied to the kernels' per-slice statistics.
 
 Memory: beyond the inputs and outputs, a compare holds the per-slice arrays, the distinct-count
 scratch of one slice per thread (8 bytes per element of the slice), float32 copies of FLOAT16
-outputs (4 bytes per element each), float64 tables of the operands with their broadcast indices
+outputs and inputs (4 bytes per element each), float64 tables of the operands with their broadcast indices
 (16 bytes per element for an operand as large as the input) and copies of arrays whose rows the
 kernel cannot address in place (a layout no reference output has).
 """
@@ -33,9 +34,17 @@ from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
 from dmlconform.specification.model import Spec
-from dmlconform.specification.semantics import GivenPlan, Plan, SemanticsError, make_given_plan, make_plan
+from dmlconform.specification.semantics import (
+    GivenPlan,
+    GradPlan,
+    Plan,
+    SemanticsError,
+    make_given_plan,
+    make_grad_plan,
+    make_plan,
+)
 from dmlconform.tolerance import SliceStatistics
-from dmlconform.tolerance.terms import reduction_growth
+from dmlconform.tolerance.terms import member_coefficients, reduction_growth, with_output_rounding
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -53,6 +62,14 @@ class ModelTerms:
     ss: Any  # tolerance.SliceStatistics
     st: Any  # tolerance.StatisticsErrors
     u: float
+
+    def output_budgets(
+        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, overrides: dict[str, Any] | None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The statistics outputs' budgets and coefficients (the numpy model's own function)."""
+        return tl.statistics_output_budgets(
+            desc, self.plan, self.ss, self.st, reference, spec, overrides, self.u
+        )
 
 
 def _slice_rows(arr: np.ndarray, perm: tuple[int, ...], n_kept: int, target: tuple[int, int, int] | None):
@@ -126,6 +143,32 @@ class Slicing:
         return tuple(i for i in range(len(self.shape)) if i not in self.axes)
 
 
+@dataclass(frozen=True)
+class GradientTerms:
+    """What the compiled pass leaves for the gradients' reduced outputs: the errors of the
+    scale and bias gradients' sums, one per slice (:func:`dmlconform.tolerance.gradients.reduction_grad_budgets`)."""
+
+    plan: GradPlan
+    e_scale: np.ndarray
+    e_bias: np.ndarray
+
+    def output_budgets(
+        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, overrides: dict[str, Any] | None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The scale and bias gradients' budgets (their errors with the output rounding)."""
+        out: dict[str, np.ndarray] = {}
+        coeffs: dict[str, Any] = {}
+        for name, err in (
+            (self.plan.scale_gradient_output, self.e_scale),
+            (self.plan.bias_gradient_output, self.e_bias),
+        ):
+            if name in reference:
+                c, _ = member_coefficients(desc, spec, name, None, overrides)
+                out[name] = with_output_rounding(err.reshape(np.shape(reference[name])), reference[name], c)
+                coeffs[name] = c
+        return out, coeffs
+
+
 Operand = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
 """A tensor as the element pass reads it: (T[Ks, Rs], tk[K], tr[n], constant within a slice)
 (:func:`dmlconform.reference._factor`)."""
@@ -142,12 +185,18 @@ class SliceTerms:
     """What the element pass reads, in the kernel's slice order, whichever model made it.
 
     Every model the compiled judge serves is y = act(Scale z + Bias + FusedAdd) with
-    z = (x - centre) / sd and e_z = (e_mean + c_dev dev) / sd + |z| rel_sd, where dev = |x - centre|,
-    or |x| + |centre| where ``dev_folded`` (given statistics: inference kernels fold the mean into
-    the bias, x a + (Bias - Mean a), whose two products cancel). The centre and 1 / sd are
-    operands (per slice where statistics are taken, as broadcast where they are given); e_mean,
-    rel_sd and the ceiling's terms are per slice. The models differ only in these terms, so one
-    element pass serves them all; 1 / sd infinite (a zero divisor) leaves the value undefined."""
+    z = (x - centre) / sd and e_z = (e_mean + c_dev dev + c_w |w|) / sd + |z| rel_sd, where
+    dev = |x - centre|, or |x| + |centre| where ``dev_folded`` (given statistics: inference kernels
+    fold the mean into the bias, x a + (Bias - Mean a), whose two products cancel), and e_y =
+    |Scale| e_z + c_pt u (|Scale z| + |Bias| + |FusedAdd|), without |Scale z| where z is not
+    rounded (``z_rounds``). The centre and 1 / sd are operands (per slice where statistics are
+    taken, as broadcast where they are given); e_mean, rel_sd, c_dev and the ceiling's terms are
+    per slice. The models differ only in these terms, so one element pass serves them all; 1 / sd
+    infinite (a zero divisor) leaves the value undefined.
+
+    The gradients fit the same form with y the input gradient and w the output gradient dy
+    (:func:`_gradient_terms`): their e_dx is |Scale| / sd times a per-slice constant, a
+    per-slice multiple of |x - centre| and one of |dy|."""
 
     slicing: Any  # shape, axes, kept_axes: the plan itself, or a Slicing
     rows: tuple[np.ndarray, int, int, tuple[int, int, int]]  # the input as (flat, sk, sm, (K, M, L))
@@ -157,12 +206,16 @@ class SliceTerms:
     inverse_sd: Operand
     e_mean: np.ndarray
     rel_sd: np.ndarray
-    c_dev: float  # c_pt u; 0 where z is the input itself (no statistic taken)
+    c_dev: float | np.ndarray  # c_pt u, or one per slice; 0 where z is the input itself (no statistic taken)
     dev_folded: bool = False
+    #: the second per-element input (rows as ``rows``) and its coefficient (the gradients' dy)
+    weight: tuple[np.ndarray, int, int, tuple[int, int, int]] | None = None
+    c_w: float = 0.0
+    z_rounds: bool = True
     #: (ceiling, d_shift, d_rel, unit) where the model caps e_y at a multiple of |y|'s scale
     ceiling: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
-    #: what the statistics outputs' budgets take (the centred model only)
-    model: ModelTerms | None = None
+    #: what the other outputs' budgets take (None: the model has no other outputs)
+    model: ModelTerms | GradientTerms | None = None
     #: (e_mean / sd, rel_sd) per slice where the model checks the aggregate fit (the centred model)
     aggregate: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -250,6 +303,85 @@ def _given_terms(plan: GivenPlan, inputs: dict[str, Any], co: Any, u: float) -> 
     return SliceTerms(
         slicing, rows, perm, (plan.scale, plan.bias, None), _factor(inputs[plan.mean], slicing, perm, 0.0),
         _factor(inverse_sd, slicing, perm, 1.0), zero, zero, co.pointwise * u, dev_folded=True,
+    )  # fmt: skip
+
+
+def _per_slice_values(slicing: Slicing, values: Any) -> np.ndarray:
+    """A statistic of the reduced shape (size 1 along the slicing's axes) as one float64 per
+    slice, in the slice order."""
+    keep = tuple(1 if i in slicing.axes else n for i, n in enumerate(slicing.shape))
+    return np.broadcast_to(np.asarray(values, np.float64), keep).reshape(-1)
+
+
+def gradient_sums(slicing: Slicing, inputs: dict[str, Any], plan: GradPlan, mean: np.ndarray,
+                  centre: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per slice (rows, :data:`judge_kernels.G_ABS_DY`... columns) the sums of the gradients'
+    model, by the compiled kernel over work items (a long slice uses every thread)."""
+    from dmlconform.reference.kernels import run_chunks
+    from dmlconform.tolerance import judge_kernels as jk
+
+    (x, x_sk, x_sm, shape), _, _ = input_rows(slicing, inputs[plan.input])
+    (dy, d_sk, d_sm, _), _, _ = input_rows(slicing, inputs[plan.input_gradient])
+    k_len, m_len, l_len = shape
+    item_k, item_p0, item_p1 = work_items(k_len, m_len * l_len)
+    sums = np.empty((item_k.size, jk.N_GRADIENT_SUMS))
+
+    def call(i0: int, i1: int) -> None:
+        jk.gradient_sums(x, x_sk, x_sm, dy, d_sk, d_sm, item_k[i0:i1], item_p0[i0:i1], item_p1[i0:i1], l_len,
+                         mean, centre, sums[i0:i1])  # fmt: skip
+
+    run_chunks(item_k.size, x.size, call)
+    if item_k.size == k_len:
+        return sums
+    parts = sums.reshape(k_len, -1, jk.N_GRADIENT_SUMS)
+    out = parts.sum(axis=1)
+    out[:, jk.G_MAX_XC] = parts[:, :, jk.G_MAX_XC].max(axis=1)
+    return out
+
+
+def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+    """The gradients' model (:func:`dmlconform.tolerance.gradients.reduction_grad_budgets`) from
+    per-slice sums. Given statistics: e_dx = c_pt u |dy| |Scale| / sd. Batch statistics:
+    e_dx = |Scale| / sd (c_pt u |dy| + P + Q |x - centre|) with, per slice,
+    P = (c_pt u + c_mean u g) mean|dy| + e_xc |c1| / ve + e_xc^2 mean|dy| / ve and
+    Q = (c_pt u + c_mean u g) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
+    grouped by what multiplies them (all non-negative: the grouping moves the budget by
+    roundings only)."""
+    from dmlconform.tolerance import judge_kernels as jk
+
+    slicing = Slicing(tuple(plan.shape), tuple(plan.axes))
+    rows, perm, _ = input_rows(slicing, inputs[plan.input])
+    dy_rows, _, _ = input_rows(slicing, inputs[plan.input_gradient])
+    n = plan.reduction_length
+    mean = _per_slice_values(slicing, inputs[plan.mean])
+    var = _per_slice_values(slicing, inputs[plan.variance])
+    batch_mean = None
+    if plan.statistics == "batch" and not plan.centres_on_mean:
+        batch_mean = slice_statistics(slicing, inputs[plan.input], moments_only=True)[0].mean
+    centre = mean if batch_mean is None else batch_mean
+    sums = gradient_sums(slicing, inputs, plan, mean, centre)
+    g = reduction_growth(n, co)
+    cu, cmg = co.pointwise * u, co.mean * u * g
+    zero = np.zeros_like(var)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ve = var + plan.epsilon
+        inverse_sd = _inverse(np.sqrt(ve))
+        e_bias = cmg * sums[:, jk.G_ABS_DY]
+        e_scale = co.mean * u * (g + co.pointwise) * sums[:, jk.G_ABS_DY_XM] * inverse_sd
+        e_scale = np.where(ve == 0, np.inf, e_scale)
+        if plan.statistics == "given":
+            p_term, q_term = zero, zero
+        else:
+            abs_dy, c1, abs_c1 = (sums[:, c] / n for c in (jk.G_ABS_DY, jk.G_DY_XC, jk.G_ABS_DY_XC))
+            if batch_mean is None:  # x - Mean: one rounding, no mean of n terms
+                e_xc = cu * sums[:, jk.G_MAX_XC]
+            else:  # the centring mean's error, or the Mean member's difference from it (either reading)
+                e_xc = np.maximum(cmg * (sums[:, jk.G_ABS_X] / n), np.abs(mean - batch_mean))
+            p_term = (cu + cmg) * abs_dy + e_xc * np.abs(c1) / ve + e_xc * e_xc * abs_dy / ve
+            q_term = (cu + cmg) * abs_c1 / ve + e_xc * abs_dy / ve
+    return SliceTerms(
+        slicing, rows, perm, (plan.scale, None, None), per_slice(centre), per_slice(inverse_sd), p_term, zero,
+        q_term, weight=dy_rows, c_w=cu, z_rounds=False, model=GradientTerms(plan, e_scale, e_bias),
     )  # fmt: skip
 
 
@@ -386,6 +518,8 @@ def _element_pass(
     u = tl.UNIT_ROUNDOFF[co.working_precision]
     t = jp.terms(plan, inputs, co, u)
     x_flat, x_sk, x_sm, shape = t.rows
+    w_flat, w_sk, w_sm, _ = t.weight or t.rows
+    c_dev = np.broadcast_to(np.asarray(t.c_dev, np.float64), t.e_mean.shape).copy()
     zero = np.zeros_like(t.e_mean)
     ceiling, d_shift, d_rel, unit = t.ceiling or (math.nan, zero, zero, zero)
     n_kept = len(t.slicing.kept_axes)
@@ -410,10 +544,10 @@ def _element_pass(
 
     def call(i0: int, i1: int) -> None:
         jk.judge_normalization(
-            x_flat, x_sk, x_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm, r_flat, r_flat.view(np.int32), r_sk, r_sm,
+            x_flat, x_sk, x_sm, w_flat, w_sk, w_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm, r_flat, r_flat.view(np.int32), r_sk, r_sm,
             item_k[i0:i1], item_p0[i0:i1], item_p1[i0:i1], l_len, n_slice, *operands[0], *operands[1], *operands[2],
-            *t.centre, *t.inverse_sd, t.e_mean, t.rel_sd, d_shift, d_rel, unit,
-            co.pointwise, u, t.c_dev, t.dev_folded, ceiling, code, pa, pb,
+            *t.centre, *t.inverse_sd, t.e_mean, t.rel_sd, c_dev, d_shift, d_rel, unit,
+            co.pointwise, u, t.c_w, t.z_rounds, t.dev_folded, ceiling, code, pa, pb,
             co.activation_ulps, co.cancellation, canc_ops, canc_consts, branch, sides,
             tl.CURVED_FROM, tl.CURVATURE_RTOL, half, co.ulp_scale, co.output_ulps, co.atol,
             nan if co.max_ulp is None else co.max_ulp, co.max_ulp is not None, fig[i0:i1], store,
@@ -552,3 +686,15 @@ def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_
     except SemanticsError:
         return None
     return JudgePlan(plan, _given_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+
+
+def gradient_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+                      inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+    """The batch-normalization gradients' kernel's ``judge`` part (:func:`plan_for`)."""
+    try:
+        plan = make_grad_plan(desc, spec)
+    except SemanticsError:
+        return None
+    return (
+        JudgePlan(plan, _gradient_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+    )

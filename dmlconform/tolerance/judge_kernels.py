@@ -291,13 +291,13 @@ _STATS_SIG = _sig(
 )
 _OPERAND = ("f8[,]", "i8[]", "i8[]", "b1")
 _JUDGE_SIG = _sig(
-    "f4[]", "i8", "i8",
+    "f4[]", "i8", "i8", "f4[]", "i8", "i8",
     "f4[]", "i4[]", "i8", "i8",
     "f4[]", "i4[]", "i8", "i8",
     "i8[]", "i8[]", "i8[]", "i8", "i8",
     *_OPERAND, *_OPERAND, *_OPERAND, *_OPERAND, *_OPERAND,
-    "f8[]", "f8[]", "f8[]", "f8[]", "f8[]",
-    "f8", "f8", "f8", "b1", "f8", "i8", "f8", "f8", "f8", "f8", "i8[]", "f8[]",
+    "f8[]", "f8[]", "f8[]", "f8[]", "f8[]", "f8[]",
+    "f8", "f8", "f8", "b1", "b1", "f8", "i8", "f8", "f8", "f8", "f8", "i8[]", "f8[]",
     "f8[]", "f8[,]", "f8", "f8",
     "b1", "f8", "f8", "f8", "f8", "b1",
     "f8[:,]", "f8[:]",
@@ -375,6 +375,67 @@ def slice_statistics(
         distinct_o[k - k0] = _count_distinct(keys, nk, lo, hi, tmp, bitmap) + nonfinite
 
 
+# columns of gradient_sums' output: per work item, over its elements (c the centre, M the Mean)
+G_ABS_DY, G_ABS_DY_XM, G_DY_XC, G_ABS_DY_XC, G_ABS_X, G_MAX_XC = range(6)
+N_GRADIENT_SUMS = 6
+
+_GRAD_SIG = _sig(
+    "f4[]", "i8", "i8", "f4[]", "i8", "i8", "i8[]", "i8[]", "i8[]", "i8", "f8[]", "f8[]", "f8[:,]"
+)
+
+
+@njit(cache=True, inline="always")
+def _gradient_terms(xv, dv, mean, centre, lanes, t):  # type: ignore[no-untyped-def]
+    """Add one element's terms to lane ``t`` of each sum (rows of ``lanes``)."""
+    xc = xv - centre
+    p = dv * xc
+    lanes[G_ABS_DY, t] += abs(dv)
+    lanes[G_ABS_DY_XM, t] += abs(dv * (xv - mean))
+    lanes[G_DY_XC, t] += p
+    lanes[G_ABS_DY_XC, t] += abs(p)
+    lanes[G_ABS_X, t] += abs(xv)
+    lanes[G_MAX_XC, t] = _vmax(lanes[G_MAX_XC, t], abs(xc))
+
+
+@njit(_GRAD_SIG, cache=True, nogil=True, error_model="numpy")
+def gradient_sums(x, x_sk, x_sm, dy, d_sk, d_sm, item_k, item_p0, item_p1, l_len, mean_k, centre_k, out):  # type: ignore[no-untyped-def]  # noqa: E501
+    """The per-slice sums the gradients' model reads, per work item (elements [item_p0[i],
+    item_p1[i]) of slice item_k[i]; the glue merges a slice's items): sum |dy|, sum |dy (x - M)|,
+    sum dy (x - c), sum |dy (x - c)|, sum |x| and max |x - c|, M the Mean member and c the
+    centre of the input gradient (the Mean member, or the batch mean), both per slice. Lane sums
+    (lane: position within a block of LANES) combined by a fixed pairwise tree, as the
+    reference's; max propagates NaN as np.max."""
+    lanes = np.zeros((N_GRADIENT_SUMS, LANES))
+    for i in range(item_k.size):
+        k = item_k[i]
+        p0 = item_p0[i]
+        p1 = item_p1[i]
+        mean = mean_k[k]
+        centre = centre_k[k]
+        lanes[:] = 0.0
+        for m in range(p0 // l_len, (p1 - 1) // l_len + 1):
+            j_lo = max(p0 - m * l_len, 0)
+            j_hi = min(p1 - m * l_len, l_len)
+            xs = k * x_sk + m * x_sm
+            ds = k * d_sk + m * d_sm
+            nb = (j_hi - j_lo) // LANES
+            for blk in range(nb):
+                j0 = j_lo + blk * LANES
+                for t in range(LANES):
+                    _gradient_terms(
+                        np.float64(x[xs + j0 + t]), np.float64(dy[ds + j0 + t]), mean, centre, lanes, t
+                    )
+            for j in range(j_lo + nb * LANES, j_hi):
+                t = j - j_lo - nb * LANES
+                _gradient_terms(np.float64(x[xs + j]), np.float64(dy[ds + j]), mean, centre, lanes, t)
+        for c in range(G_MAX_XC):
+            out[i, c] = _lane_total(lanes[c].copy())
+        top = lanes[G_MAX_XC, 0]
+        for t in range(1, LANES):
+            top = _fmax(top, lanes[G_MAX_XC, t])
+        out[i, G_MAX_XC] = top
+
+
 # ---------------------------------------------------------------------------------------------
 # Per-element budget and comparison
 
@@ -440,14 +501,14 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
     copy holds the code of one output type only (LLVM does not unswitch a loop this large).
     The arguments come in tuples: a call of more than 30 arguments is compiled as ``f(*args)``,
     which numba does not inline."""
-    x, got, got_bits, ref, ref_bits = arrays
-    x_sk, x_sm, g_sk, g_sm, r_sk, r_sm = strides
+    x, weight, got, got_bits, ref, ref_bits = arrays
+    x_sk, x_sm, w_sk, w_sm, g_sk, g_sm, r_sk, r_sm = strides
     item_k, item_p0, item_p1, l_len, n_slice = items
     sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const = operands[:12]
     mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const = operands[12:]
-    e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k = slices
-    c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts = model[:12]
-    branch, sides, curved_from, curvature_rtol = model[12:]
+    e_mean_k, rel_sd_k, c_dev_k, d_shift_k, d_rel_k, unit_k = slices
+    c_pt, u, c_w, z_rounds, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops = model[:12]
+    canc_consts, branch, sides, curved_from, curvature_rtol = model[12:]
     ulp_scale, output_ulps, atol, max_ulp, use_max_ulp = output
     store = budget_out.size > 0
     has_ceiling = ceiling == ceiling
@@ -465,6 +526,7 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
         p1 = item_p1[i]
         e_mean = e_mean_k[k]
         rel_sd = rel_sd_k[k]
+        c_dev = c_dev_k[k]
         d_shift = d_shift_k[k]
         d_rel = d_rel_k[k]
         unit = unit_k[k]
@@ -482,6 +544,7 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                 cnt = min(BLOCK, j_hi - c0)
                 pb0 = m * l_len + c0
                 xb = np.uint64(k * x_sk + m * x_sm + c0)
+                wb = np.uint64(k * w_sk + m * w_sm + c0)
                 gb = np.uint64(k * g_sk + m * g_sm + c0)
                 rb = np.uint64(k * r_sk + m * r_sm + c0)
                 _fill_operand(wk, W_S * BLOCK, sc, sc_k, sc_r, sc_const, k, pb0, cnt)
@@ -501,9 +564,11 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                         xc = xv - mean
                         z = xc * inv_sd
                         dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
-                        e_z = (e_mean + c_dev * dev) * inv_sd + abs(z) * rel_sd
+                        e_w = c_w * abs(np.float64(weight[wb + t])) if c_w != 0.0 else 0.0
+                        e_dev = c_dev * dev if c_dev != 0.0 else 0.0
+                        e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
                         y = s * z + b + a
-                        e_y = abs(s) * e_z + cu * (abs(s * z) + abs(b) + abs(a))
+                        e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
                         if has_ceiling:
                             e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
                             e_y = _fmin(
@@ -528,8 +593,10 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                         xc = xv - mean
                         z = xc * inv_sd
                         dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
-                        e_z = (e_mean + c_dev * dev) * inv_sd + abs(z) * rel_sd
-                        e_y = abs(s) * e_z + cu * (abs(s * z) + abs(b) + abs(a))
+                        e_w = c_w * abs(np.float64(weight[wb + t])) if c_w != 0.0 else 0.0
+                        e_dev = c_dev * dev if c_dev != 0.0 else 0.0
+                        e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
+                        e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
                         e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
                         cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
                         wk[np.uint64(W_EA * BLOCK) + t] = _vmin(e_y, cap) if has_ceiling else e_y
@@ -654,14 +721,14 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
 
 @njit(_JUDGE_SIG, cache=True, nogil=True, error_model="numpy")
 def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pass, every term of the model
-    x, x_sk, x_sm,
+    x, x_sk, x_sm, weight, w_sk, w_sm,
     got, got_bits, g_sk, g_sm,
     ref, ref_bits, r_sk, r_sm,
     item_k, item_p0, item_p1, l_len, n_slice,
     sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const,
     mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const,
-    e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k,
-    c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts,
+    e_mean_k, rel_sd_k, c_dev_k, d_shift_k, d_rel_k, unit_k,
+    c_pt, u, c_w, z_rounds, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts,
     branch, sides, curved_from, curvature_rtol,
     half, ulp_scale, output_ulps, atol, max_ulp, use_max_ulp,
     fig, budget_out,
@@ -684,13 +751,13 @@ def judge_normalization(  # type: ignore[no-untyped-def]  # noqa: C901 - one pas
     tree per item). Only a block whose largest ratio beats the item's worst so far is scanned
     for its first such element, which keeps np.argmax's choice (the first of equal maxima)."""
     a0, a1, a2, a3, a4, a5, a6 = (
-        (x, got, got_bits, ref, ref_bits),
-        (x_sk, x_sm, g_sk, g_sm, r_sk, r_sm),
+        (x, weight, got, got_bits, ref, ref_bits),
+        (x_sk, x_sm, w_sk, w_sm, g_sk, g_sm, r_sk, r_sm),
         (item_k, item_p0, item_p1, l_len, n_slice),
         (sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const,
          mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const),
-        (e_mean_k, rel_sd_k, d_shift_k, d_rel_k, unit_k),
-        (c_pt, u, c_dev, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts, branch, sides,
+        (e_mean_k, rel_sd_k, c_dev_k, d_shift_k, d_rel_k, unit_k),
+        (c_pt, u, c_w, z_rounds, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops, canc_consts, branch, sides,
          curved_from, curvature_rtol),
         (ulp_scale, output_ulps, atol, max_ulp, use_max_ulp),
     )  # fmt: skip
