@@ -1,4 +1,4 @@
-"""Peak memory of one numeric case per operator: what ``runner.tiers.BYTES_PER_ELEMENT`` estimates.
+"""Peak memory of one numeric case per operator: what each kernel's ``bytes_per_element`` estimates.
 
     python bench/bench_case_memory.py [--backend numpy] [--max-elements 16777216]
         [--dtypes FLOAT32 FLOAT16] [--regime large_offset] [--operators ...]
@@ -7,8 +7,9 @@ For each operator and data type, one fresh process runs (through ``run_case``, t
 real run) the largest stress-tier size case up to ``--max-elements``: among those, the one with
 the longest reduction, or with ``--regime`` the one with the most members and a fused activation,
 on that regime. It prints the peak resident memory (``getrusage`` max RSS) above the process's
-resident memory just before the case, per input element. Measure at 2^24 elements or more: below
-that, glibc keeps freed tensors in its heap and the figure measures the allocator.
+resident memory just before the case, per input element, and the kernel that served it
+(``dmlconform/kernels.py`` holds each kernel's worst figure plus 25%). Measure at 2^24 elements or
+more: below that, glibc keeps freed tensors in its heap and the figure measures the allocator.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def _has_activation(case) -> bool:  # type: ignore[no-untyped-def]
 
 
 def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: str | None) -> None:
+    from dmlconform import kernels
     from dmlconform.generation import descs as generate
     from dmlconform.runner import tiers
     from dmlconform.runner.cases import Case, Selection, collect
@@ -61,7 +63,8 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
     result = run_case(case, guard, spec)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(
-        f"{operator:36s} {dtype:8s} {case.regime:16s} n={n:>10,} {(peak - before) / n:6.1f} B/el  {result.status}",
+        f"{operator:36s} {dtype:8s} {case.regime:16s} n={n:>10,} {(peak - before) / n:6.1f} B/el  "
+        f"{kernels.kernel_name(case.desc, spec):20s} {result.status}",
         flush=True,
     )
 

@@ -12,7 +12,7 @@ cases (``dmlconform.runner.tiers``: the cases ``--tier stress`` adds to the seed
 (``getrusage`` max RSS) above its own baseline (measured after a small warm-up case, so the
 interpreter, numpy and the numba kernels are not counted). A fresh process per band, because max
 RSS only grows. The table also prints the peak per input element of the band's largest case,
-which is what ``tiers.BYTES_PER_ELEMENT`` estimates, and each band's worst error/budget and
+which is what each kernel's ``bytes_per_element`` estimates, and each band's worst error/budget and
 failures (the figures a reader of a stress run wants first).
 
 Cases that the memory check skips are counted as skipped; set DMLCONFORM_MEMORY_LIMIT to
@@ -126,7 +126,7 @@ def main() -> int:
         "--calibrate",
         action="store_true",
         help="print peak bytes per element of each band's largest case (below 2^24 elements glibc keeps "
-        "freed tensors, so this overstates; bench/bench_case_memory.py measures runner.tiers.BYTES_PER_ELEMENT)",
+        "freed tensors, so this overstates; bench/bench_case_memory.py measures the kernels' bytes_per_element)",
     )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--band", type=int, default=0, help=argparse.SUPPRESS)

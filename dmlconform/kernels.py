@@ -57,6 +57,12 @@ class Kernel:
     #: ``directional_derivative`` relation steps this gradient kernel's forward (required when
     #: ``relations`` lists that kind; dmlconform/runner/derivatives.py)
     derivative: str | None = None
+    #: peak resident bytes per input element of a numeric case beyond the process's memory
+    #: before it (inputs, both outputs, the float64 draw, the judge's work arrays): the worst
+    #: of bench/bench_case_memory.py's figures for this kernel's largest stress cases at 2^24
+    #: elements (numpy and reference backends, FLOAT32 and FLOAT16, two regimes) plus 25%,
+    #: rounded up to 8; what runner.tiers admits a case by
+    bytes_per_element: int = 200
 
 
 _SAME = ("same_output_as", "shift_invariant", "chained")
@@ -66,6 +72,7 @@ KERNELS: dict[str, Kernel] = {
     for k in (
         Kernel(
             name="normalization",
+            bytes_per_element=80,
             summary="centred normalization over reduce axes, with optional scale, bias, add, activation",
             plan="dmlconform.specification.semantics:make_plan",
             execute="dmlconform.reference:execute_normalization",
@@ -77,6 +84,7 @@ KERNELS: dict[str, Kernel] = {
         ),
         Kernel(
             name="rms_normalization",
+            bytes_per_element=56,
             summary="the second moment about zero (the mean step off)",
             plan="dmlconform.specification.semantics:make_uncentred_plan",
             execute="dmlconform.reference.more:execute",
@@ -88,6 +96,7 @@ KERNELS: dict[str, Kernel] = {
         ),
         Kernel(
             name="given_statistics",
+            bytes_per_element=88,
             summary="normalization with given mean and variance (inference batch norm)",
             plan="dmlconform.specification.semantics:make_given_plan",
             execute="dmlconform.reference.more:execute",
@@ -99,6 +108,7 @@ KERNELS: dict[str, Kernel] = {
         ),
         Kernel(
             name="normalization_grad",
+            bytes_per_element=80,
             summary="gradients of a batch normalization with respect to input, scale and bias",
             plan="dmlconform.specification.semantics:make_grad_plan",
             execute="dmlconform.reference.more:execute",
@@ -111,6 +121,7 @@ KERNELS: dict[str, Kernel] = {
         ),
         Kernel(
             name="local_response",
+            bytes_per_element=104,
             summary="each element over (Bias + Alpha / LocalSize * a window's sum of squares)^Beta",
             plan="dmlconform.specification.semantics:make_local_response_plan",
             execute="dmlconform.reference.more:execute",
@@ -121,6 +132,7 @@ KERNELS: dict[str, Kernel] = {
         ),
         Kernel(
             name="local_response_grad",
+            bytes_per_element=200,
             summary="the vector-Jacobian product of local_response",
             plan="dmlconform.specification.semantics:make_local_response_plan",
             execute="dmlconform.reference.more:execute",
@@ -132,6 +144,7 @@ KERNELS: dict[str, Kernel] = {
         ),
         Kernel(
             name="lp_normalization",
+            bytes_per_element=88,
             summary="each slice along an axis over its P-norm (P 1 or 2), Epsilon placed as the spec says",
             plan="dmlconform.specification.semantics:make_lp_plan",
             execute="dmlconform.reference.more:execute",

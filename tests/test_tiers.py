@@ -239,16 +239,27 @@ def _size_case(spec, n: int) -> Case:
 
 
 def test_case_that_does_not_fit_is_skipped_with_the_figures(spec, monkeypatch) -> None:
-    monkeypatch.setenv(tiers.MEMORY_LIMIT_ENV, "64M")
-    case = _size_case(spec, 2**19)  # needs 100-250 MiB at any plausible bytes per element
+    monkeypatch.setenv(tiers.MEMORY_LIMIT_ENV, "16M")
+    case = _size_case(spec, 2**20)  # needs 80 MiB (80 bytes per element)
     result = run_case(case, ThreadGuard(load_backend("reference", {}), None), spec)
     assert result.status == "skipped"
-    need = tiers.BYTES_PER_ELEMENT * 2**19
+    need = tiers.bytes_per_element(case.desc, spec) * 2**20
+    assert need == 80 * 2**20  # the normalization kernel's measured figure
     assert f"needs about {need / 2**20:.0f} MiB" in result.message
-    assert "524,288 input elements" in result.message and "64 MiB available" in result.message
+    assert "1,048,576 input elements x 80 bytes" in result.message and "16 MiB available" in result.message
     # with room it runs
     monkeypatch.setenv(tiers.MEMORY_LIMIT_ENV, "64G")
     assert run_case(case, ThreadGuard(load_backend("reference", {}), None), spec).status == "passed"
+
+
+def test_the_memory_estimate_is_the_kernels_measured_figure(spec) -> None:
+    """Each kernel's own figure (bench/bench_case_memory.py): the numpy-judged LRN gradient
+    needs 2.5x what a compiled-judge MVN1 does, so one global figure would refuse MVN1 cases
+    that fit or admit LRN_GRAD cases that do not."""
+    mvn1 = tiers.sized_desc("MEAN_VARIANCE_NORMALIZATION1", LEVEL, 2**20, dtype="FLOAT32", spec=spec)
+    lrn_grad = tiers.sized_desc("LOCAL_RESPONSE_NORMALIZATION_GRAD", LEVEL, 2**20, dtype="FLOAT32", spec=spec)
+    assert tiers.case_bytes(mvn1, spec) == 80 * 2**20
+    assert tiers.case_bytes(lrn_grad, spec) == 200 * 2**20
 
 
 def test_memory_sources(tmp_path: Path, monkeypatch) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dmlconform import kernels
 from dmlconform.generation import descs as generate
 from dmlconform.generation.data import regimes_for
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
@@ -292,19 +293,18 @@ def _sized_or_simpler(
 # Memory
 
 
-BYTES_PER_ELEMENT = 200
-"""Peak resident bytes per input element of a numeric case, beyond the process's resident memory
-before it: the float64 input draw and its regime temporaries, the inputs, the reference's and
-the backend's outputs, and the tolerance model's work arrays (the compiled judge's are a few
-bytes per element, the numpy models' up to ~100). Measured at 2^24 input elements, where every
-tensor is its own mapping that free returns (at 2^22 and below, glibc keeps freed tensors in its
-heap and the figure measures the allocator: 246-301 there): the largest stress case of each of
-the ten operators, FLOAT32 and FLOAT16, standard_normal and large_offset with the most members
-and an activation, the numpy and the reference backends, peaked at 160 bytes per element
-(BATCH_NORMALIZATION, LOCAL_RESPONSE_NORMALIZATION_GRAD; the MVN family 29-133, the other
-gradients 56-63). 200 is that worst figure with a margin of 25% for descs not measured. A
-2^26-element case is then estimated at 12.5 GiB. Measured with ``bench/bench_case_memory.py`` (its default and
-``--regime large_offset``, ``--backend numpy`` and ``reference``); see docs/running.md."""
+def bytes_per_element(desc: OperatorDesc, spec: Spec) -> int:
+    """Peak resident bytes per input element of a numeric case of ``desc``: its kernel's measured
+    figure (:attr:`dmlconform.kernels.Kernel.bytes_per_element`, from
+    ``bench/bench_case_memory.py`` at 2^24 elements, where every tensor is its own mapping that
+    free returns; at 2^22 and below glibc keeps freed tensors in its heap and the figure
+    measures the allocator). Per kernel because they differ by 4x: the compiled judge's models
+    need few bytes beyond the tensors (the MVN family 17-61), the numpy models of the LRN family
+    up to 159. A desc whose kernel is unknown gets the largest figure."""
+    try:
+        return kernels.kernel_of(desc, spec).bytes_per_element
+    except (kernels.UnknownKernel, KeyError):
+        return max(k.bytes_per_element for k in kernels.KERNELS.values())
 
 MEMORY_MARGIN = 0.9
 """Use at most this share of the memory available when the case starts."""
@@ -321,7 +321,7 @@ def case_bytes(desc: OperatorDesc, spec: Spec | None = None) -> int:
     inp = desc.members.get(sem.get("input", ""))
     if not isinstance(inp, TensorDesc):
         return 0
-    return BYTES_PER_ELEMENT * inp.element_count
+    return bytes_per_element(desc, spec) * inp.element_count
 
 
 def _parse_bytes(text: str) -> int | None:
@@ -381,7 +381,7 @@ def memory_shortfall(desc: OperatorDesc, spec: Spec | None = None) -> str | None
     count = inp.element_count if isinstance(inp, TensorDesc) else 0
     return (
         f"does not fit in memory: needs about {_gib(need)} ({count:,} input elements x "
-        f"{BYTES_PER_ELEMENT} bytes), {_gib(avail)} available"
+        f"{bytes_per_element(desc, spec)} bytes), {_gib(avail)} available"
         f"{' (' + MEMORY_LIMIT_ENV + ')' if os.environ.get(MEMORY_LIMIT_ENV) else ''}; "
         "lower --max-elements or free memory"
     )
