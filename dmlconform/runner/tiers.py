@@ -306,6 +306,7 @@ def bytes_per_element(desc: OperatorDesc, spec: Spec) -> int:
     except (kernels.UnknownKernel, KeyError):
         return max(k.bytes_per_element for k in kernels.KERNELS.values())
 
+
 MEMORY_MARGIN = 0.9
 """Use at most this share of the memory available when the case starts."""
 
