@@ -4,17 +4,16 @@
 :data:`KERNEL_MIN_ELEMENTS` elements (the reference's own compile threshold, so that a run of
 small cases never imports numba) and its kernel has a ``judge`` part in the registry: the centred
 normalization, RMS, given-statistics and batch-norm gradients' models (:class:`SliceTerms` says
-what they share). The
-numpy models stay the readable specification: the kernels compute the same formulas
-(``tests/test_judge.py`` holds the two together to a relative 1e-12 on hypothesis-drawn cases
-and every stress shape), and the per-slice terms (growth, statistics errors) are the numpy
+what they share). The numpy models stay the readable specification: the kernels compute the same
+formulas (``tests/test_judge.py`` holds the two together to a relative 1e-12 on hypothesis-drawn
+cases and every stress shape), and the per-slice terms (growth, statistics errors) are the numpy
 model's own functions applied to the kernels' per-slice statistics.
 
 Memory: beyond the inputs and outputs, a compare holds the per-slice arrays, the distinct-count
 scratch of one slice per thread (8 bytes per element of the slice), float32 copies of FLOAT16
-outputs and inputs (4 bytes per element each), float64 tables of the operands with their broadcast indices
-(16 bytes per element for an operand as large as the input) and copies of arrays whose rows the
-kernel cannot address in place (a layout no reference output has).
+outputs and inputs (4 bytes per element each), float64 tables of the operands with their
+broadcast indices (16 bytes per element for an operand as large as the input) and copies of
+arrays whose rows the kernel cannot address in place (a layout no reference output has).
 """
 
 from __future__ import annotations
@@ -72,6 +71,10 @@ class ModelTerms:
         )
 
 
+Rows = tuple[np.ndarray, int, int, tuple[int, int, int]]
+"""A tensor as the kernels address it: (flat float32, slice stride, row stride, (K, M, L))."""
+
+
 def _slice_rows(arr: np.ndarray, perm: tuple[int, ...], n_kept: int, target: tuple[int, int, int] | None):
     """``arr`` (float32) as (flat, sk, sm, (K, M, L)) rows in the kernel's slice order; a copy
     only when its strides do not allow addressing it in place."""
@@ -92,9 +95,7 @@ def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
     return (a if a.dtype == np.float32 else a.astype(np.float32)), False
 
 
-def input_rows(
-    slicing: Any, x: Any
-) -> tuple[tuple[np.ndarray, int, int, tuple[int, int, int]], tuple[int, ...], bool]:
+def input_rows(slicing: Any, x: Any) -> tuple[Rows, tuple[int, ...], bool]:
     """The input as the kernels read it: its float32 rows (flat, sk, sm, (K, M, L)) in the slice
     order of ``slicing`` (anything with ``kept_axes`` and ``axes``), that order, and whether it
     was FLOAT16."""
@@ -199,7 +200,7 @@ class SliceTerms:
     per-slice multiple of |x - centre| and one of |dy|."""
 
     slicing: Any  # shape, axes, kept_axes: the plan itself, or a Slicing
-    rows: tuple[np.ndarray, int, int, tuple[int, int, int]]  # the input as (flat, sk, sm, (K, M, L))
+    rows: Rows  # the input
     perm: tuple[int, ...]  # kept axes then axes: the slice order
     operands: tuple[str | None, str | None, str | None]  # scale, bias, fused add
     centre: Operand
@@ -209,7 +210,7 @@ class SliceTerms:
     c_dev: float | np.ndarray  # c_pt u, or one per slice; 0 where z is the input itself (no statistic taken)
     dev_folded: bool = False
     #: the second per-element input (rows as ``rows``) and its coefficient (the gradients' dy)
-    weight: tuple[np.ndarray, int, int, tuple[int, int, int]] | None = None
+    weight: Rows | None = None
     c_w: float = 0.0
     z_rounds: bool = True
     #: (ceiling, d_shift, d_rel, unit) where the model caps e_y at a multiple of |y|'s scale
@@ -313,15 +314,14 @@ def _per_slice_values(slicing: Slicing, values: Any) -> np.ndarray:
     return np.broadcast_to(np.asarray(values, np.float64), keep).reshape(-1)
 
 
-def gradient_sums(slicing: Slicing, inputs: dict[str, Any], plan: GradPlan, mean: np.ndarray,
-                  centre: np.ndarray) -> np.ndarray:  # fmt: skip
+def gradient_sums(x_rows: Rows, dy_rows: Rows, mean: np.ndarray, centre: np.ndarray) -> np.ndarray:
     """Per slice (rows, :data:`judge_kernels.G_ABS_DY`... columns) the sums of the gradients'
     model, by the compiled kernel over work items (a long slice uses every thread)."""
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
-    (x, x_sk, x_sm, shape), _, _ = input_rows(slicing, inputs[plan.input])
-    (dy, d_sk, d_sm, _), _, _ = input_rows(slicing, inputs[plan.input_gradient])
+    x, x_sk, x_sm, shape = x_rows
+    dy, d_sk, d_sm, _ = dy_rows
     k_len, m_len, l_len = shape
     item_k, item_p0, item_p1 = work_items(k_len, m_len * l_len)
     sums = np.empty((item_k.size, jk.N_GRADIENT_SUMS))
@@ -359,7 +359,7 @@ def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -
     if plan.statistics == "batch" and not plan.centres_on_mean:
         batch_mean = slice_statistics(slicing, inputs[plan.input], moments_only=True)[0].mean
     centre = mean if batch_mean is None else batch_mean
-    sums = gradient_sums(slicing, inputs, plan, mean, centre)
+    sums = gradient_sums(rows, dy_rows, mean, centre)
     g = reduction_growth(n, co)
     cu, cmg = co.pointwise * u, co.mean * u * g
     zero = np.zeros_like(var)
