@@ -18,6 +18,7 @@ arrays whose rows the kernel cannot address in place (a layout no reference outp
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -655,46 +656,56 @@ def _takes(plan: Any, outputs_backend: dict[str, Any], outputs_reference: dict[s
     return isinstance(ref, np.ndarray) and ref.dtype in _FLOATS and ref.shape == got.shape
 
 
-def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-             inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
-    """The normalization kernel's ``judge`` part: its plan when the compiled judge takes this
-    comparison; None when the numpy model does (small cases, mismatched outputs)."""
+def _plan_if_taken(
+    make: Callable[[OperatorDesc, Spec], Any],
+    terms: Callable[[Any, dict[str, Any], Any, float], SliceTerms],
+    desc: OperatorDesc,
+    outputs_backend: dict[str, Any],
+    outputs_reference: dict[str, Any],
+    inputs: dict[str, Any],
+    spec: Spec,
+) -> JudgePlan | None:
+    """A kernel's ``judge`` part: the plan ``make`` builds and the model's ``terms`` when the
+    compiled judge takes this comparison; None when the numpy model does (small cases,
+    mismatched outputs, a desc the plan builder refuses)."""
     try:
-        plan = make_plan(desc, spec)
+        plan = make(desc, spec)
     except SemanticsError:
         return None
-    return (
-        JudgePlan(plan, _centred_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
-    )
+    return JudgePlan(plan, terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+
+
+def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
+             inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+    """The centred normalization kernel's ``judge`` part (:func:`_plan_if_taken`)."""
+    return _plan_if_taken(make_plan, _centred_terms, desc, outputs_backend, outputs_reference, inputs, spec)
 
 
 def rms_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
                  inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
-    """The RMS normalization kernel's ``judge`` part (:func:`plan_for`)."""
-    try:
-        plan = make_plan(desc, spec, uncentred_ok=True)
-    except SemanticsError:
-        return None
-    return JudgePlan(plan, _rms_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+    """The RMS normalization kernel's ``judge`` part."""
+    return _plan_if_taken(
+        functools.partial(make_plan, uncentred_ok=True),
+        _rms_terms,
+        desc,
+        outputs_backend,
+        outputs_reference,
+        inputs,
+        spec,
+    )
 
 
 def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
                    inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
-    """The given-statistics kernel's ``judge`` part (:func:`plan_for`)."""
-    try:
-        plan = make_given_plan(desc, spec)
-    except SemanticsError:
-        return None
-    return JudgePlan(plan, _given_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+    """The given-statistics kernel's ``judge`` part."""
+    return _plan_if_taken(
+        make_given_plan, _given_terms, desc, outputs_backend, outputs_reference, inputs, spec
+    )
 
 
 def gradient_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
                       inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
-    """The batch-normalization gradients' kernel's ``judge`` part (:func:`plan_for`)."""
-    try:
-        plan = make_grad_plan(desc, spec)
-    except SemanticsError:
-        return None
-    return (
-        JudgePlan(plan, _gradient_terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+    """The batch-normalization gradients' kernel's ``judge`` part."""
+    return _plan_if_taken(
+        make_grad_plan, _gradient_terms, desc, outputs_backend, outputs_reference, inputs, spec
     )
