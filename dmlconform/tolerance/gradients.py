@@ -4,6 +4,7 @@ the spec files).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,83 @@ from dmlconform.tolerance.terms import (
     reduction_growth,
     with_output_rounding,
 )
+
+
+@dataclass(frozen=True)
+class GradientSums:
+    """Each slice's sums over the reduced axes that the model reads (keepdims arrays in the numpy
+    model, one per slice in the compiled judge's slice order); c is the input gradient's centre
+    and M the Mean member. What the statistics leave unread is None (given statistics read the
+    first two only; centred on M, the max, not the sum of |x|)."""
+
+    abs_dy: np.ndarray  # sum |dy|
+    abs_dy_xm: np.ndarray  # sum |dy (x - M)|
+    dy_xc: np.ndarray | None = None  # sum dy (x - c)
+    abs_dy_xc: np.ndarray | None = None  # sum |dy (x - c)|
+    abs_x: np.ndarray | None = None  # sum |x| (c the batch mean)
+    max_xc: np.ndarray | None = None  # max |x - c| (c the Mean member)
+
+
+@dataclass(frozen=True)
+class SliceErrors:
+    """Per slice: the bias and scale gradients' errors, and what the input gradient's budget
+    reads with batch statistics (None with given ones): mean|dy|, c1 = mean(dy xc),
+    mean|dy xc| and e_xc, the error of the centred input."""
+
+    e_bias: np.ndarray
+    e_scale: np.ndarray
+    abs_dy: np.ndarray | None = None
+    c1: np.ndarray | None = None
+    abs_c1: np.ndarray | None = None
+    e_xc: np.ndarray | None = None
+
+
+def slice_errors(
+    plan: semantics.GradPlan,
+    sums: GradientSums,
+    mean: np.ndarray,
+    batch_mean: np.ndarray | None,
+    ve: np.ndarray,
+    co: Coefficients,
+    u: float,
+) -> SliceErrors:
+    """The per-slice terms of ``model: reduction_grad`` from the slices' sums and Variance +
+    Epsilon (``ve``), the numpy model's and the compiled judge's alike: e_bias = c_mean u g sum|dy|, e_scale = c_mean u (g + c_pt)
+    sum|dy (x - Mean)| / sqrt(ve) (unbounded where ve is 0), and with batch statistics
+    e_xc = c_pt u max|x - Mean| (centred on Mean: one rounding, no mean of n terms), or the
+    centring mean's error, or the Mean member's difference from it (either reading)."""
+    n = plan.reduction_length
+    g = reduction_growth(n, co)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        e_bias = co.mean * u * g * sums.abs_dy
+        e_scale = co.mean * u * (g + co.pointwise) * sums.abs_dy_xm * (1.0 / np.sqrt(ve))
+        e_scale = np.where(ve == 0, np.inf, e_scale)
+        if plan.statistics == "given":
+            return SliceErrors(e_bias, e_scale)
+        if plan.centres_on_mean:
+            e_xc = co.pointwise * u * sums.max_xc
+        else:
+            e_xc = np.maximum(co.mean * u * g * (sums.abs_x / n), np.abs(mean - batch_mean))
+        return SliceErrors(e_bias, e_scale, sums.abs_dy / n, sums.dy_xc / n, sums.abs_dy_xc / n, e_xc)
+
+
+def rounded_budgets(
+    desc: OperatorDesc,
+    spec: Spec,
+    errors: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    overrides: Any,
+) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
+    """Each output's error (of its reference's shape, or as many values in its C order) with
+    its output rounding, for the outputs the reference holds."""
+    out: dict[str, np.ndarray] = {}
+    coeffs: dict[str, Coefficients] = {}
+    for name, err in errors.items():
+        if name in reference:
+            c, _ = member_coefficients(desc, spec, name, None, overrides)
+            out[name] = with_output_rounding(np.reshape(err, np.shape(reference[name])), reference[name], c)
+            coeffs[name] = c
+    return out, coeffs
 
 
 def reduction_grad_budgets(
@@ -44,6 +122,10 @@ def reduction_grad_budgets(
     mean = np.asarray(inputs[plan.mean], dtype=np.float64)
     var = np.asarray(inputs[plan.variance], dtype=np.float64)
     scale = np.asarray(inputs[plan.scale], dtype=np.float64)
+
+    def total(a: np.ndarray) -> np.ndarray:
+        return np.sum(a, axis=axes, keepdims=True)
+
     # The tensor-sized terms are built in place in three work arrays, in the order of operations
     # of the formulas in the comments (so every budget is the same to the last bit): as separate
     # expressions their temporaries held 57 bytes per element at once.
@@ -51,14 +133,33 @@ def reduction_grad_budgets(
         ve = var + plan.epsilon
         inv_sd = 1.0 / np.sqrt(ve)
         work = np.abs(dy)
-        # e_bias = c_mean u g sum(|dy|)
-        e_bias = co.mean * u * g * np.sum(work, axis=axes, keepdims=True)
-        abs_dy = np.mean(work, axis=axes, keepdims=True)
-        # e_scale = c_mean u (g + c_pt) sum(|dy (x - Mean)|) / sqrt(ve)
-        np.subtract(x, mean, out=work)
+        sum_abs_dy = total(work)
+        np.subtract(x, mean, out=work)  # |dy (x - Mean)|
         work *= dy
         np.abs(work, out=work)
-        e_scale = co.mean * u * (g + co.pointwise) * np.sum(work, axis=axes, keepdims=True) * inv_sd
+        sums = GradientSums(sum_abs_dy, total(work))
+        m_x = None
+        if plan.statistics == "batch":
+            if not plan.centres_on_mean:
+                m_x = np.mean(x, axis=axes, keepdims=True)
+            xc = x - (mean if m_x is None else m_x)
+            np.multiply(dy, xc, out=work)
+            dy_xc = total(work)
+            np.abs(work, out=work)
+            abs_dy_xc = total(work)
+            if m_x is None:
+                np.abs(xc, out=work)
+                sums = GradientSums(
+                    sum_abs_dy,
+                    sums.abs_dy_xm,
+                    dy_xc,
+                    abs_dy_xc,
+                    max_xc=np.max(work, axis=axes, keepdims=True),
+                )
+            else:
+                np.abs(x, out=work)
+                sums = GradientSums(sum_abs_dy, sums.abs_dy_xm, dy_xc, abs_dy_xc, abs_x=total(work))
+        st = slice_errors(plan, sums, mean, m_x, ve, co, u)
         if plan.statistics == "given":
             # e_dx = c_pt u |dy Scale / sqrt(ve)|
             np.multiply(dy, scale, out=work)
@@ -66,20 +167,7 @@ def reduction_grad_budgets(
             np.abs(work, out=work)
             e_dx = co.pointwise * u * work
         else:
-            m_x = np.mean(x, axis=axes, keepdims=True)
-            xc = x - (mean if plan.centres_on_mean else m_x)
-            np.multiply(dy, xc, out=work)
-            c1 = np.mean(work, axis=axes, keepdims=True)
-            np.abs(work, out=work)
-            abs_c1 = np.mean(work, axis=axes, keepdims=True)
-            if plan.centres_on_mean:  # x - Mean: one rounding, no mean of n terms
-                np.abs(xc, out=work)
-                e_xc = co.pointwise * u * np.max(work, axis=axes, keepdims=True)
-            else:  # the centring mean's error, or MeanTensor's difference from it (either reading)
-                np.abs(x, out=work)
-                e_xc = np.maximum(
-                    co.mean * u * g * np.mean(work, axis=axes, keepdims=True), np.abs(mean - m_x)
-                )
+            abs_dy, c1, abs_c1, e_xc = st.abs_dy, st.c1, st.abs_c1, st.e_xc
             del x
             abs_xc = np.abs(xc, out=xc)
             # e_dx = |Scale| / sqrt(ve) * (
@@ -114,18 +202,5 @@ def reduction_grad_budgets(
         undefined = ve == 0
         if undefined.any():
             e_dx = np.where(np.broadcast_to(undefined, np.shape(e_dx)), np.inf, e_dx)
-        e_scale = np.where(undefined, np.inf, e_scale)
-    out: dict[str, np.ndarray] = {}
-    coeffs: dict[str, Coefficients] = {}
-    for name, err in (
-        (plan.output, e_dx),
-        (plan.scale_gradient_output, e_scale),
-        (plan.bias_gradient_output, e_bias),
-    ):
-        if name in reference:
-            c, _ = member_coefficients(desc, spec, name, None, overrides)
-            out[name] = with_output_rounding(
-                np.reshape(np.broadcast_to(err, np.shape(err)), np.shape(err)), reference[name], c
-            )
-            coeffs[name] = c
-    return Budgets(out, coeffs)
+    errors = {plan.output: e_dx, plan.scale_gradient_output: st.e_scale, plan.bias_gradient_output: st.e_bias}
+    return Budgets(*rounded_budgets(desc, spec, errors, reference, overrides))

@@ -44,7 +44,8 @@ from dmlconform.specification.semantics import (
     make_plan,
 )
 from dmlconform.tolerance import SliceStatistics
-from dmlconform.tolerance.terms import member_coefficients, reduction_growth, with_output_rounding
+from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
+from dmlconform.tolerance.terms import reduction_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -158,17 +159,8 @@ class GradientTerms:
         self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, overrides: dict[str, Any] | None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The scale and bias gradients' budgets (their errors with the output rounding)."""
-        out: dict[str, np.ndarray] = {}
-        coeffs: dict[str, Any] = {}
-        for name, err in (
-            (self.plan.scale_gradient_output, self.e_scale),
-            (self.plan.bias_gradient_output, self.e_bias),
-        ):
-            if name in reference:
-                c, _ = member_coefficients(desc, spec, name, None, overrides)
-                out[name] = with_output_rounding(err.reshape(np.shape(reference[name])), reference[name], c)
-                coeffs[name] = c
-        return out, coeffs
+        errors = {self.plan.scale_gradient_output: self.e_scale, self.plan.bias_gradient_output: self.e_bias}
+        return rounded_budgets(desc, spec, errors, reference, overrides)
 
 
 Operand = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
@@ -341,8 +333,9 @@ def gradient_sums(x_rows: Rows, dy_rows: Rows, mean: np.ndarray, centre: np.ndar
 
 
 def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
-    """The gradients' model (:func:`dmlconform.tolerance.gradients.reduction_grad_budgets`) from
-    per-slice sums. Given statistics: e_dx = c_pt u |dy| |Scale| / sd. Batch statistics:
+    """The gradients' model (:func:`dmlconform.tolerance.gradients.reduction_grad_budgets`): its
+    per-slice terms (:func:`~dmlconform.tolerance.gradients.slice_errors`) from the kernel's
+    sums. Given statistics: e_dx = c_pt u |dy| |Scale| / sd. Batch statistics:
     e_dx = |Scale| / sd (c_pt u |dy| + P + Q |x - centre|) with, per slice,
     P = (c_pt u + c_mean u g) mean|dy| + e_xc |c1| / ve + e_xc^2 mean|dy| / ve and
     Q = (c_pt u + c_mean u g) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
@@ -353,7 +346,6 @@ def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -
     slicing = Slicing(tuple(plan.shape), tuple(plan.axes))
     rows, perm, _ = input_rows(slicing, inputs[plan.input])
     dy_rows, _, _ = input_rows(slicing, inputs[plan.input_gradient])
-    n = plan.reduction_length
     mean = _per_slice_values(slicing, inputs[plan.mean])
     var = _per_slice_values(slicing, inputs[plan.variance])
     batch_mean = None
@@ -361,28 +353,24 @@ def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -
         batch_mean = slice_statistics(slicing, inputs[plan.input], moments_only=True)[0].mean
     centre = mean if batch_mean is None else batch_mean
     sums = gradient_sums(rows, dy_rows, mean, centre)
-    g = reduction_growth(n, co)
-    cu, cmg = co.pointwise * u, co.mean * u * g
+    ve = var + plan.epsilon
+    st = slice_errors(
+        plan, GradientSums(*(sums[:, c] for c in range(jk.N_GRADIENT_SUMS))), mean, batch_mean, ve, co, u
+    )
+    cu, cmg = co.pointwise * u, co.mean * u * reduction_growth(plan.reduction_length, co)
     zero = np.zeros_like(var)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        ve = var + plan.epsilon
+    p_term, q_term = zero, zero
+    if st.e_xc is not None:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            p_term = (
+                (cu + cmg) * st.abs_dy + st.e_xc * np.abs(st.c1) / ve + st.e_xc * st.e_xc * st.abs_dy / ve
+            )
+            q_term = (cu + cmg) * st.abs_c1 / ve + st.e_xc * st.abs_dy / ve
+    with np.errstate(invalid="ignore"):
         inverse_sd = _inverse(np.sqrt(ve))
-        e_bias = cmg * sums[:, jk.G_ABS_DY]
-        e_scale = co.mean * u * (g + co.pointwise) * sums[:, jk.G_ABS_DY_XM] * inverse_sd
-        e_scale = np.where(ve == 0, np.inf, e_scale)
-        if plan.statistics == "given":
-            p_term, q_term = zero, zero
-        else:
-            abs_dy, c1, abs_c1 = (sums[:, c] / n for c in (jk.G_ABS_DY, jk.G_DY_XC, jk.G_ABS_DY_XC))
-            if batch_mean is None:  # x - Mean: one rounding, no mean of n terms
-                e_xc = cu * sums[:, jk.G_MAX_XC]
-            else:  # the centring mean's error, or the Mean member's difference from it (either reading)
-                e_xc = np.maximum(cmg * (sums[:, jk.G_ABS_X] / n), np.abs(mean - batch_mean))
-            p_term = (cu + cmg) * abs_dy + e_xc * np.abs(c1) / ve + e_xc * e_xc * abs_dy / ve
-            q_term = (cu + cmg) * abs_c1 / ve + e_xc * abs_dy / ve
     return SliceTerms(
         slicing, rows, perm, (plan.scale, None, None), per_slice(centre), per_slice(inverse_sd), p_term, zero,
-        q_term, weight=dy_rows, c_w=cu, z_rounds=False, model=GradientTerms(plan, e_scale, e_bias),
+        q_term, weight=dy_rows, c_w=cu, z_rounds=False, model=GradientTerms(plan, st.e_scale, st.e_bias),
     )  # fmt: skip
 
 

@@ -375,7 +375,8 @@ def slice_statistics(
         distinct_o[k - k0] = _count_distinct(keys, nk, lo, hi, tmp, bitmap) + nonfinite
 
 
-# columns of gradient_sums' output: per work item, over its elements (c the centre, M the Mean)
+# columns of gradient_sums' output: per work item, over its elements (c the centre, M the Mean), in
+# the order of the fields of dmlconform.tolerance.gradients.GradientSums
 G_ABS_DY, G_ABS_DY_XM, G_DY_XC, G_ABS_DY_XC, G_ABS_X, G_MAX_XC = range(6)
 N_GRADIENT_SUMS = 6
 
