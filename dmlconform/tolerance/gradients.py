@@ -4,7 +4,7 @@ the spec files).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -144,21 +144,15 @@ def reduction_grad_budgets(
                 m_x = np.mean(x, axis=axes, keepdims=True)
             xc = x - (mean if m_x is None else m_x)
             np.multiply(dy, xc, out=work)
-            dy_xc = total(work)
+            sums = replace(sums, dy_xc=total(work))
             np.abs(work, out=work)
-            abs_dy_xc = total(work)
+            sums = replace(sums, abs_dy_xc=total(work))
             if m_x is None:
                 np.abs(xc, out=work)
-                sums = GradientSums(
-                    sum_abs_dy,
-                    sums.abs_dy_xm,
-                    dy_xc,
-                    abs_dy_xc,
-                    max_xc=np.max(work, axis=axes, keepdims=True),
-                )
+                sums = replace(sums, max_xc=np.max(work, axis=axes, keepdims=True))
             else:
                 np.abs(x, out=work)
-                sums = GradientSums(sum_abs_dy, sums.abs_dy_xm, dy_xc, abs_dy_xc, abs_x=total(work))
+                sums = replace(sums, abs_x=total(work))
         st = slice_errors(plan, sums, mean, m_x, ve, co, u)
         if plan.statistics == "given":
             # e_dx = c_pt u |dy Scale / sqrt(ve)|
