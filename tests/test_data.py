@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 from helpers import SPEC
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from dmlconform.generation import data as dd
 from dmlconform.generation import descs as gen
@@ -189,3 +191,26 @@ def test_zero_stride_inputs_are_constant_along_broadcast_dims() -> None:
                     assert np.all(arr == np.take(arr, [0], axis=d))
                     seen += 1
     assert seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=hs.lists(hs.integers(1, 5), min_size=1, max_size=4),
+    data=hs.data(),
+)
+def test_standardizing_in_place_along_axes_equals_standardizing_the_slices(shape, data) -> None:
+    """The regimes standardize in the tensor's own layout; each slice (taken in slice order)
+    must come out at mean 0 and std 1, or all 0 where it was constant."""
+    axes = tuple(sorted(data.draw(hs.sets(hs.integers(0, len(shape) - 1), min_size=1))))
+    x = np.random.default_rng(len(shape)).standard_normal(shape) * 3.0 + 7.0
+    if data.draw(hs.booleans()):  # one constant slice
+        x[tuple(0 if i in axes else slice(None) for i in range(len(shape)))] = 2.5
+    rows = dd.to_slices(x, axes)
+    out = dd.to_slices(dd.standardize_along(x.copy(), axes), axes)
+    n = rows.shape[1]
+    for row, got in zip(rows, out, strict=True):
+        if np.ptp(row) == 0:
+            assert np.all(got == 0)
+        elif n >= 2:
+            assert abs(got.mean()) < 1e-12 and abs(got.std() - 1.0) < 1e-12
+            np.testing.assert_allclose(got, (row - row.mean()) / row.std(), rtol=1e-12, atol=1e-12)

@@ -165,13 +165,22 @@ def from_slices(slices: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...
     return np.transpose(moved, np.argsort(order))
 
 
-def _standardize(s: np.ndarray) -> np.ndarray:
-    """Rows with exactly zero mean and unit (population) std, where a row has >= 2 elements."""
-    if s.shape[1] < 2:
-        return s
-    s = s - s.mean(axis=1, keepdims=True)
-    std = s.std(axis=1, keepdims=True)
-    return np.divide(s, std, out=np.zeros_like(s), where=std > 0)
+def slice_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with the reduced ``axes`` as 1: one value per slice, broadcast along its
+    elements; (K,) per-slice values in :func:`to_slices` order reshape to it (the kept axes in
+    C order)."""
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def standardize_along(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``x`` with each slice over ``axes`` at zero mean and unit (population) std, in place and
+    in its own layout (a slice-ordered copy of a 2^26-element float64 tensor cost seconds);
+    a slice of std 0 becomes 0."""
+    x -= x.mean(axis=axes, keepdims=True)
+    std = np.sqrt(np.square(x).mean(axis=axes, keepdims=True))
+    np.divide(x, std, out=x, where=std > 0)
+    np.copyto(x, 0.0, where=std == 0)
+    return x
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,47 +243,68 @@ def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec:
     base = rng.standard_normal(shape)
     if regime in ("standard_normal", "short_reduction"):
         return base
-    s = to_slices(base, axes)
-    m = s.shape[1]
+    # per-slice draws are (K, 1) as before, reshaped to broadcast over each slice's elements;
+    # the data is transformed in place, in its own layout (no slice-ordered copies)
+    n_slices = math.prod(slice_shape(shape, axes))
+    m = math.prod(shape[a] for a in axes)
+
+    def per_slice(values: np.ndarray) -> np.ndarray:
+        return np.reshape(values, slice_shape(shape, axes))
+
     if regime == "large_offset":
         limit = KAPPA_LIMIT.get(t.data_type, 1e3)
-        kappa = limit * 10 ** rng.uniform(-1.0, 0.0, size=(s.shape[0], 1))
-        sign = rng.choice([-1.0, 1.0], size=(s.shape[0], 1))
+        kappa = per_slice(limit * 10 ** rng.uniform(-1.0, 0.0, size=(n_slices, 1)))
+        sign = per_slice(rng.choice([-1.0, 1.0], size=(n_slices, 1)))
         if t.data_type == "FLOAT16":
-            std = np.ones((s.shape[0], 1))  # offset <= 100, spacing there 0.0625
+            std = np.ones(slice_shape(shape, axes))  # offset <= 100, spacing there 0.0625
         else:
-            std = 10 ** rng.uniform(-2.0, 2.0, size=(s.shape[0], 1))
-        s = sign * kappa * std + std * _standardize(s)
-    elif regime == "spread_near_sqrt_eps":
+            std = per_slice(10 ** rng.uniform(-2.0, 2.0, size=(n_slices, 1)))
+        x = standardize_along(base, axes) if m >= 2 else base
+        x *= std
+        x += sign * kappa * std
+        return x
+    if regime == "spread_near_sqrt_eps":
         eps = epsilon(desc, spec) or 0.0
-        std = math.sqrt(eps) * 10 ** rng.uniform(math.log10(0.3), math.log10(3.0), size=(s.shape[0], 1))
-        s = std * _standardize(s)
-    elif regime == "constant_slices":
-        const = rng.random(s.shape[0]) < 0.5
-        const[rng.integers(0, s.shape[0])] = True
-        values = rng.uniform(-4.0, 4.0, size=s.shape[0])
-        s = np.where(const[:, None], values[:, None], s)
-    elif regime == "long_reduction":
-        s = 3.0 + s
-    elif regime == "fp16_square_overflow":
+        std = math.sqrt(eps) * 10 ** rng.uniform(math.log10(0.3), math.log10(3.0), size=(n_slices, 1))
+        x = standardize_along(base, axes) if m >= 2 else base
+        x *= per_slice(std)
+        return x
+    if regime == "constant_slices":
+        const = rng.random(n_slices) < 0.5
+        const[rng.integers(0, n_slices)] = True
+        values = rng.uniform(-4.0, 4.0, size=n_slices)
+        np.copyto(base, per_slice(values), where=per_slice(const))
+        return base
+    if regime == "long_reduction":
+        base += 3.0
+        return base
+    if regime == "fp16_square_overflow":
         lo, hi = FP16_SQUARE_RANGE
-        center = np.exp(rng.uniform(math.log(2.5 * lo), math.log(hi / 1.6), size=(s.shape[0], 1)))
-        spread = center * rng.uniform(0.05, 0.3, size=(s.shape[0], 1))
-        sign = rng.choice([-1.0, 1.0], size=(s.shape[0], 1))
-        s = sign * np.clip(center + spread * np.clip(s, -2.0, 2.0), lo, hi)
-    elif regime == "all_negative":
-        s = -(0.05 + np.abs(s) * rng.uniform(0.5, 3.0))
-    elif regime == "activation_branches":
+        center = per_slice(np.exp(rng.uniform(math.log(2.5 * lo), math.log(hi / 1.6), size=(n_slices, 1))))
+        spread = center * per_slice(rng.uniform(0.05, 0.3, size=(n_slices, 1)))
+        sign = per_slice(rng.choice([-1.0, 1.0], size=(n_slices, 1)))
+        np.clip(base, -2.0, 2.0, out=base)
+        base *= spread
+        base += center
+        np.clip(base, lo, hi, out=base)
+        base *= sign
+        return base
+    if regime == "all_negative":
+        np.abs(base, out=base)
+        base *= rng.uniform(0.5, 3.0)
+        base += 0.05
+        np.negative(base, out=base)
+        return base
+    if regime == "activation_branches":
         # +-a pairs (a zero mean that survives rounding) with half of the pairs tiny, plus a 0
         # when the slice is odd: those elements normalize to z ~ 0 whatever the spread.
+        s = to_slices(base, axes)
         k = m // 2
         a = np.abs(s[:, :k]) + 0.1
         a[:, : (k + 1) // 2] *= 1e-2
         parts = [a, -a] + ([np.zeros((s.shape[0], 1))] if m % 2 else [])
-        s = rng.permuted(np.concatenate(parts, axis=1), axis=1)
-    else:
-        raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
-    return from_slices(s, shape, axes)
+        return from_slices(rng.permuted(np.concatenate(parts, axis=1), axis=1), shape, axes)
+    raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
 
 
 def effective_reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:
@@ -415,12 +445,11 @@ def _fit_batch_statistics(
         if key == "variance_input"
     ]
     if limits:
-        rows = to_slices(x, axes)
-        mean = rows.mean(axis=1, keepdims=True)
-        var = ((rows - mean) ** 2).mean(axis=1, keepdims=True)
+        mean = x.mean(axis=axes, keepdims=True)
+        var = np.square(x - mean).mean(axis=axes, keepdims=True)
         limit = min(limits)
         shrink = np.sqrt(limit / np.where(var > limit, var, limit))
-        x = from_slices(mean + (rows - mean) * shrink, x.shape, axes)
+        x = mean + (x - mean) * shrink
     return x
 
 
