@@ -184,10 +184,26 @@ def test_kernel_verdicts_equal_the_numpy_models(case, wrong, overrides):
     assert a.max_abs == pytest.approx(b.max_abs, rel=1e-12)
     assert a.budget == pytest.approx(b.budget, rel=RTOL, nan_ok=True)
     if a.aggregate or b.aggregate:
+        noise = _residual_noise(desc, inputs, WRONGS[wrong], overrides)
         for key, value in b.aggregate.items():
-            # the residual's RMS comes from expanded sums (tolerance.aggregate_from_sums), whose
-            # rounding differs with the summation order by ~1e-16 of sum d^2 over its bound
-            assert a.aggregate[key] == pytest.approx(value, rel=1e-6, abs=1e-4), key
+            assert a.aggregate[key] == pytest.approx(value, rel=1e-6, abs=1e-4 + noise), key
+
+
+def _residual_noise(desc, inputs, got_main, overrides) -> float:
+    """How far the residual figures of two summation orders may differ: the residual's RMS comes
+    from expanded sums (``tolerance.aggregate_from_sums``), whose rounding is ~1e-16 of sum d^2,
+    so its figure (over the RMS of the budgets) carries ~1e-8 of |d| / budget. That is noise only
+    for answers far outside their budgets (an all-zeros answer: 1e-2 of the figure on a slice
+    of four), which fail on the shift and scale figures anyway."""
+    ref = dc.execute(desc, inputs)
+    main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
+    budget = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC, overrides).by_member[main]
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.abs(got_main(ref[main]).astype(np.float64) - ref[main].astype(np.float64))
+    usable = np.isfinite(d) & np.isfinite(budget) & (budget > 0)
+    if not usable.any():
+        return 0.0
+    return 1e-7 * float(d[usable].max() / budget[usable].min())
 
 
 def test_kernel_budgets_equal_the_numpy_model_on_every_stress_shape():

@@ -38,6 +38,10 @@ __all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dt
 # enough (about a millisecond) that the kernel's compile time (2 to 3 s per dtype pair) would
 # never pay off in a conformance run; above it the kernel is much faster.
 MIRROR_MAX_ELEMENTS = 1 << 16
+#: from this input size on, slices of short rows are gathered into contiguous slices first
+#: (``reference/gather.py``). A size, not the path: the kernel and its mirror must read the same
+#: rows, since the rows' split decides the order of their sums (tests force either path).
+GATHER_MIN_ELEMENTS = 1 << 16
 
 _DTYPES = {"FLOAT32": np.dtype(np.float32), "FLOAT16": np.dtype(np.float16), "FLOAT64": np.dtype(np.float64)}
 
@@ -65,8 +69,12 @@ def _input_array(name: str, tensor: TensorDesc, inputs: dict[str, Any]) -> np.nd
         raise InputError(f"{name}: shape {list(arr.shape)} does not match Sizes {list(tensor.sizes)}")
     if arr.dtype.kind != "f":
         raise InputError(f"{name}: dtype {arr.dtype} is not a float type")
-    if arr.dtype == np.float16:
-        return arr.astype(np.float32)  # exact
+    if arr.dtype == np.float16:  # exact
+        if arr.size > GATHER_MIN_ELEMENTS:
+            from dmlconform.reference.gather import widen_half
+
+            return widen_half(arr)
+        return arr.astype(np.float32)
     if arr.dtype not in (np.float32, np.float64):
         return arr.astype(np.float64)
     return arr
@@ -170,6 +178,11 @@ def run_plan(
     x3 = _as_3d(xp, len(kept))
     if x3 is None:
         x3 = np.ascontiguousarray(xp).reshape(n_slices, 1, n)
+    elif x.size > GATHER_MIN_ELEMENTS and x3.dtype == np.float32:
+        from dmlconform.reference import gather
+
+        if gather.short_rows(x3.shape):  # channels innermost: one contiguous slice each
+            x3 = gather.gather_rows(*_rows(x3), x3.shape)
     x_flat, x_sk, x_sm = _rows(x3)
     for name in (plan.scale, plan.bias, plan.fused_add):
         if name:

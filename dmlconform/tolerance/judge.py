@@ -80,20 +80,33 @@ Rows = tuple[np.ndarray, int, int, tuple[int, int, int]]
 def _slice_rows(arr: np.ndarray, perm: tuple[int, ...], n_kept: int, target: tuple[int, int, int] | None):
     """``arr`` (float32) as (flat, sk, sm, (K, M, L)) rows in the kernel's slice order; a copy
     only when its strides do not allow addressing it in place."""
+    from dmlconform.reference import gather
+
     view = arr.transpose(perm)
     v3 = _as_3d(view, n_kept, target)
-    if v3 is None:
-        k = math.prod(view.shape[:n_kept]) if target is None else target[0]
-        v3 = np.ascontiguousarray(view).reshape((k, 1, -1) if target is None else target)
+    if v3 is not None and not gather.short_rows(v3.shape):
+        flat, sk, sm = _rows(v3)
+        return flat, sk, sm, v3.shape
+    # rows too short to read slice by slice (channels innermost), or a split ``target`` that
+    # this tensor's strides do not allow (the input was gathered): one contiguous slice each
+    natural = v3 if v3 is not None else _as_3d(view, n_kept)
+    if natural is not None:
+        v3 = gather.gather_rows(*_rows(natural), natural.shape)
+    else:
+        v3 = np.ascontiguousarray(view).reshape(math.prod(view.shape[:n_kept]), 1, -1)
+    if target is not None and v3.shape != tuple(target):
+        v3 = v3.reshape(target)  # contiguous: any (K, M, L) split of it is rows
     flat, sk, sm = _rows(v3)
     return flat, sk, sm, v3.shape
 
 
 def _as_float32(arr: Any) -> tuple[np.ndarray, bool]:
     """(float32 array, was FLOAT16): the kernels read float32; FLOAT16 widens exactly."""
+    from dmlconform.reference.gather import widen_half
+
     a = np.asarray(arr)
     if a.dtype == np.float16:
-        return a.astype(np.float32), True
+        return widen_half(a), True
     return (a if a.dtype == np.float32 else a.astype(np.float32)), False
 
 

@@ -1,0 +1,104 @@
+"""Large tensors into the form the compiled kernels read at memory speed: FLOAT16 widened to
+float32, and slices whose rows are short gathered into contiguous slice order.
+
+Why, measured on the stress tier (2 cores, 2^26 elements):
+
+- numpy's float16 -> float32 ``astype`` took 0.12 s, and 0.8 s when its output landed on pages
+  the process had not touched before; a table of the 65536 float16 values read per element takes
+  0.02 s (the same float32 bits: the widening is exact either way).
+- A channel-last tensor (BATCH_NORMALIZATION's channels innermost, 64 of them) makes every
+  slice M rows of one element, 64 elements apart. Each pass over a slice then reads a whole cache
+  line per value, and a 2^26-element FLOAT16 BATCH_NORMALIZATION_TRAINING case spent 5 s per
+  statistics pass and 6 s in the reference kernel. Gathering the slices into contiguous order
+  first costs one blocked copy (:func:`gather_rows`).
+
+Both are plain copies: the values and their order within a slice are unchanged. What changes
+is the rows' split, and with it which of the kernels' float64 lanes adds which element: rows of
+one element put the whole slice into one lane (a serial sum of up to 2^20 terms), a gathered
+slice spreads it over all of them. Either order is within the reference's accuracy bound
+(``reference/kernels.py``), and each layout always gives the same result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+
+from dmlconform.reference.kernels import run_chunks
+
+#: rows shorter than this (elements) are gathered before a kernel reads them slice by slice
+SHORT_ROW = 16
+#: slices copied together: their rows at one m are read together (adjacent when the slices are
+#: the innermost axis) and each slice's destination is written in order
+BLOCK = 16
+
+_HALF_TABLE: np.ndarray | None = None
+
+
+def _half_table() -> np.ndarray:
+    global _HALF_TABLE
+    if _HALF_TABLE is None:
+        _HALF_TABLE = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    return _HALF_TABLE
+
+
+_u2, _f4, _i8 = (
+    types.Array(types.uint16, 1, "C", readonly=True),
+    types.Array(types.float32, 1, "C"),
+    types.int64,
+)
+
+
+@njit(
+    types.void(_u2, types.Array(types.float32, 1, "C", readonly=True), _f4, _i8, _i8), cache=True, nogil=True
+)
+def _widen(bits, table, out, i0, i1):  # type: ignore[no-untyped-def]
+    for i in range(i0, i1):
+        out[i] = table[bits[i]]
+
+
+def widen_half(arr: np.ndarray) -> np.ndarray:
+    """A FLOAT16 array as float32 (exact), same shape, in the array's own memory order where it
+    has one (a transposed view stays transposed: copying it into C order first cost more than
+    the widening)."""
+    order = tuple(int(i) for i in np.argsort([-abs(s) for s in arr.strides], kind="stable"))
+    a = arr.transpose(order)
+    if not a.flags.c_contiguous:
+        a, order = np.ascontiguousarray(arr), tuple(range(arr.ndim))
+    bits = a.reshape(-1).view(np.uint16)
+    out = np.empty(a.shape, np.float32)
+    flat = out.reshape(-1)
+    table = _half_table()
+    run_chunks(flat.size, flat.size, lambda i0, i1: _widen(bits, table, flat, i0, i1))
+    return out.transpose(tuple(int(i) for i in np.argsort(order)))
+
+
+@njit(
+    types.void(types.Array(types.float32, 1, "C", readonly=True), _i8, _i8, _f4, _i8, _i8, _i8, _i8),
+    cache=True,
+    nogil=True,
+)
+def _gather(src, s_sk, s_sm, dst, m_len, l_len, k0, k1):  # type: ignore[no-untyped-def]
+    n = m_len * l_len
+    for kb in range(k0, k1, BLOCK):
+        ke = min(kb + BLOCK, k1)
+        for m in range(m_len):
+            for k in range(kb, ke):
+                s = k * s_sk + m * s_sm
+                d = k * n + m * l_len
+                for j in range(l_len):
+                    dst[d + j] = src[s + j]
+
+
+def short_rows(shape: tuple[int, int, int]) -> bool:
+    """Whether (K, M, L) rows are short enough that gathering them pays."""
+    return shape[2] < SHORT_ROW and shape[1] > 1
+
+
+def gather_rows(flat: np.ndarray, sk: int, sm: int, shape: tuple[int, int, int]) -> np.ndarray:
+    """The (K, M, L) rows of a float32 ``flat`` (row m of slice k at ``flat[k * sk + m * sm]``)
+    as a contiguous (K, 1, M * L) array: each slice's elements in the same order, adjacent."""
+    k_len, m_len, l_len = shape
+    out = np.empty(k_len * m_len * l_len, np.float32)
+    run_chunks(k_len, out.size, lambda k0, k1: _gather(flat, sk, sm, out, m_len, l_len, k0, k1))
+    return out.reshape(k_len, 1, m_len * l_len)
