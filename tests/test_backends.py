@@ -904,3 +904,17 @@ def test_ort_session_cache_tells_fused_add_broadcasts_apart(ort_backend: Any) ->
         got = ort_backend.execute(d, inputs)
         ref = dc.execute(d, inputs)
         np.testing.assert_allclose(got["OutputTensor"], ref["OutputTensor"], rtol=1e-4, atol=1e-4)
+
+
+def test_the_numpy_backends_gelu_is_the_same_above_and_below_its_compiled_erf_size() -> None:
+    """Large tensors take a compiled erf (math.erf per element cost 12 s of a 2^26 case): the
+    same float32 bits as math.erf per element, on both sides of the switch."""
+    from dmlconform.backends import numpy_backend as nb
+
+    f32 = np.float32
+    x = (np.random.default_rng(2).standard_normal(nb.COMPILED_ERF_MIN + 7) * 4).astype(f32)
+    for part in (x[:100], x):
+        erf = np.vectorize(math.erf)(part.astype(np.float64) / math.sqrt(2)).astype(f32)
+        want = f32(0.5) * part * (f32(1) + erf)
+        got = nb.ACTIVATIONS["ACTIVATION_GELU"](part, {})
+        assert got.dtype == f32 and np.array_equal(got.view(np.uint32), want.view(np.uint32))
