@@ -88,6 +88,9 @@ def given_statistics(plan: semantics.GivenPlan, arrays: dict[str, np.ndarray]) -
 
 
 def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The gradients in float64. Tensor-sized temporaries are updated in place (each fresh one
+    cost about as much as its arithmetic at 2^26 elements); the operations and their order
+    are the formulas', so the values are the same bits."""
     x = np.asarray(arrays[plan.input], dtype=np.float64)
     dy = np.asarray(arrays[plan.input_gradient], dtype=np.float64)
     mean = np.asarray(arrays[plan.mean], dtype=np.float64)
@@ -96,15 +99,25 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
     axes = plan.axes
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_sd = 1.0 / np.sqrt(var + plan.epsilon)
-        scale_grad = np.sum(dy * (x - mean), axis=axes, keepdims=True) * inv_sd
         bias_grad = np.sum(dy, axis=axes, keepdims=True)
+        dy_xm = x - mean
+        dy_xm *= dy
+        scale_grad = np.sum(dy_xm, axis=axes, keepdims=True) * inv_sd
         if plan.statistics == "given":
             dx = dy * (scale * inv_sd)
         else:
-            xc = x - (mean if plan.centres_on_mean else np.mean(x, axis=axes, keepdims=True))
-            dyc = dy - np.mean(dy, axis=axes, keepdims=True)
-            coef1 = np.mean(dy * xc, axis=axes, keepdims=True)
-            dx = scale * inv_sd * (dyc - xc * coef1 / (var + plan.epsilon))
+            if plan.centres_on_mean:  # dy (x - Mean) is the product the coefficient averages
+                xc, dy_xc = x - mean, dy_xm
+            else:
+                xc = x - np.mean(x, axis=axes, keepdims=True)
+                dy_xc = np.multiply(dy, xc, out=dy_xm)
+            coef1 = np.mean(dy_xc, axis=axes, keepdims=True)
+            del dy_xm, dy_xc
+            dx = dy - np.mean(dy, axis=axes, keepdims=True)
+            xc *= coef1
+            xc /= var + plan.epsilon
+            dx -= xc
+            dx *= scale * inv_sd
     stat_shape = np.shape(mean)
     return {
         plan.output: np.broadcast_to(dx, x.shape),
