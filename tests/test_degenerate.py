@@ -368,7 +368,7 @@ def test_sampled_budgets_are_the_whole_passes_at_those_elements(compiled_everywh
     inputs = dd.make_inputs(desc, "large_offset", 2)
     ref = execute(desc, inputs)
     whole, _ = case_budgets(desc, ref, inputs, SPEC)
-    sampled = sampled_budgets(desc, ref, inputs, SPEC, count)
+    sampled, _ = sampled_budgets(desc, ref, inputs, SPEC, count)
     at, b = sampled["OutputTensor"]
     n_slice = int(np.prod([desc.members["InputTensor"].sizes[a] for a in desc.members["Axes"]]))
     assert at.size == (count if n_slice >= count else count // n_slice * n_slice)
@@ -420,9 +420,37 @@ def test_a_case_the_sample_settles_skips_the_pass_over_every_element(
     real = degenerate.sampled_budgets
 
     def blind(*args, **kwargs):
-        got = real(*args, **kwargs)
-        return {k: (at, np.full_like(b, np.inf)) for k, (at, b) in got.items()}
+        got, terms = real(*args, **kwargs)
+        return {k: (at, np.full_like(b, np.inf)) for k, (at, b) in got.items()}, terms
 
     monkeypatch.setattr(degenerate, "sampled_budgets", blind)
     with pytest.raises(AssertionError, match="the whole check ran"):
         degenerate.why_degenerate(desc, inputs, reference)
+
+
+def test_the_comparison_takes_back_the_judges_terms_from_the_check(compiled_everywhere, monkeypatch) -> None:
+    """Where a sample settles the check, the compiled judge's per-slice terms (the statistics
+    pass over every element) travel with the inputs, and the comparison uses them instead of
+    making them again, with the same verdict and figures."""
+    from dmlconform import tolerance
+    from dmlconform.tolerance import judge
+
+    desc = _mvn1((2, 4096), (1,), bias=True)
+    judged = degenerate.judged_inputs(desc, "large_offset", 0)
+    assert isinstance(judged.budgets, judge.SliceTerms)
+    ref = judged.reference
+    got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) * (1 + 2.0**-7)).astype(np.float32)}
+    fresh = tolerance.compare(desc, got, ref, judged.inputs)
+
+    def again(*args, **kwargs):
+        raise AssertionError("the terms were made again")
+
+    monkeypatch.setattr(judge, "_centred_terms", again)
+    taken = tolerance.compare(desc, got, ref, judged.inputs, budgets=judged.budgets)
+    assert not fresh.passed and taken.passed == fresh.passed
+    a, b = taken.outputs["OutputTensor"], fresh.outputs["OutputTensor"]
+    assert (a.failing_elements, a.worst_index, a.max_ulp, a.budget) == (
+        b.failing_elements, b.worst_index, b.max_ulp, b.budget
+    )  # fmt: skip
+    with pytest.raises(AssertionError, match="made again"):
+        tolerance.compare(desc, got, ref, judged.inputs)

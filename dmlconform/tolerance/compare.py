@@ -266,10 +266,10 @@ def _all_finite(values: Any) -> bool:
     return all(bool(np.isfinite(flat[i : i + FINITE_CHUNK]).all()) for i in range(0, flat.size, FINITE_CHUNK))
 
 
-def _given(budgets: Budgets | None, outputs_reference: dict[str, Any]) -> Budgets | None:
+def _given(budgets: Any, outputs_reference: dict[str, Any]) -> Budgets | None:
     """The caller's budgets cut to the members the backend returned (the model computes only
     those), or None when it has none or lacks one of them."""
-    if budgets is None or not set(outputs_reference) <= set(budgets.by_member):
+    if not isinstance(budgets, Budgets) or not set(outputs_reference) <= set(budgets.by_member):
         return None
     keep = set(outputs_reference)
     return Budgets(
@@ -315,20 +315,22 @@ def case_budgets(
 
 def sampled_budgets(
     desc: OperatorDesc, reference: dict[str, np.ndarray], inputs: dict[str, Any], spec: Spec, count: int
-) -> dict[str, tuple[np.ndarray | None, np.ndarray]] | None:
+) -> tuple[dict[str, tuple[np.ndarray | None, np.ndarray]], Any] | None:
     """For a case the compiled judge takes: each output's budgets, the main output's at its
     first ``count`` elements in the kernel's slice order only, as {member: (C-order flat
-    indices or None for every element, budgets)}; None for a case the numpy model takes. A
-    question that one element answers (is some element judged? does this answer fail
-    somewhere?) costs a sample's pass instead of the whole tensor's."""
+    indices or None for every element, budgets)}, and the judge's per-slice terms (which
+    :func:`compare` takes back as ``budgets``: the statistics pass over every element is not
+    repeated); None for a case the numpy model takes. A question that one element answers (is
+    some element judged? does this answer fail somewhere?) costs a sample's pass instead of the
+    whole tensor's."""
     from dmlconform.tolerance import judge
 
     plan = _judge_plan(desc, reference, reference, inputs, spec)
     if plan is None:
         return None
     at, main, terms = judge.sample_budgets(desc, reference, inputs, spec, plan, count)
-    by_member, _ = _statistics_budgets(desc, terms, reference, spec, None)
-    return {plan.output: (at, main), **{k: (None, v) for k, v in by_member.items()}}
+    by_member, _ = _statistics_budgets(desc, terms.model, reference, spec, None)
+    return {plan.output: (at, main), **{k: (None, v) for k, v in by_member.items()}}, terms
 
 
 def _compiled(
@@ -340,13 +342,23 @@ def _compiled(
     spec: Spec,
     overrides: dict[str, Any] | None,
     budget_out: np.ndarray | None = None,
+    terms: Any = None,
 ) -> tuple[OutputComparison, dict[str, np.ndarray], dict[str, Coefficients]]:
     """The compiled judge's comparison of the main output (``budget_out`` receives its budgets),
-    and the budgets and coefficients of the statistics outputs, from the judge's per-slice terms."""
+    and the budgets and coefficients of the statistics outputs, from the judge's per-slice terms
+    (``terms``: made earlier on these inputs, :func:`sampled_budgets`)."""
     from dmlconform.tolerance import judge
 
     main, terms = judge.judge_normalization(
-        desc, got, reference[plan.output], inputs, spec, overrides, budget_out=budget_out, plan=plan
+        desc,
+        got,
+        reference[plan.output],
+        inputs,
+        spec,
+        overrides,
+        budget_out=budget_out,
+        plan=plan,
+        terms=terms,
     )
     return main, *_statistics_budgets(desc, terms, reference, spec, overrides)
 
@@ -371,15 +383,16 @@ def compare(
     spec: Spec | None = None,
     overrides: dict[str, Any] | None = None,
     also_inputs: tuple[dict[str, Any], ...] = (),
-    budgets: Budgets | None = None,
+    budgets: Any = None,
 ) -> Comparison:
     """Compare a backend's outputs against the reference's (rounded) outputs, element by element,
     each against its own budget. ``overrides``: e.g. {"ulp_scale": 2.0}, {"max_ulp": 6},
     {"mean": 4.0}, {"atol": 1e-6}. ``also_inputs``: other input sets the compared outputs were
     computed from (a metamorphic relation's second run); each element gets the largest of the
-    budgets, since either run's data may be the worse conditioned. ``budgets``: the model's
-    budgets on these inputs and reference outputs with these overrides, when the caller has them
-    (:func:`case_budgets`: the degenerate-input check computed them); not recomputed then."""
+    budgets, since either run's data may be the worse conditioned. ``budgets``: what the
+    degenerate-input check computed on these inputs and reference outputs with these overrides,
+    when the caller has it: the numpy model's :class:`Budgets` (:func:`case_budgets`) or the
+    compiled judge's per-slice terms (:func:`sampled_budgets`); not recomputed then."""
     spec = spec or load_spec()
     kernel = kernels.kernel_of(desc, spec)
     budgets_of = kernels.resolve(kernel.budgets)
@@ -387,8 +400,9 @@ def compare(
     nonfinite = any(not _all_finite(inputs[m]) for m in names if m in inputs)
     plan = None if also_inputs else _judge_plan(desc, outputs_backend, outputs_reference, inputs, spec)
     if plan is not None:
+        terms = None if budgets is None or isinstance(budgets, Budgets) else budgets
         main, by_member, coeffs = _compiled(
-            desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, overrides
+            desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, overrides, terms=terms
         )
         outputs = {plan.output: main}
         for name in by_member:

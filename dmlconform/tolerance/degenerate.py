@@ -192,8 +192,10 @@ def _why(
     reference: Mapping[str, np.ndarray],
     spec: Spec,
     exact: bool,
-) -> tuple[str | None, Budgets | None]:
-    """:func:`why_degenerate`'s answer and the model's budgets when it computed them."""
+) -> tuple[str | None, Any]:
+    """:func:`why_degenerate`'s answer and what it computed that the comparison takes back
+    (``tolerance.compare``'s ``budgets``): the numpy model's budgets, or the compiled judge's
+    per-slice terms where a sample settled it; None when neither."""
     sem = spec.operator(desc.operator).semantics
     var_name, eps = sem.get("variance_input"), epsilon(desc, spec)
     if var_name in inputs and eps is not None:
@@ -213,8 +215,8 @@ def _why(
     else:
         with np.errstate(all="ignore"):
             sampled = sampled_budgets(desc, dict(reference), dict(inputs), spec, CHUNK)
-        if sampled is not None and _judges_on_sample(desc, sampled, reference, inputs, spec):
-            return None, None
+        if sampled is not None and _judges_on_sample(desc, sampled[0], reference, inputs, spec):
+            return None, sampled[1]
         budget, model = _budgets(desc, reference, inputs, spec)
     for name, b in budget.items():
         if not _judges_some_element(reference[name], b):
@@ -257,7 +259,9 @@ class Judged:
     reference: dict[str, Any]
     regime: str
     draw: int
-    budgets: Budgets | None = None  # the numpy model's, when the check computed them
+    #: what the check computed that the comparison takes back: the numpy model's budgets or
+    #: the compiled judge's per-slice terms (``tolerance.compare``'s ``budgets``)
+    budgets: Any = None
 
 
 def _attempts(desc: OperatorDesc, regime: str, spec: Spec, probe: bool) -> list[tuple[str, int]]:

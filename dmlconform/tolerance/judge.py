@@ -508,9 +508,11 @@ def _element_pass(
     jp: JudgePlan,
     keep_budgets: bool,
     sample: int = 0,
+    terms: SliceTerms | None = None,
 ) -> _ElementPass:
     """The model's per-slice terms and the compiled element pass over every element, or over
-    the first ``sample`` elements in slice order (:func:`sample_budgets`)."""
+    the first ``sample`` elements in slice order (:func:`sample_budgets`). ``terms``: the
+    terms an earlier pass on these inputs with these coefficients made (not recomputed)."""
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
 
@@ -518,7 +520,7 @@ def _element_pass(
     tol = spec.operator(desc.operator).tolerance
     co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, overrides)
     u = tl.UNIT_ROUNDOFF[co.working_precision]
-    t = jp.terms(plan, inputs, co, u)
+    t = terms if terms is not None else jp.terms(plan, inputs, co, u)
     x_flat, x_sk, x_sm, shape = t.rows
     w_flat, w_sk, w_sm, _ = t.weight or t.rows
     c_dev = np.broadcast_to(np.asarray(t.c_dev, np.float64), t.e_mean.shape).copy()
@@ -569,17 +571,19 @@ def judge_normalization(
     overrides: dict[str, Any] | None,
     budget_out: np.ndarray | None = None,
     plan: JudgePlan | None = None,
+    terms: SliceTerms | None = None,
 ) -> tuple[Any, ModelTerms | None]:
     """A normalization model's comparison of the main output, compiled. Returns the
     :class:`~dmlconform.tolerance.OutputComparison` of the main output and the centred model's
     per-slice terms, which the numpy model's statistics-output budgets take (None for the
     other models: they have no statistics outputs). ``budget_out``: a float64 array of the
     output's shape that receives every budget (tests); ``plan``: the registry's judge plan
-    (:func:`plan_for` and its kind), the centred model's by default."""
+    (:func:`plan_for` and its kind), the centred model's by default; ``terms``: its per-slice
+    terms on these inputs without overrides where :func:`sample_budgets` made them."""
     from dmlconform.tolerance import judge_kernels as jk
 
     jp = plan or JudgePlan(make_plan(desc, spec), _centred_terms)
-    p = _element_pass(desc, got, ref, inputs, spec, overrides, jp, budget_out is not None)
+    p = _element_pass(desc, got, ref, inputs, spec, overrides, jp, budget_out is not None, terms=terms)
     slicing = p.terms.slicing
     if budget_out is not None:
         logical = p.store.reshape(tuple(slicing.shape[i] for i in p.terms.perm))
@@ -607,11 +611,12 @@ def sample_budgets(
     spec: Spec,
     plan: JudgePlan,
     count: int,
-) -> tuple[np.ndarray, np.ndarray, ModelTerms | None]:
+) -> tuple[np.ndarray, np.ndarray, SliceTerms]:
     """The main output's budgets at its first ``count`` elements in the kernel's slice order:
-    (their C-order flat indices, their budgets, the per-slice terms). What a question about some
-    element needs (:mod:`dmlconform.tolerance.degenerate`: is some element judged, does an answer
-    fail somewhere) without the pass over every element."""
+    (their C-order flat indices, their budgets, the per-slice terms, which the comparison of
+    the same case takes back). What a question about some element needs
+    (:mod:`dmlconform.tolerance.degenerate`: is some element judged, does an answer fail
+    somewhere) without the pass over every element."""
     ref = reference[plan.output]
     p = _element_pass(desc, ref, ref, inputs, spec, None, plan, True, sample=count)
     item_k, item_p0, item_p1 = p.items
@@ -621,7 +626,7 @@ def sample_budgets(
     kept_shape = tuple(slicing.shape[i] for i in slicing.kept_axes)
     red_shape = tuple(slicing.shape[i] for i in slicing.axes)
     at = _logical_index(ks, pos, slicing, kept_shape, red_shape)
-    return at, p.store[ks * p.n_slice + pos], p.terms.model
+    return at, p.store[ks * p.n_slice + pos], p.terms
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
