@@ -2,7 +2,8 @@
 
     python bench/bench_judge.py [--sizes 16,20,22,24] [--repeat N] [--numpy] [--cpu]
 
-For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data), BATCH_NORMALIZATION_TRAINING
+For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data; MVN1-ELU: with a fused
+SCALED_ELU), BATCH_NORMALIZATION_TRAINING
 (4 channels, batch statistics, per-channel Scale/Bias), BATCH_NORMALIZATION_TRAINING_GRAD
 (its input gradient), BATCH_NORMALIZATION_GRAD (the same with given statistics),
 BATCH_NORMALIZATION (given per-channel statistics) and
@@ -108,7 +109,15 @@ def mvn2_rms(n: int) -> dc.OperatorDesc:
         "Epsilon": 1e-5}})  # fmt: skip
 
 
-OPERATORS = {"MVN1": mvn1, "BNT": bnt, "BNTG": bntg, "BNG": bng, "BN": bn, "MVN2-RMS": mvn2_rms}
+def mvn1_elu(n: int) -> dc.OperatorDesc:
+    """MVN1 with a fused SCALED_ELU: the activation's terms (five evaluations and the
+    cancellation program per element) on top of the centred model's."""
+    return mvn1(n, {"Type": "ACTIVATION_SCALED_ELU", "Alpha": 1.5, "Gamma": 1.0})
+
+
+OPERATORS = {
+    "MVN1": mvn1, "MVN1-ELU": mvn1_elu, "BNT": bnt, "BNTG": bntg, "BNG": bng, "BN": bn, "MVN2-RMS": mvn2_rms,
+}  # fmt: skip
 
 
 CLOCK = time.perf_counter
