@@ -245,18 +245,19 @@ def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec:
         return base
     # per-slice draws are (K, 1) as before, reshaped to broadcast over each slice's elements;
     # the data is transformed in place, in its own layout (no slice-ordered copies)
-    n_slices = math.prod(slice_shape(shape, axes))
+    kept = slice_shape(shape, axes)
+    n_slices = math.prod(kept)
     m = math.prod(shape[a] for a in axes)
 
     def per_slice(values: np.ndarray) -> np.ndarray:
-        return np.reshape(values, slice_shape(shape, axes))
+        return np.reshape(values, kept)
 
     if regime == "large_offset":
         limit = KAPPA_LIMIT.get(t.data_type, 1e3)
         kappa = per_slice(limit * 10 ** rng.uniform(-1.0, 0.0, size=(n_slices, 1)))
         sign = per_slice(rng.choice([-1.0, 1.0], size=(n_slices, 1)))
         if t.data_type == "FLOAT16":
-            std = np.ones(slice_shape(shape, axes))  # offset <= 100, spacing there 0.0625
+            std = np.ones(kept)  # offset <= 100, spacing there 0.0625
         else:
             std = per_slice(10 ** rng.uniform(-2.0, 2.0, size=(n_slices, 1)))
         x = standardize_along(base, axes) if m >= 2 else base

@@ -113,6 +113,28 @@ def _as_3d(view: np.ndarray, n_kept: int, target: tuple[int, int, int] | None = 
     return None
 
 
+#: rows shorter than this (elements) are read slowly slice by slice (a channel-last tensor: rows
+#: of one element, a cache line per value), so the kernels' callers gather them first
+SHORT_ROW = 16
+
+
+def short_rows(shape: tuple[int, int, int]) -> bool:
+    """Whether (K, M, L) rows are short enough that gathering them pays."""
+    return shape[2] < SHORT_ROW and shape[1] > 1
+
+
+def contiguous_slices(view: np.ndarray, n_kept: int) -> np.ndarray:
+    """``view`` (kept dims first) copied into contiguous (K, 1, n) slices: by the compiled
+    gather (``reference/gather.py``) where it is float32 and its own rows can be addressed,
+    else by numpy."""
+    rows = _as_3d(view, n_kept)
+    if rows is not None and rows.dtype == np.float32:
+        from dmlconform.reference import gather
+
+        return gather.gather_rows(*_rows(rows), rows.shape)
+    return np.ascontiguousarray(view).reshape(math.prod(view.shape[:n_kept]), 1, -1)
+
+
 def _rows(v3: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     """A (K, M, L) view as (flat array, K stride, M stride) in elements, rows contiguous.
 
@@ -174,15 +196,9 @@ def run_plan(
     inv_perm = tuple(np.argsort(perm))
     xp = x.transpose(perm)
     n_slices = math.prod(xp.shape[: len(kept)])
-    n = plan.reduction_length
     x3 = _as_3d(xp, len(kept))
-    if x3 is None:
-        x3 = np.ascontiguousarray(xp).reshape(n_slices, 1, n)
-    elif x.size > GATHER_MIN_ELEMENTS and x3.dtype == np.float32:
-        from dmlconform.reference import gather
-
-        if gather.short_rows(x3.shape):  # channels innermost: one contiguous slice each
-            x3 = gather.gather_rows(*_rows(x3), x3.shape)
+    if x3 is None or (x.size > GATHER_MIN_ELEMENTS and x3.dtype == np.float32 and short_rows(x3.shape)):
+        x3 = contiguous_slices(xp, len(kept))
     x_flat, x_sk, x_sm = _rows(x3)
     for name in (plan.scale, plan.bias, plan.fused_add):
         if name:

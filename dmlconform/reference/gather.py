@@ -10,7 +10,8 @@ Why, measured on the stress tier (2 cores, 2^26 elements):
   slice M rows of one element, 64 elements apart. Each pass over a slice then reads a whole cache
   line per value, and a 2^26-element FLOAT16 BATCH_NORMALIZATION_TRAINING case spent 5 s per
   statistics pass and 6 s in the reference kernel. Gathering the slices into contiguous order
-  first costs one blocked copy (:func:`gather_rows`).
+  first costs one blocked copy (:func:`gather_rows`, where rows are shorter than
+  ``reference.SHORT_ROW``).
 
 Both are plain copies: the values and their order within a slice are unchanged. What changes
 is the rows' split, and with it which of the kernels' float64 lanes adds which element: rows of
@@ -26,8 +27,6 @@ from numba import njit, types
 
 from dmlconform.reference.kernels import run_chunks
 
-#: rows shorter than this (elements) are gathered before a kernel reads them slice by slice
-SHORT_ROW = 16
 #: slices copied together: their rows at one m are read together (adjacent when the slices are
 #: the innermost axis) and each slice's destination is written in order
 BLOCK = 16
@@ -88,11 +87,6 @@ def _gather(src, s_sk, s_sm, dst, m_len, l_len, k0, k1):  # type: ignore[no-unty
                 d = k * n + m * l_len
                 for j in range(l_len):
                     dst[d + j] = src[s + j]
-
-
-def short_rows(shape: tuple[int, int, int]) -> bool:
-    """Whether (K, M, L) rows are short enough that gathering them pays."""
-    return shape[2] < SHORT_ROW and shape[1] > 1
 
 
 def gather_rows(flat: np.ndarray, sk: int, sm: int, shape: tuple[int, int, int]) -> np.ndarray:

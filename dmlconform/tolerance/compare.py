@@ -400,7 +400,7 @@ def compare(
     nonfinite = any(not _all_finite(inputs[m]) for m in names if m in inputs)
     plan = None if also_inputs else _judge_plan(desc, outputs_backend, outputs_reference, inputs, spec)
     if plan is not None:
-        terms = None if budgets is None or isinstance(budgets, Budgets) else budgets
+        terms = None if isinstance(budgets, Budgets) else budgets
         main, by_member, coeffs = _compiled(
             desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, overrides, terms=terms
         )

@@ -28,7 +28,7 @@ import numpy as np
 
 from dmlconform import tolerance as tl
 from dmlconform.generation.data import resolve_branch_points
-from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows
+from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows, contiguous_slices, short_rows
 from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
@@ -80,22 +80,15 @@ Rows = tuple[np.ndarray, int, int, tuple[int, int, int]]
 def _slice_rows(arr: np.ndarray, perm: tuple[int, ...], n_kept: int, target: tuple[int, int, int] | None):
     """``arr`` (float32) as (flat, sk, sm, (K, M, L)) rows in the kernel's slice order; a copy
     only when its strides do not allow addressing it in place."""
-    from dmlconform.reference import gather
-
     view = arr.transpose(perm)
     v3 = _as_3d(view, n_kept, target)
-    if v3 is not None and not gather.short_rows(v3.shape):
-        flat, sk, sm = _rows(v3)
-        return flat, sk, sm, v3.shape
-    # rows too short to read slice by slice (channels innermost), or a split ``target`` that
-    # this tensor's strides do not allow (the input was gathered): one contiguous slice each
-    natural = v3 if v3 is not None else _as_3d(view, n_kept)
-    if natural is not None:
-        v3 = gather.gather_rows(*_rows(natural), natural.shape)
-    else:
-        v3 = np.ascontiguousarray(view).reshape(math.prod(view.shape[:n_kept]), 1, -1)
-    if target is not None and v3.shape != tuple(target):
-        v3 = v3.reshape(target)  # contiguous: any (K, M, L) split of it is rows
+    if v3 is None or short_rows(v3.shape):
+        # rows too short to read slice by slice (channels innermost), or a split ``target`` that
+        # this tensor's strides do not allow (the input was gathered): contiguous slices, which
+        # any (K, M, L) split addresses
+        v3 = contiguous_slices(view, n_kept)
+        if target is not None:
+            v3 = v3.reshape(target)
     flat, sk, sm = _rows(v3)
     return flat, sk, sm, v3.shape
 
