@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    from dmlconform.runner.heap import retain_freed_memory
+
+    retain_freed_memory()  # this process runs case after case: large blocks are reused, not refaulted
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

@@ -35,6 +35,7 @@ from pathlib import Path
 from dmlconform import kernels
 from dmlconform.generation import descs as generate
 from dmlconform.generation.data import regimes_for
+from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec, load_spec
 from dmlconform.specification.validate import validate
@@ -357,12 +358,14 @@ def _cgroup_available(root: Path = Path("/sys/fs/cgroup")) -> int | None:
 
 def available_memory() -> int | None:
     """Bytes a case may use now: ``$DMLCONFORM_MEMORY_LIMIT`` if set, else the smaller of
-    MemAvailable and the cgroup's headroom; None when unknown (then nothing is skipped)."""
+    MemAvailable and the cgroup's headroom, plus the free memory this process's heap keeps for
+    reuse (:mod:`dmlconform.runner.heap`, which both count as used); None when unknown (then
+    nothing is skipped)."""
     env = os.environ.get(MEMORY_LIMIT_ENV)
     if env:
         return _parse_bytes(env)
     known = [v for v in (_meminfo_available(), _cgroup_available()) if v is not None]
-    return min(known) if known else None
+    return min(known) + heap.retained_free_bytes() if known else None
 
 
 def _gib(b: float) -> str:
