@@ -21,7 +21,6 @@ to reuse but count as used in MemAvailable (and in a cgroup's ``memory.current``
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import cache
 from typing import Any
 
@@ -44,7 +43,7 @@ class _MallInfo2(ctypes.Structure):
 def _glibc() -> Any | None:
     """The C library when it is glibc with ``mallinfo2`` (2.33+), else None."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the process's own symbols (no library search: that spawns ldconfig)
         libc.gnu_get_libc_version  # noqa: B018 - glibc only
         libc.mallinfo2.restype = _MallInfo2
     except (OSError, AttributeError):
