@@ -70,10 +70,10 @@ def _fmin(a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def run_program(ops, consts, x):  # type: ignore[no-untyped-def]
+def run_program(ops, consts, x, stack):  # type: ignore[no-untyped-def]
     """Evaluate a spec expression compiled to postfix (:mod:`dmlconform.tolerance.judge`): 0 push
-    const, 1 push x, 2 +, 3 -, 4 *, 5 /, 6 negate, 7 abs, 8 max (NaN-propagating)."""
-    stack = np.empty(16)
+    const, 1 push x, 2 +, 3 -, 4 *, 5 /, 6 negate, 7 abs, 8 max (NaN-propagating). ``stack``: the
+    caller's (an allocation per element cost more than the program)."""
     top = 0
     for i in range(ops.size):
         op = ops[i]
@@ -446,41 +446,51 @@ BLOCK = 256
 length (L1-resident), and every running figure has one lane per block position."""
 
 # rows of the element pass's work array (judge_normalization): the block's terms, then the lanes
-W_S, W_B, W_A, W_M, W_IS, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET = range(11)
-W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2 = range(11, 19)
-W_ROWS = 19
+W_S, W_B, W_A, W_M, W_IS, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET, W_Y = range(12)
+W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2 = range(12, 20)
+W_ROWS = 20
 
 _F32_MAX = 3.4028234663852886e38
 _F16_MAX = 6.5504e4
 
 
 @njit(cache=True, error_model="numpy")
-def _activation_terms(act, y, e_y, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
+def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
                       curved_from, curvature_rtol):  # type: ignore[no-untyped-def]  # fmt: skip
-    """(e_act, slope, excluded) of one element under a fused activation (scalar: the
-    activations branch per formula). Called, not inlined: its five ``activate``s inlined into
-    each copy of the element loop made the cold compile of this module 1.3x longer (123 s
-    against 93 s on 2 busy cores), and a call costs little beside an activation."""
-    f = activate(act, y, pa, pb)
-    lo = activate(act, y - e_y, pa, pb)
-    hi = activate(act, y + e_y, pa, pb)
-    e_act = _fmax(abs(lo - f), abs(hi - f))
-    slope = (hi - lo) / (2.0 * e_y) if e_y > 0.0 else 1.0
-    jump = 0.0
-    for t in range(branch.size):
-        if abs(y - branch[t]) <= e_y:
-            side = _fmax(_fmax(abs(sides[t, 0] - f), abs(sides[t, 1] - f)), abs(sides[t, 2] - f))
-            jump = _fmax(jump, side)
-    excluded = jump > 0.0
-    if abs(e_y) < math.inf and e_y > curved_from:
-        ew = e_y / 16.0
-        near = (activate(act, y + ew, pa, pb) - activate(act, y - ew, pa, pb)) / (2.0 * ew)
-        if abs(slope - near) > curvature_rtol * _fmax(abs(slope), abs(near)):
-            excluded = True
-    e_act = _fmax(e_act, jump) + act_ulps * u * abs(f)
-    if canc_ops.size > 0:
-        e_act = e_act + canc * u * abs(run_program(canc_ops, canc_consts, y))
-    return e_act, slope, excluded
+    """A block's terms under a fused activation: from each element's value before it (row W_Y)
+    and that value's error (W_EA), the error after it (into W_EA), its slope (W_SL) and whether
+    the aggregate fit excludes it (W_EX). Scalar code (the activations branch per formula), called
+    once per block: called per element, its array arguments' reference counting and the
+    returned tuple cost more than a cheap activation (RELU's pass ran at 53 ns per element
+    against 13 without one); inlined into each copy of the element loop, its five ``activate``s
+    made the cold compile of this module 1.3x longer."""
+    stack = np.empty(16)
+    for tt in range(cnt):
+        t = np.uint64(tt)
+        y = wk[np.uint64(W_Y * BLOCK) + t]
+        e_y = wk[np.uint64(W_EA * BLOCK) + t]
+        f = activate(act, y, pa, pb)
+        lo = activate(act, y - e_y, pa, pb)
+        hi = activate(act, y + e_y, pa, pb)
+        e_act = _fmax(abs(lo - f), abs(hi - f))
+        slope = (hi - lo) / (2.0 * e_y) if e_y > 0.0 else 1.0
+        jump = 0.0
+        for b in range(branch.size):
+            if abs(y - branch[b]) <= e_y:
+                side = _fmax(_fmax(abs(sides[b, 0] - f), abs(sides[b, 1] - f)), abs(sides[b, 2] - f))
+                jump = _fmax(jump, side)
+        excluded = jump > 0.0
+        if abs(e_y) < math.inf and e_y > curved_from:
+            ew = e_y / 16.0
+            near = (activate(act, y + ew, pa, pb) - activate(act, y - ew, pa, pb)) / (2.0 * ew)
+            if abs(slope - near) > curvature_rtol * _fmax(abs(slope), abs(near)):
+                excluded = True
+        e_act = _fmax(e_act, jump) + act_ulps * u * abs(f)
+        if canc_ops.size > 0:
+            e_act = e_act + canc * u * abs(run_program(canc_ops, canc_consts, y, stack))
+        wk[np.uint64(W_EA * BLOCK) + t] = e_act
+        wk[np.uint64(W_SL * BLOCK) + t] = slope
+        wk[np.uint64(W_EX * BLOCK) + t] = 1.0 if excluded else 0.0
 
 
 @njit(cache=True, inline="always")
@@ -553,54 +563,31 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                 _fill_operand(wk, W_A * BLOCK, ad, ad_k, ad_r, ad_const, k, pb0, cnt)
                 _fill_operand(wk, W_M * BLOCK, mo, mo_k, mo_r, mo_const, k, pb0, cnt)
                 _fill_operand(wk, W_IS * BLOCK, iv, iv_k, iv_r, iv_const, k, pb0, cnt)
-                if has_act:
-                    for tt in range(cnt):
-                        t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
-                        s = wk[np.uint64(W_S * BLOCK) + t]
-                        b = wk[np.uint64(W_B * BLOCK) + t]
-                        a = wk[np.uint64(W_A * BLOCK) + t]
-                        mean = wk[np.uint64(W_M * BLOCK) + t]
-                        inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
-                        xv = np.float64(x[xb + t])
-                        xc = xv - mean
-                        z = xc * inv_sd
-                        dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
-                        e_w = c_w * abs(np.float64(weight[wb + t])) if c_w != 0.0 else 0.0
-                        e_dev = c_dev * dev if c_dev != 0.0 else 0.0
-                        e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
-                        y = s * z + b + a
-                        e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
-                        if has_ceiling:
-                            e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
-                            e_y = _fmin(
-                                e_y, ceiling * (abs(s) * _fmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
-                            )
-                        e_act, slope, excluded = _activation_terms(
-                            act, y, e_y, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
-                            curved_from, curvature_rtol,
-                        )  # fmt: skip
-                        wk[np.uint64(W_EA * BLOCK) + t] = e_act
-                        wk[np.uint64(W_SL * BLOCK) + t] = slope
-                        wk[np.uint64(W_EX * BLOCK) + t] = 1.0 if excluded else 0.0
-                else:  # e_act = e_y (vectorized)
-                    for tt in range(cnt):
-                        t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
-                        s = wk[np.uint64(W_S * BLOCK) + t]
-                        b = wk[np.uint64(W_B * BLOCK) + t]
-                        a = wk[np.uint64(W_A * BLOCK) + t]
-                        mean = wk[np.uint64(W_M * BLOCK) + t]
-                        inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
-                        xv = np.float64(x[xb + t])
-                        xc = xv - mean
-                        z = xc * inv_sd
-                        dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
-                        e_w = c_w * abs(np.float64(weight[wb + t])) if c_w != 0.0 else 0.0
-                        e_dev = c_dev * dev if c_dev != 0.0 else 0.0
-                        e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
-                        e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
-                        e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
-                        cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
-                        wk[np.uint64(W_EA * BLOCK) + t] = _vmin(e_y, cap) if has_ceiling else e_y
+                # e_y, the error before a fused activation, into W_EA, and y into W_Y (vectorized)
+                for tt in range(cnt):
+                    t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
+                    s = wk[np.uint64(W_S * BLOCK) + t]
+                    b = wk[np.uint64(W_B * BLOCK) + t]
+                    a = wk[np.uint64(W_A * BLOCK) + t]
+                    mean = wk[np.uint64(W_M * BLOCK) + t]
+                    inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
+                    xv = np.float64(x[xb + t])
+                    xc = xv - mean
+                    z = xc * inv_sd
+                    dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
+                    e_w = c_w * abs(np.float64(weight[wb + t])) if c_w != 0.0 else 0.0
+                    e_dev = c_dev * dev if c_dev != 0.0 else 0.0
+                    e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
+                    e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
+                    e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
+                    cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
+                    wk[np.uint64(W_EA * BLOCK) + t] = _vmin(e_y, cap) if has_ceiling else e_y
+                    wk[np.uint64(W_Y * BLOCK) + t] = s * z + b + a
+                if has_act:  # e_act, slope and exclusion from y and e_y
+                    _activation_block(
+                        wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
+                        curved_from, curvature_rtol,
+                    )  # fmt: skip
                 # the branch-free part: budget, comparison, running figures
                 top_bits = np.int64(-1)
                 for tt in range(cnt):
