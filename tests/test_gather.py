@@ -1,6 +1,6 @@
 """Large tensors into the kernels' fast form (``dmlconform.reference.gather``): FLOAT16 widened by
-table, short rows gathered into contiguous slices. Both are copies, so they are held to numpy's
-own copies bit for bit; and a channel-last tensor, which they exist for, still gets the
+table, short rows gathered into contiguous slices, float64 results narrowed to FLOAT16. Each is
+held to numpy's own copy or cast bit for bit; and a channel-last tensor, which they exist for, still gets the
 reference's accuracy and the numpy model's budgets."""
 
 from __future__ import annotations
@@ -31,6 +31,67 @@ def test_widening_keeps_shape_values_and_layout_of_a_transposed_array(axes) -> N
     assert got.shape == h.shape
     assert np.array_equal(got, h.astype(np.float32))
     assert np.argsort(got.strides).tolist() == np.argsort(h.strides).tolist()
+
+
+def _narrowing_cases() -> np.ndarray:
+    """Doubles where a float16 rounding can go wrong: every float16, the midpoints between
+    neighbours and the doubles either side of them (ties go to even), the overflow and
+    subnormal boundaries, NaNs with random payloads of both signs, and random magnitudes over
+    the whole range."""
+    rng = np.random.default_rng(7)
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float64)
+    finite = np.unique(every[np.isfinite(every)])
+    mid = (finite[1:] + finite[:-1]) / 2
+    edges = [65504.0, np.nextafter(65520.0, 0.0), 65520.0, 65536.0, 1e300, np.inf, 0.0, 5e-324,
+             2.0**-25, np.nextafter(2.0**-25, 1.0), 1.5 * 2.0**-24, 2.0**-14, np.nextafter(2.0**-14, 0.0)]  # fmt: skip
+    nan_bits = rng.integers(0x7FF0000000000001, 0x7FFFFFFFFFFFFFFF, 512, dtype=np.uint64)
+    nan_bits[:2] = 0x7FF0000000000001, 0x7FF0000000000400  # payloads below what float16 keeps
+    parts = [every, mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf), np.array(edges),
+             nan_bits.view(np.float64), rng.standard_normal(1 << 16) * 10.0 ** rng.uniform(-12, 6, 1 << 16)]  # fmt: skip
+    x = np.concatenate(parts)
+    return np.concatenate([x, -x])
+
+
+def test_narrowing_rounds_every_hard_case_as_numpy_does() -> None:
+    x = _narrowing_cases()
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x.astype(np.float16)
+    got = gather.narrow_half(x)
+    assert got.dtype == np.float16
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("layout", ["c", "transposed", "strided"])
+@pytest.mark.parametrize("into", [None, "c", "fortran"])
+def test_narrowing_keeps_shape_and_writes_into_a_given_array(layout, into) -> None:
+    x = np.random.default_rng(2).standard_normal((16, 30, 7)) * 300.0
+    src = {"c": x, "transposed": x.transpose(2, 0, 1), "strided": x[:, ::2]}[layout]
+    out = {
+        None: None,
+        "c": np.empty(src.shape, np.float16),
+        "fortran": np.empty(src.shape, np.float16, order="F"),
+    }[into]
+    got = gather.narrow_half(src, out)
+    assert got.shape == src.shape
+    assert np.array_equal(got.view(np.uint16), src.astype(np.float16).view(np.uint16))
+    if out is not None:
+        assert got is out
+
+
+def test_the_reference_narrows_large_float16_outputs_as_numpy_does() -> None:
+    """A FLOAT16 output past the compiled threshold, fresh and into a preallocated array: the
+    float64 result rounded once, as ``astype`` rounds it."""
+    n = 2 * reference.GATHER_MIN_ELEMENTS
+    t = {"DataType": "FLOAT16", "Sizes": [2, n // 2]}
+    desc = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": {
+        "InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True,
+        "FusedActivation": {"Type": "ACTIVATION_ELU", "Alpha": 0.5}}})  # fmt: skip
+    inputs = data.make_inputs(desc, "large_offset", seed=3)
+    wide = dc.execute(desc, inputs, float64=True)["OutputTensor"]
+    want = wide.astype(np.float16).view(np.uint16)
+    assert np.array_equal(dc.execute(desc, inputs)["OutputTensor"].view(np.uint16), want)
+    out = {"OutputTensor": np.empty(t["Sizes"], np.float16)}
+    assert np.array_equal(dc.execute(desc, inputs, out=out)["OutputTensor"].view(np.uint16), want)
 
 
 @settings(max_examples=80, deadline=None)

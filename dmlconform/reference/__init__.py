@@ -243,18 +243,28 @@ def run_plan(
         mean,
         var,
     )
-    # float64 -> float16 in one correctly rounded step; beyond 65504 that is inf, as DirectML's
-    # FLOAT16 output holds it (expected, so no overflow warning)
-    with np.errstate(over="ignore"):
-        if out is not None and result is not out:
-            np.copyto(out, result, casting="same_kind")
-            result = out
-        elif result.dtype != out_dtype:
-            result = result.astype(out_dtype)
+    if (out is not None and result is not out) or result.dtype != out_dtype:
+        result = rounded(result, out_dtype, out)
     kept_shape = tuple(plan.shape[i] for i in kept)
     stat = mean.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
     vstat = var.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
     return result, stat, vstat
+
+
+def rounded(values: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+    """``values`` in ``dtype``, into ``out`` where given: float64 -> float16 in one correctly
+    rounded step (compiled and on the thread pool for large arrays: :func:`gather.narrow_half`);
+    beyond 65504 that is inf, as DirectML's FLOAT16 output holds it (expected, so no overflow
+    warning)."""
+    if np.dtype(dtype) == np.float16 and values.dtype == np.float64 and values.size > GATHER_MIN_ELEMENTS:
+        from dmlconform.reference.gather import narrow_half
+
+        return narrow_half(values, out)
+    with np.errstate(over="ignore"):
+        if out is None:
+            return values.astype(dtype)
+        np.copyto(out, values, casting="same_kind")
+        return out
 
 
 def _stat_output(name: str, tensor: TensorDesc, values: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -34,6 +34,7 @@ from dmlconform.reference import (
     _input_array,
     _out_array,
     output_dtype,
+    rounded,
 )
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import _activate_all
@@ -159,11 +160,6 @@ def execute(
                 f"{name}: Sizes {list(tensor.sizes)} do not hold the result's {list(np.shape(v))}"
             )
         dtype = np.dtype(np.float64) if float64 else output_dtype(tensor, spec)
-        with np.errstate(over="ignore"):  # FLOAT16 overflow rounds to inf, as it must
-            r = np.asarray(v, dtype=np.float64).astype(dtype)
-        if name in out:
-            dst = _out_array(name, out[name], tuple(tensor.sizes), dtype)
-            np.copyto(dst, r)
-            r = dst
-        result[name] = r
+        dst = _out_array(name, out[name], tuple(tensor.sizes), dtype) if name in out else None
+        result[name] = rounded(np.asarray(v, dtype=np.float64), dtype, dst)
     return result
