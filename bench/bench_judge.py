@@ -2,8 +2,8 @@
 
     python bench/bench_judge.py [--sizes 16,20,22,24] [--repeat N] [--numpy] [--cpu]
 
-For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data; MVN1-ELU: with a fused
-SCALED_ELU), BATCH_NORMALIZATION_TRAINING
+For MEAN_VARIANCE_NORMALIZATION1 (one slice of n, large_offset data; MVN1-ELU, -RELU, -GELU: with
+a fused SCALED_ELU, RELU, GELU), BATCH_NORMALIZATION_TRAINING
 (4 channels, batch statistics, per-channel Scale/Bias), BATCH_NORMALIZATION_TRAINING_GRAD
 (its input gradient), BATCH_NORMALIZATION_GRAD (the same with given statistics),
 BATCH_NORMALIZATION (given per-channel statistics) and
@@ -115,8 +115,19 @@ def mvn1_elu(n: int) -> dc.OperatorDesc:
     return mvn1(n, {"Type": "ACTIVATION_SCALED_ELU", "Alpha": 1.5, "Gamma": 1.0})
 
 
+def mvn1_relu(n: int) -> dc.OperatorDesc:
+    """MVN1 with a fused RELU: the cost of the activation's terms themselves (a cheap formula)."""
+    return mvn1(n, {"Type": "ACTIVATION_RELU"})
+
+
+def mvn1_gelu(n: int) -> dc.OperatorDesc:
+    """MVN1 with a fused GELU (erfc in the reference and the judge)."""
+    return mvn1(n, {"Type": "ACTIVATION_GELU"})
+
+
 OPERATORS = {
-    "MVN1": mvn1, "MVN1-ELU": mvn1_elu, "BNT": bnt, "BNTG": bntg, "BNG": bng, "BN": bn, "MVN2-RMS": mvn2_rms,
+    "MVN1": mvn1, "MVN1-ELU": mvn1_elu, "MVN1-RELU": mvn1_relu, "MVN1-GELU": mvn1_gelu, "BNT": bnt, "BNTG": bntg,
+    "BNG": bng, "BN": bn, "MVN2-RMS": mvn2_rms,
 }  # fmt: skip
 
 
