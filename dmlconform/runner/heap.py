@@ -16,7 +16,9 @@ one case frees, the next reuses. And it keeps one arena (``M_ARENA_MAX`` 1): a b
 on a thread of its own (the guard's timeout) and the kernels on the pool's, and on a thread's
 arena glibc maps a block larger than the arena's 64 MiB heap on its own whatever ``M_MMAP_MAX``
 says, and unmaps it when freed. Measured on the stress tier of MVN1 FLOAT32 (186 cases): 87.4 s
-(24.6 s system time, peak 4.4 GiB) with per-thread arenas, 72.7 s (8 s, 3.5 GiB) with one. A library caller's process is left as it is; this is the CLI's
+(24.6 s system time, peak 4.4 GiB) with per-thread arenas, 72.7 s (8 s, 3.5 GiB) with one; the
+whole tier, with the reference's FLOAT16 narrowing in the same step: 22:19 (322 s system) ->
+15:52 (13 s, peak 5.05 GiB). A library caller's process is left as it is; this is the CLI's
 choice. Only glibc has ``mallopt`` and ``mallinfo2``; elsewhere nothing changes.
 
 What a retained heap changes for the memory check: the free bytes it holds are this process's
