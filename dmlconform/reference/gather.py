@@ -154,7 +154,8 @@ def narrow_half(src: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     target = out.transpose(order) if direct else np.empty(a.shape, np.float16)
     flat, bits = a.reshape(-1), target.reshape(-1).view(np.uint16)
     run_chunks(flat.size, flat.size, lambda i0, i1: _narrow(flat, bits, i0, i1))
-    if out is not None and not direct:
+    if out is None:
+        return target.transpose(back)
+    if not direct:
         out[...] = target.transpose(back)
-        return out
-    return out if direct else target.transpose(back)
+    return out
