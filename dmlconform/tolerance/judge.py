@@ -10,7 +10,8 @@ cases and every stress shape), and the per-slice terms (growth, statistics error
 model's own functions applied to the kernels' per-slice statistics.
 
 Memory: beyond the inputs and outputs, a compare holds the per-slice arrays, the distinct-count
-scratch of one slice per thread (8 bytes per element of the slice), float32 copies of FLOAT16
+scratch of one slice per thread, or of one long slice (:mod:`dmlconform.tolerance.long_slices`)
+at a time (8 bytes per element of the slice), float32 copies of FLOAT16
 outputs and inputs (4 bytes per element each), float64 tables of the operands with their
 broadcast indices (16 bytes per element for an operand as large as the input) and copies of
 arrays whose rows the kernel cannot address in place (a layout no reference output has).
@@ -121,21 +122,27 @@ def slice_statistics(
     and variance only (the spread and the repetition NaN)."""
     from dmlconform.reference.kernels import run_chunks
     from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance import long_slices
 
-    (flat, sk, sm, shape), perm, half = input_rows(plan, x)
+    rows, perm, half = input_rows(plan, x)
+    flat, sk, sm, shape = rows
     k_len, m_len, l_len = shape
     mean, var, sqstd, distinct = (np.empty(k_len) for _ in range(4))
     bits = flat.view(np.int32)
+    # long slices: their moments here, the rest part by part on every thread
+    by_parts = not moments_only and long_slices.is_long(shape)
 
     def call(k0: int, k1: int) -> None:
         jk.slice_statistics(
-            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only,
+            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only or by_parts,
             mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1],
         )  # fmt: skip
 
     run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_kernels)
+    if by_parts:
+        long_slices.fill_long_slices(rows, half, mean, var, sqstd, distinct)
     n = m_len * l_len
-    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), (flat, sk, sm, shape), perm
+    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), rows, perm
 
 
 @dataclass(frozen=True)

@@ -253,13 +253,17 @@ def _count_distinct(keys, nk, lo, hi, tmp, bitmap):  # type: ignore[no-untyped-d
         tmp[fill[b]] = keys[i]
         fill[b] += 1
     mask = (np.int64(1) << BUCKET_BITS) - 1
+    words = np.int64(1) << (BUCKET_BITS - 6)
     count = 0
     for b in range(n_buckets):
         for i in range(starts[b], starts[b + 1]):
             off = (np.int64(tmp[i]) - np.int64(lo)) & mask
             count += _mark(bitmap, off >> 6, np.uint64(1) << np.uint64(off & 63))
-        for i in range(starts[b], starts[b + 1]):
-            bitmap[((np.int64(tmp[i]) - np.int64(lo)) & mask) >> 6] = 0
+        if starts[b + 1] - starts[b] > words:  # a dense bucket: clearing each key's word costs more
+            bitmap[:words] = 0
+        else:
+            for i in range(starts[b], starts[b + 1]):
+                bitmap[((np.int64(tmp[i]) - np.int64(lo)) & mask) >> 6] = 0
     return count
 
 

@@ -1,0 +1,303 @@
+"""The spread and the distinct count of a long slice, on every thread.
+
+Why: :func:`dmlconform.tolerance.judge_kernels.slice_statistics` computes a slice on one thread,
+which is right when a case has many slices (the pool runs slices side by side) and leaves the
+other threads idle when it has few long ones: MVN1 over 2^22 elements spent 7 ms on one thread
+in these statistics against the element pass's 15 ms on two, and 26 ms on data whose 2^22 values
+are nearly all distinct (the bucketed count: 20 ms of it).
+
+Here a long slice is cut into parts of :data:`PART` elements (slice order), and each step runs
+over the parts or the buckets on the thread pool:
+
+1. per part: the lane sums of the squared deviations' spread, each value's ordinal key (the
+   same key as the one-thread kernel: :func:`judge_kernels._ordinal32`/``_ordinal16``), and the
+   range and non-finite count of the part's keys;
+2. the distinct count of the finite keys (non-finite keys lie outside the finite keys' range, so
+   a range test leaves them out without a compaction): keys spanning at most 2^DIRECT_BITS
+   values mark one bitmap per thread, merged by OR and counted; wider ones are partitioned by
+   their high bits (a histogram per part, offsets per bucket and part, a scatter per part) and
+   each thread counts a run of buckets with a bitmap of its own.
+
+What stays exact and reproducible: the count is an integer, the same however the work is
+split; the spread's sum is a sum of per-part sums in part order, and the parts depend on the
+slice's length only, never on the thread count. The one-thread kernel's ``(K, M, L)``
+addressing of the input is kept: element ``p`` of slice ``k`` is ``x[k sk + (p // L) sm + p % L]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+
+from dmlconform.reference import kernels as rk
+from dmlconform.reference.kernels import LANES, _lane_total, run_chunks
+from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _mark, _ordinal16, _ordinal32
+
+PART = 1 << 18
+"""Elements of a slice per part: the unit of parallel work and of the spread's partial sums."""
+
+LONG_SLICE = 2 * PART
+"""Slices of at least this many elements are computed here, part by part ..."""
+
+MAX_SLICES = 3
+"""... in a case of at most this many slices. With more, the one-thread kernel computing slices
+side by side keeps two threads as busy without the parts' steps (BNT's 4 slices of 2^20: 4.7-5.3
+ms that way, 7.7 ms part by part). A fixed number, not the thread count: which path computes a
+slice decides the last bits of its spread, and those must not depend on the machine."""
+
+_ro_f4 = types.Array(types.float32, 1, "C", readonly=True)
+_ro_i4 = types.Array(types.int32, 1, "C", readonly=True)
+_u4 = types.Array(types.uint32, 1, "C")
+_ro_u4 = types.Array(types.uint32, 1, "C", readonly=True)
+_i8 = types.Array(types.int64, 1, "C")
+_ro_i8 = types.Array(types.int64, 1, "C", readonly=True)
+_f8 = types.Array(types.float64, 1, "C")
+_u8 = types.Array(types.uint64, 1, "C")
+_i8_2d = types.Array(types.int64, 2, "C")
+_u8_2d = types.Array(types.uint64, 2, "C")
+
+
+@njit(
+    types.void(
+        _ro_f4, _ro_i4, types.int64, types.int64, types.int64, types.int64, types.int64, types.float64,
+        types.float64, types.boolean, types.int64, types.int64, _u4, _f8, _i8, _i8, _i8,
+    ),
+    cache=True,
+    nogil=True,
+    error_model="numpy",
+)  # fmt: skip
+def part_statistics(
+    x, x_bits, x_sk, x_sm, k, n, l_len, mean, var, half, p0, p1, keys, spread_o, lo_o, hi_o, nonfinite_o
+):  # type: ignore[no-untyped-def]
+    """Parts [p0, p1) of slice ``k`` (``n`` elements, rows of ``l_len``): the sum of
+    ((x - mean)^2 - var)^2 (lane sums, combined by the reference's pairwise tree), each value's
+    key into ``keys`` at its slice position, and the smallest and largest finite key and the
+    number of non-finite values, per part."""
+    acc = np.zeros(LANES)
+    for p in range(p0, p1):
+        acc[:] = 0.0
+        lo = np.int64(0xFFFFFFFF)
+        hi = np.int64(0)
+        nonfinite = np.int64(0)
+        e0 = p * PART
+        e1 = min(e0 + PART, n)
+        for m in range(e0 // l_len, (e1 - 1) // l_len + 1):
+            j0 = max(e0 - m * l_len, 0)
+            j1 = min(e1 - m * l_len, l_len)
+            start = k * x_sk + m * x_sm
+            row = x[start + j0 : start + j1]
+            row_bits = x_bits[start + j0 : start + j1]
+            length = j1 - j0
+            nb = length // LANES
+            for blk in range(nb):
+                for j in range(LANES):
+                    d = np.float64(row[blk * LANES + j]) - mean
+                    q = d * d - var
+                    acc[j] += q * q
+            for j in range(nb * LANES, length):
+                d = np.float64(row[j]) - mean
+                q = d * d - var
+                acc[j - nb * LANES] += q * q
+            base = np.uint64(m * l_len + j0)
+            for j in range(length):
+                v = row[j]
+                key = (_ordinal16(row_bits[j]) if half else _ordinal32(row_bits[j])) + 2147483648
+                keys[base + np.uint64(j)] = np.uint32(key)
+                finite = abs(v) < np.float32(math.inf)
+                nonfinite += np.int64(not finite)
+                lo = min(lo, key) if finite else lo
+                hi = max(hi, key) if finite else hi
+        spread_o[p - p0] = _lane_total(acc)
+        lo_o[p - p0] = lo
+        hi_o[p - p0] = hi
+        nonfinite_o[p - p0] = nonfinite
+
+
+@njit(types.void(_ro_u4, types.int64, types.int64, types.int64, types.int64, _u8), cache=True, nogil=True)
+def mark_keys(keys, i0, i1, lo, span, bitmap):  # type: ignore[no-untyped-def]
+    """Set the bit of each key of ``keys[i0:i1]`` in [lo, lo + span) (the others are the
+    non-finite values')."""
+    for i in range(i0, i1):
+        off = np.int64(keys[i]) - lo
+        if np.uint64(off) < np.uint64(span):
+            bitmap[np.uint64(off >> 6)] |= np.uint64(1) << np.uint64(off & 63)
+
+
+@njit(cache=True, inline="always")
+def _popcount(v):  # type: ignore[no-untyped-def]
+    v = v - ((v >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((v * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(types.int64(_u8_2d, types.int64), cache=True, nogil=True)
+def count_marked(bitmaps, words):  # type: ignore[no-untyped-def]
+    """The bits set in any row of ``bitmaps[:, :words]``."""
+    count = np.int64(0)
+    for w in range(words):
+        v = np.uint64(0)
+        for r in range(bitmaps.shape[0]):
+            v |= bitmaps[r, w]
+        count += _popcount(v)
+    return count
+
+
+@njit(
+    types.void(_ro_u4, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, _i8_2d),
+    cache=True,
+    nogil=True,
+)
+def bucket_histogram(keys, n, p0, p1, lo, span, shift, hist):  # type: ignore[no-untyped-def]
+    """Row ``p - p0`` of ``hist``: how many finite keys of part p fall in each bucket ((key - lo)
+    >> shift)."""
+    for p in range(p0, p1):
+        row = hist[p - p0]
+        for i in range(p * PART, min((p + 1) * PART, n)):
+            off = np.int64(keys[i]) - lo
+            if np.uint64(off) < np.uint64(span):
+                row[np.uint64(off >> shift)] += 1
+
+
+@njit(
+    types.void(
+        _ro_u4, types.int64, types.int64, types.int64, types.int64, types.int64, types.int64, _i8_2d, _u4
+    ),
+    cache=True,
+    nogil=True,
+)
+def bucket_scatter(keys, n, p0, p1, lo, span, shift, fill, out):  # type: ignore[no-untyped-def]
+    """Each finite key of parts [p0, p1) to ``out`` at its bucket's next slot for its part
+    (``fill[p - p0]``: where the part's keys of each bucket start; advanced as they are
+    written)."""
+    for p in range(p0, p1):
+        row = fill[p - p0]
+        for i in range(p * PART, min((p + 1) * PART, n)):
+            off = np.int64(keys[i]) - lo
+            if np.uint64(off) < np.uint64(span):
+                b = np.uint64(off >> shift)
+                out[row[b]] = keys[i]
+                row[b] += 1
+
+
+@njit(
+    types.void(_ro_u4, _ro_i8, types.int64, types.int64, types.int64, _u8, _i8, types.int64),
+    cache=True,
+    nogil=True,
+)
+def count_buckets(keys, starts, b0, b1, lo, bitmap, count_o, at):  # type: ignore[no-untyped-def]
+    """``count_o[at]``: the distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:
+    starts[b + 1]]``), counted on ``bitmap`` (2^BUCKET_BITS bits, clear; left clear: word by
+    word of each key, or whole for a bucket of more keys than the bitmap has words)."""
+    mask = (np.int64(1) << BUCKET_BITS) - 1
+    count = np.int64(0)
+    for b in range(b0, b1):
+        for i in range(starts[b], starts[b + 1]):
+            off = (np.int64(keys[i]) - lo) & mask
+            count += _mark(bitmap, off >> 6, np.uint64(1) << np.uint64(off & 63))
+        if starts[b + 1] - starts[b] > bitmap.size:
+            bitmap[:] = 0
+        else:
+            for i in range(starts[b], starts[b + 1]):
+                bitmap[np.uint64(((np.int64(keys[i]) - lo) & mask) >> 6)] = 0
+    count_o[at] = count
+
+
+def _parts(n: int) -> int:
+    return -(-n // PART)
+
+
+def _distinct_direct(keys: np.ndarray, lo: int, span: int) -> int:
+    """The distinct count of keys in [lo, lo + span) with one bitmap per thread."""
+    words = (span >> 6) + 1
+    bitmaps = np.zeros((max(rk.THREADS, 1), words), np.uint64)
+    bounds = np.linspace(0, keys.size, bitmaps.shape[0] + 1).astype(np.int64)
+
+    def call(r0: int, r1: int) -> None:
+        for r in range(r0, r1):
+            mark_keys(keys, int(bounds[r]), int(bounds[r + 1]), lo, span, bitmaps[r])
+
+    run_chunks(bitmaps.shape[0], keys.size, call)
+    return int(count_marked(bitmaps, words))
+
+
+def _distinct_bucketed(keys: np.ndarray, n: int, lo: int, span: int) -> int:
+    """The distinct count of keys in [lo, lo + span), partitioned into buckets of 2^BUCKET_BITS
+    values by a parallel counting sort, the buckets counted on every thread."""
+    parts = _parts(n)
+    n_buckets = ((span - 1) >> BUCKET_BITS) + 1
+    hist = np.zeros((parts, n_buckets), np.int64)
+    run_chunks(parts, n, lambda p0, p1: bucket_histogram(keys, n, p0, p1, lo, span, BUCKET_BITS, hist[p0:p1]))
+    starts = np.zeros(n_buckets + 1, np.int64)
+    np.cumsum(hist.sum(axis=0), out=starts[1:])
+    # bucket by bucket, the keys of part p after those of the parts before it
+    fill = starts[:-1] + np.cumsum(hist, axis=0) - hist
+    sorted_keys = np.empty(int(starts[-1]), np.uint32)
+    run_chunks(
+        parts,
+        n,
+        lambda p0, p1: bucket_scatter(keys, n, p0, p1, lo, span, BUCKET_BITS, fill[p0:p1], sorted_keys),
+    )
+    # runs of buckets holding about equal numbers of keys, one per thread
+    runs = max(rk.THREADS, 1)
+    cuts = np.searchsorted(starts, np.linspace(0, starts[-1], runs + 1), side="left")
+    cuts[0], cuts[-1] = 0, n_buckets
+    counts = np.zeros(runs, np.int64)
+
+    def call(r0: int, r1: int) -> None:
+        bitmap = np.zeros(1 << (BUCKET_BITS - 6), np.uint64)
+        for r in range(r0, r1):
+            count_buckets(sorted_keys, starts, int(cuts[r]), int(cuts[r + 1]), lo, bitmap, counts, r)
+
+    run_chunks(runs, n, call)
+    return int(counts.sum())
+
+
+def long_slice_statistics(
+    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, k: int, mean: float, var: float
+) -> tuple[float, float]:
+    """Slice ``k``'s spread of the squared deviations and its number of distinct values (NaN
+    and inf each count as distinct, -0 == +0), given its mean and variance: the same figures as
+    the one-thread kernel (:func:`dmlconform.tolerance.judge_kernels.slice_statistics`)."""
+    flat, sk, sm, (_, m_len, l_len) = rows
+    n = m_len * l_len
+    parts = _parts(n)
+    keys = np.empty(n, np.uint32)
+    spread = np.empty(parts)
+    lo, hi, nonfinite = (np.empty(parts, np.int64) for _ in range(3))
+    bits = flat.view(np.int32)
+
+    def call(p0: int, p1: int) -> None:
+        part_statistics(
+            flat, bits, sk, sm, k, n, l_len, mean, var, half, p0, p1, keys,
+            spread[p0:p1], lo[p0:p1], hi[p0:p1], nonfinite[p0:p1],
+        )  # fmt: skip
+
+    run_chunks(parts, n, call)
+    sqstd = math.sqrt(float(np.sum(spread)) / n)
+    finite_lo, finite_hi, n_nonfinite = int(lo.min()), int(hi.max()), int(nonfinite.sum())
+    if n_nonfinite == n:
+        return sqstd, float(n_nonfinite)
+    span = finite_hi - finite_lo + 1
+    if span <= (1 << DIRECT_BITS):
+        distinct = _distinct_direct(keys, finite_lo, span)
+    else:
+        distinct = _distinct_bucketed(keys, n, finite_lo, span)
+    return sqstd, float(distinct + n_nonfinite)
+
+
+def is_long(shape: tuple[int, int, int]) -> bool:
+    """Whether the slices of a (K, M, L) case are computed part by part."""
+    return shape[0] <= MAX_SLICES and shape[1] * shape[2] >= LONG_SLICE
+
+
+def fill_long_slices(
+    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, mean: np.ndarray, var: np.ndarray,
+    sqstd: np.ndarray, distinct: np.ndarray,
+) -> None:  # fmt: skip
+    """Every slice's spread and distinct count into ``sqstd`` and ``distinct``, from their means
+    and variances."""
+    for k in range(rows[3][0]):
+        sqstd[k], distinct[k] = long_slice_statistics(rows, half, k, float(mean[k]), float(var[k]))
