@@ -267,6 +267,33 @@ def _count_distinct(keys, nk, lo, hi, tmp, bitmap):  # type: ignore[no-untyped-d
     return count
 
 
+@njit(cache=True, inline="always")
+def _spread_and_keys(row, row_bits, mean, var, half, acc, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]
+    """Add a row's ((x - mean)^2 - var)^2 into the lanes ``acc`` (lane j % LANES: LLVM vectorizes
+    the block loops), write each value's ordinal key (branch-free) to ``keys[base + j]``, and
+    return the running smallest and largest finite key and non-finite count."""
+    length = row.size
+    nb = length // LANES
+    for blk in range(nb):
+        for j in range(LANES):
+            d = np.float64(row[blk * LANES + j]) - mean
+            q = d * d - var
+            acc[j] += q * q
+    for j in range(nb * LANES, length):
+        d = np.float64(row[j]) - mean
+        q = d * d - var
+        acc[j - nb * LANES] += q * q
+    for j in range(length):
+        v = row[j]
+        key = (_ordinal16(row_bits[j]) if half else _ordinal32(row_bits[j])) + 2147483648
+        keys[np.uint64(base + j)] = np.uint32(key)
+        finite = abs(v) < np.float32(math.inf)
+        nonfinite += np.int64(not finite)
+        lo = min(lo, key) if finite else lo
+        hi = max(hi, key) if finite else hi
+    return lo, hi, nonfinite
+
+
 def _sig(*kinds: str):  # type: ignore[no-untyped-def]
     """An explicit signature from short codes (one specialization whatever the caller passes:
     read-only or not, any layout): f4/f8/i4/i8/b1 scalars, ``f4[]`` read-only 1-D arrays,
@@ -339,32 +366,13 @@ def slice_statistics(
         acc[:] = 0.0
         lo = np.int64(0xFFFFFFFF)
         hi = np.int64(0)
-        nonfinite = 0
+        nonfinite = np.int64(0)
         for m in range(m_len):
             start = k * x_sk + m * x_sm
-            row = x[start : start + l_len]
-            row_bits = x_bits[start : start + l_len]
-            # LANES at a time, lane j % LANES as before: LLVM vectorizes the block loops
-            nb = l_len // LANES
-            for blk in range(nb):
-                for j in range(LANES):
-                    d = np.float64(row[blk * LANES + j]) - mean
-                    q = d * d - var
-                    acc[j] += q * q
-            for j in range(nb * LANES, l_len):
-                d = np.float64(row[j]) - mean
-                q = d * d - var
-                acc[j - nb * LANES] += q * q
-            # every value's ordinal key (branch-free), their range and the non-finite count
-            base = m * l_len
-            for j in range(l_len):
-                v = row[j]
-                key = (_ordinal16(row_bits[j]) if half else _ordinal32(row_bits[j])) + 2147483648
-                keys[np.uint64(base + j)] = np.uint32(key)
-                finite = abs(v) < np.float32(math.inf)
-                nonfinite += np.int64(not finite)
-                lo = min(lo, key) if finite else lo
-                hi = max(hi, key) if finite else hi
+            lo, hi, nonfinite = _spread_and_keys(
+                x[start : start + l_len], x_bits[start : start + l_len], mean, var, half, acc, keys, m * l_len,
+                lo, hi, nonfinite,
+            )  # fmt: skip
         nk = n
         if nonfinite > 0:  # NaN and inf each count as distinct: leave them out of the keys
             nk = 0

@@ -33,7 +33,7 @@ from numba import njit, types
 
 from dmlconform.reference import kernels as rk
 from dmlconform.reference.kernels import LANES, _lane_total, run_chunks
-from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _mark, _ordinal16, _ordinal32
+from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _mark, _spread_and_keys
 
 PART = 1 << 18
 """Elements of a slice per part: the unit of parallel work and of the spread's partial sums."""
@@ -86,29 +86,11 @@ def part_statistics(
         for m in range(e0 // l_len, (e1 - 1) // l_len + 1):
             j0 = max(e0 - m * l_len, 0)
             j1 = min(e1 - m * l_len, l_len)
-            start = k * x_sk + m * x_sm
-            row = x[start + j0 : start + j1]
-            row_bits = x_bits[start + j0 : start + j1]
-            length = j1 - j0
-            nb = length // LANES
-            for blk in range(nb):
-                for j in range(LANES):
-                    d = np.float64(row[blk * LANES + j]) - mean
-                    q = d * d - var
-                    acc[j] += q * q
-            for j in range(nb * LANES, length):
-                d = np.float64(row[j]) - mean
-                q = d * d - var
-                acc[j - nb * LANES] += q * q
-            base = np.uint64(m * l_len + j0)
-            for j in range(length):
-                v = row[j]
-                key = (_ordinal16(row_bits[j]) if half else _ordinal32(row_bits[j])) + 2147483648
-                keys[base + np.uint64(j)] = np.uint32(key)
-                finite = abs(v) < np.float32(math.inf)
-                nonfinite += np.int64(not finite)
-                lo = min(lo, key) if finite else lo
-                hi = max(hi, key) if finite else hi
+            start = k * x_sk + m * x_sm + j0
+            lo, hi, nonfinite = _spread_and_keys(
+                x[start : start + j1 - j0], x_bits[start : start + j1 - j0], mean, var, half, acc, keys,
+                m * l_len + j0, lo, hi, nonfinite,
+            )  # fmt: skip
         spread_o[p - p0] = _lane_total(acc)
         lo_o[p - p0] = lo
         hi_o[p - p0] = hi
