@@ -189,7 +189,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="16,20,22,24", help="log2 of the element counts")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--operators", default=",".join(OPERATORS), help="which of " + ", ".join(OPERATORS))
-    ap.add_argument("--regime", default="large_offset", help="the inputs' data regime")
+    ap.add_argument("--regime", default="large_offset", choices=data.REGIMES, help="the inputs' data regime")
     ap.add_argument("--numpy", action="store_true", help="also time the numpy model (before)")
     ap.add_argument(
         "--cpu",
