@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from numba import vectorize
+from dmlconform.native import vectorize
 
 
 @vectorize(["float64(float64)"], cache=True)

@@ -26,8 +26,8 @@ slice spreads it over all of them. Either order is within the reference's accura
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
 
+from dmlconform.native import njit, types
 from dmlconform.reference.kernels import run_chunks
 
 #: slices copied together: their rows at one m are read together (adjacent when the slices are

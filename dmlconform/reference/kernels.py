@@ -51,8 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from numba import njit, types
 
+from dmlconform.native import njit, types
 from dmlconform.reference import activations
 
 # the activation formulas are plain Python (shared with the numpy mirror); compiled here

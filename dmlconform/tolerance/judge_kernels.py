@@ -40,8 +40,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
 
+from dmlconform.native import njit, types
 from dmlconform.reference.kernels import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
 
 # figure columns of the per-slice output (see judge_normalization)
@@ -507,15 +507,19 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
 
 @njit(cache=True, inline="always")
 def _fill_operand(out, at, table, tk, tr, const, k, p, cnt):  # type: ignore[no-untyped-def]
-    """The block's values of an operand into ``out[at : at + cnt]``."""
-    row = np.uint64(at)
-    if const:
-        v = table[tk[k], 0]
-        for t in range(cnt):
-            out[row + np.uint64(t)] = v
-    else:
+    """The block's values of an operand that varies within the slice into ``out[at : at + cnt]``
+    (a constant one is filled once per item: :func:`_fill_constant`)."""
+    if not const:
+        row = np.uint64(at)
         for t in range(cnt):
             out[row + np.uint64(t)] = table[tk[k], tr[np.uint64(p + t)]]
+
+
+@njit(cache=True, inline="always")
+def _fill_constant(out, at, table, tk, const, k):  # type: ignore[no-untyped-def]
+    """A whole row of ``out`` with the slice's value of an operand constant within it."""
+    if const:
+        out[at : at + BLOCK] = table[tk[k], 0]
 
 
 @njit(cache=True, inline="always")
@@ -554,6 +558,11 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
         d_rel = d_rel_k[k]
         unit = unit_k[k]
         cu = c_pt * u
+        _fill_constant(wk, W_S * BLOCK, sc, sc_k, sc_const, k)
+        _fill_constant(wk, W_B * BLOCK, bi, bi_k, bi_const, k)
+        _fill_constant(wk, W_A * BLOCK, ad, ad_k, ad_const, k)
+        _fill_constant(wk, W_M * BLOCK, mo, mo_k, mo_const, k)
+        _fill_constant(wk, W_IS * BLOCK, iv, iv_k, iv_const, k)
         wk[W_AA * BLOCK :] = 0.0
         best_bits = np.int64(-1)  # below every ratio's bits (ratios are >= 0)
         best_pos = p0

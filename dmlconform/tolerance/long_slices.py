@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
 
+from dmlconform.native import njit, types
 from dmlconform.reference import kernels as rk
 from dmlconform.reference.kernels import LANES, _lane_total, run_chunks
 from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _mark, _spread_and_keys
