@@ -687,3 +687,27 @@ def test_the_aggregate_fit_leaves_out_elements_where_the_activation_curves_over_
     scaled = got.copy()
     scaled[1] *= np.float32(1 + 2**-8)
     assert not compare(desc, {"OutputTensor": scaled}, ref, inputs).passed
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_all_finite_agrees_with_numpy_on_special_values_at_chunk_edges(dtype):
+    from dmlconform.tolerance.compare import FINITE_CHUNK, _all_finite
+
+    info = np.finfo(dtype)
+    specials = np.array([np.inf, -np.inf, np.nan, -np.nan, info.max, -info.max, info.tiny, 0.0, -0.0], dtype)
+    base = np.ones(2 * FINITE_CHUNK + 3, dtype)
+    assert _all_finite(base)
+    for where in (0, FINITE_CHUNK - 1, FINITE_CHUNK, base.size - 1):  # chunk edges and the tail
+        for v in specials:
+            a = base.copy()
+            a[where] = v
+            assert _all_finite(a.reshape(-1, 1)) == bool(np.isfinite(v)), (where, v)
+
+
+def test_all_finite_knows_every_float16_bit_pattern():
+    from dmlconform.tolerance.compare import _all_finite
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    verdicts = np.array([_all_finite(every[i : i + 1]) for i in range(every.size)])
+    assert np.array_equal(verdicts, np.isfinite(every))
+    assert verdicts.sum() == 2 * 0x7C00  # 31 finite exponents of 1024 values, both signs
