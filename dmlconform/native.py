@@ -8,9 +8,9 @@ FLOAT32 elements took 19.4 ms instead of 23.4 ms on this project's Emerald Rapid
 
 It is left alone where it is the right call: on the first AVX-512 parts (Skylake-SP, Cascade
 Lake, Cooper Lake, Cannon Lake), 512-bit code lowers the clock of the whole core. A
-``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES`` the user set wins. The setting is numba's own, so it holds for
-every function compiled in the process after this import, the user's too; numba fixes its
-target once, so one compiled before it keeps the default.
+``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES`` the user set wins. The setting is numba's own, so
+it holds for every function compiled in the process after this import, the user's too; numba
+fixes its target once, so a process that compiled before it keeps the default.
 
 No result changes with the vector width: every float sum's order is written in the source (the
 kernels' lanes), not chosen by the vectorizer, and the integer maxima are exact. numba keys its
