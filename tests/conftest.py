@@ -6,9 +6,17 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import os
 import re
 
 import pytest
+from hypothesis import settings
+
+# In CI the property tests draw the same examples on every run (derandomize: each test's examples
+# follow from its own source), so that a red CI run is red again on a rerun and on a developer's
+# machine with CI=true; elsewhere they explore afresh each run. HYPOTHESIS_PROFILE picks either.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 
 @pytest.fixture(scope="session", autouse=True)
