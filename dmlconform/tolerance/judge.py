@@ -434,18 +434,17 @@ def _logical_index(
     return np.ravel_multi_index(tuple(index), plan.shape)
 
 
-MIN_ITEM = 1 << 15
-"""Elements per work item at least, when slices are split so that every thread has work."""
+ITEM = 1 << 16
+"""Elements of a slice per work item: a slice of 2^k elements is cut into 2^(k - 16) items."""
 
 
 def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(slice, first, end) of each work item: whole slices when there are enough of them for
-    the thread pool, else each slice cut into equal runs (a reduction of 2^24 elements in one
-    slice still uses every thread)."""
-    from dmlconform.reference import kernels as rk
-
-    want = rk.THREADS * rk.CHUNKS_PER_THREAD
-    parts = 1 if k_len >= want else max(1, min(-(-want // k_len), n_slice // MIN_ITEM))
+    """(slice, first, end) of each work item: each slice cut into equal runs of about
+    :data:`ITEM` elements (whole if shorter), so that a reduction of 2^24 elements in one slice
+    still uses every thread. The cut depends on the sizes only, never on the thread count: an
+    item's sums are added to the others in item order, and that order is the last bits of the
+    aggregate fit's and the gradients' sums, which must be the same on every machine."""
+    parts = max(1, n_slice // ITEM)
     bounds = [n_slice * i // parts for i in range(parts + 1)]
     item_k = np.repeat(np.arange(k_len, dtype=np.int64), parts)
     item_p0 = np.tile(np.asarray(bounds[:-1], np.int64), k_len)
