@@ -351,7 +351,13 @@ def test_the_figures_are_the_same_bits_whatever_the_thread_count(monkeypatch, op
     else:
         t, c = {"DataType": "FLOAT32", "Sizes": [2, 2, n // 4]}, {"DataType": "FLOAT32", "Sizes": [1, 2, 1]}
         body = {"InputTensor": t, "InputGradientTensor": t, "OutputGradientTensor": t, "Epsilon": 1e-3}
-        stats = ("MeanTensor", "VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor", "OutputBiasGradientTensor")
+        stats = (
+            "MeanTensor",
+            "VarianceTensor",
+            "ScaleTensor",
+            "OutputScaleGradientTensor",
+            "OutputBiasGradientTensor",
+        )
         body |= {k: c for k in stats}
     desc = dc.parse_desc({"type": operator, "desc": body})
     inputs = data.make_inputs(desc, "standard_normal", seed=5)
