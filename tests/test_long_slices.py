@@ -54,6 +54,9 @@ def slices(kind: str) -> np.ndarray:
         return x
     if kind == "half":  # FLOAT16 values, their own ordinals
         return rng.standard_normal(N).astype(np.float16).astype(np.float32)
+    if kind == "sparse-aligned":  # 1000 sparse buckets, each key at the same place in its bucket
+        bits = 0x00800000 + (np.arange(N) % 1000).astype(np.int64) * (1 << jk.BUCKET_BITS)
+        return bits.astype(np.int32).view(np.float32)
     raise AssertionError(kind)
 
 
@@ -63,7 +66,10 @@ def figures(x: np.ndarray, shape: tuple[int, int, int], half: bool, k: int = 0) 
     return ls.long_slice_statistics(rows, half, k, mean, var)
 
 
-@pytest.mark.parametrize("kind", ["offset", "normal", "dense-bucket", "few-valued", "non-finite", "half"])
+KINDS = ["offset", "normal", "dense-bucket", "sparse-aligned", "few-valued", "non-finite", "half"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_count_and_the_spread_equal_numpys(kind: str) -> None:
     x = slices(kind)
     sqstd, distinct = figures(x, (1, 1, x.size), kind == "half")
@@ -101,10 +107,12 @@ def test_one_thread_and_two_give_the_same_bits(kind: str, monkeypatch: pytest.Mo
     assert np.float64(one[0]).tobytes() == np.float64(two[0]).tobytes() and one[1] == two[1]
 
 
-def test_the_one_thread_kernel_counts_a_dense_bucket() -> None:
+@pytest.mark.parametrize("kind", ["dense-bucket", "sparse-aligned"])
+def test_the_one_thread_kernel_counts_dense_and_sparse_buckets(kind: str) -> None:
     """The per-slice kernel (slices shorter than LONG_SLICE) clears a bucket of more keys than
-    its bitmap has words whole: the count still equals numpy's."""
-    x = slices("dense-bucket")[: ls.LONG_SLICE - 1]
+    its bitmap has words whole, a sparser one key by key before the next bucket (whose keys
+    here fall on the same bits): the count still equals numpy's."""
+    x = slices(kind)[: ls.LONG_SLICE - 1]
     out = [np.empty(1) for _ in range(4)]
     jk.slice_statistics(x, x.view(np.int32), x.size, x.size, 0, 1, 1, x.size, False, False, *out)
     assert out[3][0] == numpy_distinct(x)

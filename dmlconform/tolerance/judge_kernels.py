@@ -252,18 +252,26 @@ def _count_distinct(keys, nk, lo, hi, tmp, bitmap):  # type: ignore[no-untyped-d
         b = (np.int64(keys[i]) - np.int64(lo)) >> BUCKET_BITS
         tmp[fill[b]] = keys[i]
         fill[b] += 1
+    return _count_buckets(tmp, starts, 0, n_buckets, lo, bitmap)
+
+
+@njit(cache=True, inline="always")
+def _count_buckets(keys, starts, b0, b1, lo, bitmap):  # type: ignore[no-untyped-def]
+    """The distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:starts[b + 1]]``, its
+    keys within 2^BUCKET_BITS values of each other), counted on the first 2^BUCKET_BITS bits of
+    ``bitmap`` (clear; left clear)."""
     mask = (np.int64(1) << BUCKET_BITS) - 1
     words = np.int64(1) << (BUCKET_BITS - 6)
-    count = 0
-    for b in range(n_buckets):
+    count = np.int64(0)
+    for b in range(b0, b1):
         for i in range(starts[b], starts[b + 1]):
-            off = (np.int64(tmp[i]) - np.int64(lo)) & mask
+            off = (np.int64(keys[i]) - np.int64(lo)) & mask
             count += _mark(bitmap, off >> 6, np.uint64(1) << np.uint64(off & 63))
         if starts[b + 1] - starts[b] > words:  # a dense bucket: clearing each key's word costs more
             bitmap[:words] = 0
         else:
             for i in range(starts[b], starts[b + 1]):
-                bitmap[((np.int64(tmp[i]) - np.int64(lo)) & mask) >> 6] = 0
+                bitmap[((np.int64(keys[i]) - np.int64(lo)) & mask) >> 6] = 0
     return count
 
 

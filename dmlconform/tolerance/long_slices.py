@@ -33,7 +33,7 @@ import numpy as np
 from dmlconform.native import njit, types
 from dmlconform.reference import kernels as rk
 from dmlconform.reference.kernels import LANES, _lane_total, run_chunks
-from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _mark, _spread_and_keys
+from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _count_buckets, _spread_and_keys
 
 PART = 1 << 18
 """Elements of a slice per part: the unit of parallel work and of the spread's partial sums."""
@@ -171,20 +171,8 @@ def bucket_scatter(keys, n, p0, p1, lo, span, shift, fill, out):  # type: ignore
 )
 def count_buckets(keys, starts, b0, b1, lo, bitmap, count_o, at):  # type: ignore[no-untyped-def]
     """``count_o[at]``: the distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:
-    starts[b + 1]]``), counted on ``bitmap`` (2^BUCKET_BITS bits, clear; left clear: word by
-    word of each key, or whole for a bucket of more keys than the bitmap has words)."""
-    mask = (np.int64(1) << BUCKET_BITS) - 1
-    count = np.int64(0)
-    for b in range(b0, b1):
-        for i in range(starts[b], starts[b + 1]):
-            off = (np.int64(keys[i]) - lo) & mask
-            count += _mark(bitmap, off >> 6, np.uint64(1) << np.uint64(off & 63))
-        if starts[b + 1] - starts[b] > bitmap.size:
-            bitmap[:] = 0
-        else:
-            for i in range(starts[b], starts[b + 1]):
-                bitmap[np.uint64(((np.int64(keys[i]) - lo) & mask) >> 6)] = 0
-    count_o[at] = count
+    starts[b + 1]]``), counted on ``bitmap`` (2^BUCKET_BITS bits, clear; left clear)."""
+    count_o[at] = _count_buckets(keys, starts, b0, b1, lo, bitmap)
 
 
 def _parts(n: int) -> int:
