@@ -47,6 +47,8 @@ from dmlconform.tolerance.terms import (
     correlated_growth,
     growth,
     ordinal,
+    overflow_edge,
+    overflow_within,
     overflowed_alike,
     repetition,
     ulp_distance,
@@ -59,7 +61,7 @@ __all__ = [
     "Coefficients", "Comparison", "OutputComparison", "SliceStatistics", "StatisticsErrors",
     "aggregate_check", "aggregate_from_sums", "block_length", "branch_jumps", "budgets",
     "cancellation_scale", "cap", "coefficients", "compare", "correlated_growth", "divisor_error",
-    "fit_sums", "growth", "member_comparison", "ordinal", "overflowed_alike", "repetition",
-    "statistics_errors", "statistics_output_budgets", "ulp_distance", "ulp_of",
+    "fit_sums", "growth", "member_comparison", "ordinal", "overflow_edge", "overflow_within",
+    "overflowed_alike", "repetition", "statistics_errors", "statistics_output_budgets", "ulp_distance", "ulp_of",
     "with_output_rounding", "worst_element",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from dmlconform.tolerance.aggregate import aggregate_check
 from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
+    overflow_within,
     overflowed_alike,
     ulp_distance,
     ulp_of,
@@ -100,6 +101,7 @@ def _compare_member(
         np.subtract(err, ref, out=err)
         np.abs(err, out=err)
     same = (got_t == ref) | (np.isnan(got_t) & np.isnan(ref)) | overflowed_alike(got_t, ref)
+    same |= overflow_within(got_t, ref, budget)
     np.copyto(err, np.inf, where=np.isnan(err))  # err = where(same, 0, where(isnan(err), inf, err))
     np.copyto(err, 0.0, where=same)
     with np.errstate(invalid="ignore", divide="ignore"):

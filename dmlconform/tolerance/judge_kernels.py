@@ -49,6 +49,15 @@ F_RATIO, F_POS, F_ULP, F_ABS, F_FAIL, F_GOT, F_REF, F_BUDGET = range(8)
 F_AA, F_BB, F_CC, F_DD, F_EE, F_COUNT, F_D2, F_RB2, F_ROUND2 = range(8, 17)
 N_FIGURES = 17
 
+# the output types' largest finite values, the spacing of their top binade
+# (tolerance.ulp_of there) and the magnitude from which a value rounds to inf (tolerance.overflow_edge)
+_F32_MAX = 3.4028234663852886e38
+_F16_MAX = 6.5504e4
+_TOP_SPACING32 = 2.028240960365167e31  # 2^104
+_TOP_SPACING16 = 32.0
+_F32_EDGE = 3.4028235677973366e38  # _F32_MAX + 2^103
+_F16_EDGE = 65520.0
+
 SMALL_SORT = 1024  # slices with at most this many finite keys are sorted, not bucketed
 BUCKET_BITS = 21  # one bucket's keys span 2^21 values: a 256 KiB bitmap, in cache
 DIRECT_BITS = 22  # a slice whose keys span at most 2^22 values uses one bitmap directly
@@ -167,7 +176,7 @@ def _spacing32_exact(mag):  # type: ignore[no-untyped-def]
     e = mag >> 23
     s = _pow2(e - 150)
     s = 1.401298464324817e-45 if e == 0 else s
-    return math.inf if mag >= 0x7F7FFFFF else s
+    return _TOP_SPACING32 if mag >= 0x7F7FFFFF else s
 
 
 @njit(cache=True, inline="always")
@@ -175,13 +184,13 @@ def _spacing16_exact(mag):  # type: ignore[no-untyped-def]
     """:func:`_spacing` of a float16 value from the float32 bits of its magnitude."""
     e = (mag >> 23) - 127
     s = _pow2(max(e, -14) - 10)
-    return math.inf if mag >= 0x477FE000 else s  # 65504 and above
+    return _TOP_SPACING16 if mag >= 0x477FE000 else s  # 65504 and above
 
 
 @njit(cache=True, inline="always")
 def _spacing(a, half):  # type: ignore[no-untyped-def]
     """:func:`dmlconform.tolerance.ulp_of` of ``a`` >= 0 (or NaN) as selects: the spacing of the
-    output type at ``a`` rounded to it; inf at its largest finite value, NaN for NaN."""
+    output type at ``a`` rounded to it; the top binade's at its largest finite value, NaN for NaN."""
     if half:
         # float16: 11 significant bits, subnormal quantum 2^-24, largest 65504
         # the quantum q at a and its inverse (powers of two: a * (1 / q) is exact, a / q is slow)
@@ -190,13 +199,13 @@ def _spacing(a, half):  # type: ignore[no-untyped-def]
         r = np.round(a * q_inv) * q
         s = _binade64(r) * 9.765625e-04
         s = 5.960464477539063e-08 if r < 6.103515625e-05 else s
-        s = math.inf if (r >= 65504.0) | (a >= 65520.0) else s
+        s = _TOP_SPACING16 if r >= 65504.0 else s
     else:
         b = np.int64(np.float32(a).view(np.int32)) & 0x7FFFFFFF
         e = b >> 23
         s = _pow2(e - 150)
         s = 1.401298464324817e-45 if e == 0 else s
-        s = math.inf if b >= 0x7F7FFFFF else s
+        s = _TOP_SPACING32 if b >= 0x7F7FFFFF else s
     return a if a != a else s
 
 
@@ -470,9 +479,6 @@ W_S, W_B, W_A, W_M, W_IS, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET, W_Y = rang
 W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2 = range(12, 20)
 W_ROWS = 20
 
-_F32_MAX = 3.4028234663852886e38
-_F16_MAX = 6.5504e4
-
 
 @njit(cache=True, error_model="numpy")
 def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
@@ -549,6 +555,7 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
     has_ceiling = ceiling == ceiling
     has_act = act != 0
     fmax_out = _F16_MAX if half else _F32_MAX
+    edge_out = _F16_EDGE if half else _F32_EDGE
     inv_max_ulp = 1.0 / max(max_ulp, 1e-300) if use_max_ulp else 0.0
     # one array holds the block's terms and the lanes (rows of BLOCK at constant offsets): LLVM
     # then sees one object written at distances of BLOCK, and needs no runtime alias checks
@@ -651,7 +658,10 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                     ulps = 0.0 if g_nan & r_nan else ulps
                     err = abs(gv - rv)
                     err = math.inf if err != err else err
-                    err = 0.0 if (gv == rv) | (g_nan & r_nan) else err
+                    # a finite reference whose budget reaches the values that round to inf: the
+                    # backend's inf of its sign is within it (tolerance.overflow_within)
+                    over = (abs(gv) == math.inf) & (gv * rv > 0.0) & (abs(rv) + budget >= edge_out)
+                    err = 0.0 if (gv == rv) | (g_nan & r_nan) | over else err
                     # overflowed in the reference: only that inf or the largest finite value of
                     # its sign is right (tolerance.overflowed_alike); anything else errs unbounded
                     r_inf = (abs(rv) == math.inf) & (err != 0.0)

@@ -64,8 +64,16 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def ulp_of(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The spacing of ``dtype`` at |values| (rounded to ``dtype``), as float64."""
-    v = np.abs(np.asarray(values, dtype=np.float64)).astype(dtype)
+    """The spacing of ``dtype`` at |values| (rounded to ``dtype``), as float64; NaN for NaN.
+
+    At and beyond the largest finite value (inf included) it is the spacing just below it, the
+    top binade's: a finite answer there lies that far from its neighbour. numpy's spacing is inf
+    there (the next value up is inf), and an infinite budget accepted any answer, NaN and the
+    negated value included, wherever a reference reached the top of its type; an answer that
+    rounded up to inf is judged by :func:`overflow_within` instead."""
+    dtype = np.dtype(dtype)
+    below_top = np.nextafter(np.finfo(dtype).max, dtype.type(0))
+    v = np.minimum(np.abs(np.asarray(values, dtype=np.float64)), float(below_top)).astype(dtype)
     with np.errstate(invalid="ignore"):
         return np.spacing(v).astype(np.float64)
 
@@ -318,6 +326,29 @@ def with_output_rounding(err: Any, ref: np.ndarray, co: Coefficients) -> np.ndar
         reach = np.minimum(np.abs(ref.astype(np.float64)) + shaped, float(np.finfo(dtype).max))
         out = co.ulp_scale * (shaped + co.output_ulps * ulp_of(reach, dtype)) + co.atol
     return np.where(np.isposinf(shaped), np.inf, np.asarray(out, dtype=np.float64))
+
+
+def overflow_edge(dtype: np.dtype) -> float:
+    """The smallest magnitude that rounds to inf in ``dtype`` (round to nearest: the largest
+    finite value plus half the top binade's spacing; the tie rounds to the even significand, inf)."""
+    top = float(np.finfo(dtype).max)
+    return top + float(ulp_of(np.asarray(top), dtype)) / 2
+
+
+def overflow_within(got: np.ndarray, ref: np.ndarray, budget: np.ndarray) -> np.ndarray:
+    """Where the reference is finite but its budget reaches the magnitudes that round to inf
+    (:func:`overflow_edge`), the backend's inf of the reference's sign is within the budget: a
+    sound implementation's result there may round up to inf."""
+    if ref.dtype.kind != "f":
+        return np.zeros(ref.shape, bool)
+    edge = overflow_edge(ref.dtype)
+    over = np.isinf(got)
+    if not over.any():
+        return over
+    with np.errstate(invalid="ignore"):
+        over &= np.isfinite(ref) & (np.sign(got) == np.sign(ref))
+        over &= np.abs(ref.astype(np.float64)) + budget >= edge
+    return over
 
 
 def overflowed_alike(got: np.ndarray, ref: np.ndarray) -> np.ndarray:

@@ -1,0 +1,108 @@
+"""A reference at the top of its type's range keeps a finite budget (issue 20's closing read: the
+spacing at the largest finite value was inf, so the budget was unbounded and every answer there
+passed, NaN and the negated value included). The answer that overflowed to inf of the
+reference's sign stays right where the budget reaches the magnitudes that round to inf. Both
+the numpy model and the compiled judge, FLOAT16 and FLOAT32."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import dmlconform as dc
+from dmlconform import tolerance
+from dmlconform.tolerance import judge
+
+SPEC = dc.load_spec()
+DTYPES = {"FLOAT16": np.float16, "FLOAT32": np.float32}
+
+
+@contextlib.contextmanager
+def judged_by(path: str):
+    """The numpy model or the compiled judge, whatever the size."""
+    saved = judge.KERNEL_MIN_ELEMENTS
+    judge.KERNEL_MIN_ELEMENTS = 1 if path == "compiled" else 1 << 62
+    try:
+        yield
+    finally:
+        judge.KERNEL_MIN_ELEMENTS = saved
+
+
+def at_the_top(dtype: str, n: int, sign: float):
+    """MVN1 whose Bias is the largest finite value of ``dtype`` (times ``sign``): every reference
+    output is that value (the normalized part is far below its spacing)."""
+    t = {"DataType": dtype, "Sizes": [1, n]}
+    s = {"DataType": dtype, "Sizes": [1, 1]}
+    desc = dc.parse_desc(
+        {"type": "MEAN_VARIANCE_NORMALIZATION1",
+         "desc": {"InputTensor": t, "ScaleTensor": s, "BiasTensor": s, "OutputTensor": t, "Axes": [1],
+                  "NormalizeVariance": True, "Epsilon": 1e-5}}
+    )  # fmt: skip
+    npdt = DTYPES[dtype]
+    inputs = {
+        "InputTensor": np.random.default_rng(3).standard_normal((1, n)).astype(npdt),
+        "ScaleTensor": np.ones((1, 1), npdt),
+        "BiasTensor": np.full((1, 1), sign * np.finfo(npdt).max, npdt),
+    }
+    ref = dc.execute(desc, inputs)
+    assert np.all(ref["OutputTensor"] == sign * np.finfo(npdt).max)
+    return desc, inputs, ref
+
+
+@pytest.mark.parametrize("path", ["numpy", "compiled"])
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_reference_at_the_largest_finite_value_has_a_finite_budget(path, dtype, sign):
+    desc, inputs, ref = at_the_top(dtype, 1 << 17, sign)
+    r = ref["OutputTensor"]
+    npdt = DTYPES[dtype]
+    top_spacing = float(np.finfo(npdt).max) - float(np.nextafter(np.finfo(npdt).max, npdt(0)))
+    answers = {
+        "the reference": (r, True),
+        "one top spacing inside": (np.nextafter(r, npdt(0)), True),
+        "overflowed to inf of its sign": (np.full_like(r, sign * np.inf), True),
+        "inf of the other sign": (np.full_like(r, -sign * np.inf), False),
+        "NaN": (np.full_like(r, np.nan), False),
+        "zeros": (np.zeros_like(r), False),
+        "the negated value": (-r, False),
+    }
+    with judged_by(path):
+        for name, (got, right) in answers.items():
+            out = tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC).outputs["OutputTensor"]
+            assert out.passed == right, name
+            assert top_spacing <= out.budget < 8 * top_spacing, name  # finite: a few top ULP
+            if not right:
+                assert out.failing_elements == r.size, name
+                assert "unbounded" not in out.message, name
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_inf_is_right_only_where_the_budget_reaches_the_overflow(dtype):
+    """A reference a few spacings below the top: its budget stops short of the magnitudes that
+    round to inf, so an inf there is an error (the model and the judge alike)."""
+    npdt = DTYPES[dtype]
+    desc, inputs, _ = at_the_top(dtype, 1 << 17, 1.0)
+    inputs["BiasTensor"][:] = np.nextafter(np.finfo(npdt).max, npdt(0)) - 8 * (
+        np.finfo(npdt).max - np.nextafter(np.finfo(npdt).max, npdt(0))
+    )
+    ref = dc.execute(desc, inputs)
+    assert np.all(np.isfinite(ref["OutputTensor"]))
+    for path in ("numpy", "compiled"):
+        with judged_by(path):
+            got = {"OutputTensor": np.full_like(ref["OutputTensor"], np.inf)}
+            out = tolerance.compare(desc, got, ref, inputs, SPEC).outputs["OutputTensor"]
+            assert not out.passed and out.failing_elements == ref["OutputTensor"].size, path
+
+
+def test_ulp_of_and_the_overflow_edge_at_the_top():
+    for npdt, spacing in ((np.float16, 32.0), (np.float32, 2.0**104)):
+        top = float(np.finfo(npdt).max)
+        got = tolerance.ulp_of(np.array([top, -top, np.inf, 2 * top, top - spacing, np.nan]), npdt)
+        assert list(got[:5]) == [spacing] * 5
+        assert np.isnan(got[5])
+        assert tolerance.overflow_edge(npdt) == top + spacing / 2
+        with np.errstate(over="ignore"):
+            assert np.isinf(npdt(tolerance.overflow_edge(npdt)))  # rounds to inf
+        assert np.isfinite(npdt(np.nextafter(tolerance.overflow_edge(npdt), 0)))  # just below: finite
