@@ -29,6 +29,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dmlconform.errors import Rejected, Unsupported
 
 
@@ -115,7 +117,12 @@ def invoke(backend: Any, method: str, desc: Any, inputs: Any) -> tuple[Any, Any]
         except Unsupported as exc:
             value = str(exc) or "the backend does not support this desc"
     else:
-        value = backend.execute(desc, inputs)
+        # the backend's own copies: one that writes into its inputs (an in-place implementation,
+        # a torch tensor sharing the array's memory) must not change the inputs the suite judges
+        # with, records in the reproducer, or runs a relation's second execution on
+        value = backend.execute(
+            desc, {k: a.copy() if isinstance(a, np.ndarray) else a for k, a in inputs.items()}
+        )
     info = None
     last = getattr(backend, "last_info", None)
     if method == "execute" and callable(last):
