@@ -73,9 +73,11 @@ def ulp_of(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     rounded up to inf is judged by :func:`overflow_within` instead."""
     dtype = np.dtype(dtype)
     below_top = np.nextafter(np.finfo(dtype).max, dtype.type(0))
-    v = np.minimum(np.abs(np.asarray(values, dtype=np.float64)), float(below_top)).astype(dtype)
+    v = np.array(values, dtype=np.float64)  # one float64 copy, then in place: as before the clamp
+    np.abs(v, out=v)
+    np.minimum(v, float(below_top), out=v)
     with np.errstate(invalid="ignore"):
-        return np.spacing(v).astype(np.float64)
+        return np.spacing(v.astype(dtype)).astype(np.float64)
 
 
 @dataclass(frozen=True)
