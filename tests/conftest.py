@@ -65,8 +65,11 @@ def native_modules_loaded() -> None:
 #: Test modules slow as a whole: long reductions (2^24-element inputs), the report in a browser,
 #: runs stopped by signals.
 SLOW_MODULES = frozenset({"test_long_reductions", "test_report_browser", "test_signals", "test_completeness"})
-#: Calls that start a dmlconform process, or a pytest run in-process: seconds each.
-SLOW_CALLS = re.compile(r"\bdmlconform\(|\bstart_run\(|\bsubprocess\.|\brun_suite\(|\bmain\(\s*\[\s*\"run\"")
+#: Calls that start a dmlconform process (a backend's isolated one included), or a pytest run
+#: in-process: seconds each.
+SLOW_CALLS = re.compile(
+    r"\bdmlconform\(|\bstart_run\(|\bsubprocess\.|\brun_suite\(|\bmain\(\s*\[\s*\"run\"|\bProcessGuard\("
+)
 
 
 def is_slow(item: pytest.Item) -> bool:
