@@ -10,6 +10,8 @@ import contextlib
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dmlconform as dc
 from dmlconform import tolerance
@@ -106,3 +108,56 @@ def test_ulp_of_and_the_overflow_edge_at_the_top():
         with np.errstate(over="ignore"):
             assert np.isinf(npdt(tolerance.overflow_edge(npdt)))  # rounds to inf
         assert np.isfinite(npdt(np.nextafter(tolerance.overflow_edge(npdt), 0)))  # just below: finite
+
+
+def _edges(npdt) -> list[float]:
+    top = float(np.finfo(npdt).max)
+    below = float(np.nextafter(np.finfo(npdt).max, npdt(0)))
+    tiny = float(np.finfo(npdt).tiny)
+    sub = float(np.finfo(npdt).smallest_subnormal)
+    return [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, top, -top, below, -below, tiny, -sub, 3.0 * sub]
+
+
+@st.composite
+def answers_at_the_edges(draw):
+    """An MVN1 desc whose outputs lie anywhere from 0 to the top of the range (Bias drawn among the
+    edges), and a backend answer that is the reference with some elements replaced by edge values."""
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    npdt = DTYPES[dtype]
+    n = draw(st.integers(2, 300))
+    desc, inputs, _ = at_the_top(dtype, n, 1.0)
+    bias = draw(st.sampled_from([v for v in _edges(npdt) if np.isfinite(v)] + [1000.0]))
+    inputs["BiasTensor"][:] = bias
+    inputs["ScaleTensor"][:] = draw(st.sampled_from([1.0, -1.0, 1000.0]))
+    ref = dc.execute(desc, inputs)["OutputTensor"]
+    got = ref.copy()
+    for _ in range(draw(st.integers(0, 6))):
+        got[0, draw(st.integers(0, n - 1))] = draw(st.sampled_from(_edges(npdt)))
+    return desc, inputs, got
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answers_at_the_edges())
+def test_the_judge_and_the_model_agree_on_answers_at_the_edges(case):
+    """The compiled judge against the numpy model where the values are inf, NaN, signed zeros,
+    subnormals and the largest finite values, in the reference and in the answer: the figures
+    that decide and report a verdict are the same."""
+    desc, inputs, got = case
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = dc.execute(desc, inputs)
+    outs = []
+    for path in ("compiled", "numpy"):
+        with judged_by(path):
+            outs.append(
+                tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC).outputs["OutputTensor"]
+            )
+    fast, slow = outs
+    assert (fast.passed, fast.failing_elements, fast.worst_index) == (
+        slow.passed,
+        slow.failing_elements,
+        slow.worst_index,
+    )
+    assert fast.max_ulp == slow.max_ulp
+    assert fast.max_abs == slow.max_abs
+    assert fast.budget == pytest.approx(slow.budget, rel=1e-12, nan_ok=True)
+    assert fast.ratio == pytest.approx(slow.ratio, rel=1e-12, nan_ok=True)
