@@ -161,3 +161,45 @@ def test_the_judge_and_the_model_agree_on_answers_at_the_edges(case):
     assert fast.max_abs == slow.max_abs
     assert fast.budget == pytest.approx(slow.budget, rel=1e-12, nan_ok=True)
     assert fast.ratio == pytest.approx(slow.ratio, rel=1e-12, nan_ok=True)
+
+
+def _numpys_spacing(values: np.ndarray, npdt) -> np.ndarray:
+    """The spacing ulp_of means, through numpy's own rounding and np.spacing (below the top)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = np.abs(values).astype(npdt)
+        v = np.minimum(v, np.nextafter(np.finfo(npdt).max, npdt(0)))
+        return np.spacing(v).astype(np.float64)
+
+
+def _and_the_midpoints(representable: np.ndarray) -> np.ndarray:
+    """Every value, every midpoint between neighbours (the ties of rounding) and the float64
+    values on either side of each midpoint."""
+    f = np.unique(np.abs(representable[np.isfinite(representable)]))
+    mid = (f[:-1] + f[1:]) / 2
+    extremes = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, 1e-300, 5e-324]
+    return np.concatenate([representable, mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf), extremes])
+
+
+def test_ulp_of_is_numpys_spacing_of_the_rounded_value_for_every_float16():
+    """ulp_of computes from the float64 bits (numpy's float16 conversions take ~80 ns per
+    subnormal); exhaustively against numpy for every float16 and every rounding tie."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float64)
+    values = _and_the_midpoints(every)
+    assert np.array_equal(
+        tolerance.ulp_of(values, np.float16), _numpys_spacing(values, np.float16), equal_nan=True
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_ulp_of_is_numpys_spacing_of_the_rounded_value_for_float32(seed):
+    rng = np.random.default_rng(seed)
+    drawn = rng.standard_normal(20000) * 10.0 ** rng.integers(-46, 40, 20000)
+    with np.errstate(over="ignore"):
+        representable = drawn.astype(np.float32).astype(np.float64)
+    values = _and_the_midpoints(np.concatenate([drawn, representable]))
+    assert np.array_equal(
+        tolerance.ulp_of(values, np.float32), _numpys_spacing(values, np.float32), equal_nan=True
+    )
+    assert tolerance.ulp_of(values[:7].reshape(7, 1), np.float32).shape == (7, 1)
+    assert np.shape(tolerance.ulp_of(3.0, np.float32)) == ()
