@@ -203,3 +203,19 @@ def test_ulp_of_is_numpys_spacing_of_the_rounded_value_for_float32(seed):
     )
     assert tolerance.ulp_of(values[:7].reshape(7, 1), np.float32).shape == (7, 1)
     assert np.shape(tolerance.ulp_of(3.0, np.float32)) == ()
+
+
+def test_a_relation_run_that_overflowed_within_its_budget_is_not_called_nonfinite():
+    """A relation's check that the backend's runs are finite where the reference is: an inf of
+    the reference's sign where the budget reaches the overflow is right there too."""
+    from dmlconform.runner.checks import _Fail, require_finite
+
+    desc, inputs, ref = at_the_top("FLOAT16", 64, 1.0)
+    r = ref["OutputTensor"]
+    require_finite({"OutputTensor": np.full_like(r, np.inf)}, desc, inputs, ["OutputTensor"], "test")
+    for wrong in (-np.inf, np.nan):
+        with pytest.raises(_Fail, match=r"OutputTensor: the backend gave"):
+            require_finite({"OutputTensor": np.full_like(r, wrong)}, desc, inputs, ["OutputTensor"], "test")
+    inputs["BiasTensor"][:] = 65504 - 9 * 32  # the budget stops short of the overflow
+    with pytest.raises(_Fail, match=r"OutputTensor: the backend gave inf"):
+        require_finite({"OutputTensor": np.full_like(r, np.inf)}, desc, inputs, ["OutputTensor"], "test")

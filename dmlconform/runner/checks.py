@@ -25,7 +25,7 @@ from dmlconform.specification.model import Relation, Spec, load_spec
 from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
 from dmlconform.tolerance import compare as judge
-from dmlconform.tolerance import degenerate, ulp_distance
+from dmlconform.tolerance import degenerate, overflow_within, ulp_distance
 
 
 @dataclass
@@ -355,8 +355,11 @@ def require_finite(
 ) -> None:
     """``_Fail`` where the backend produced NaN or inf and the reference, on the same desc and
     inputs, is finite. A relation compares two of the backend's own runs, and NaN against NaN is
-    no error there: without this, a backend returning NaN everywhere satisfied every relation."""
+    no error there: without this, a backend returning NaN everywhere satisfied every relation.
+    An inf of the reference's sign where the reference's budget reaches the magnitudes that round
+    to inf is right, as in a numeric case (``tolerance.overflow_within``)."""
     ref = _reference(desc, inputs)
+    budgets = None
     for name in members:
         if name not in ref or name not in got:
             continue
@@ -365,6 +368,9 @@ def require_finite(
         if g.shape != r.shape:
             continue
         bad = ~np.isfinite(g.astype(np.float64)) & np.isfinite(r.astype(np.float64))
+        if (bad & np.isinf(g)).any():  # only then the budgets: an overflow may be within them
+            budgets = budgets if budgets is not None else degenerate.budgets(desc, ref, inputs, load_spec())
+            bad &= ~overflow_within(g, r, np.broadcast_to(budgets[name], r.shape))
         if bad.any():
             idx = [int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape)]
             raise _Fail(
