@@ -43,20 +43,21 @@ import numpy as np
 
 from dmlconform.native import njit, types
 from dmlconform.reference.kernels import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
+from dmlconform.tolerance.terms import overflow_edge, ulp_of
 
 # figure columns of the per-slice output (see judge_normalization)
 F_RATIO, F_POS, F_ULP, F_ABS, F_FAIL, F_GOT, F_REF, F_BUDGET = range(8)
 F_AA, F_BB, F_CC, F_DD, F_EE, F_COUNT, F_D2, F_RB2, F_ROUND2 = range(8, 17)
 N_FIGURES = 17
 
-# the output types' largest finite values, the spacing of their top binade
-# (tolerance.ulp_of there) and the magnitude from which a value rounds to inf (tolerance.overflow_edge)
-_F32_MAX = 3.4028234663852886e38
-_F16_MAX = 6.5504e4
-_TOP_SPACING32 = 2.028240960365167e31  # 2^104
-_TOP_SPACING16 = 32.0
-_F32_EDGE = 3.4028235677973366e38  # _F32_MAX + 2^103
-_F16_EDGE = 65520.0
+# the output types' largest finite values, the spacing of their top binade and the magnitude
+# from which a value rounds to inf: the numpy model's own (numba freezes them as constants)
+_F32_MAX = float(np.finfo(np.float32).max)
+_F16_MAX = float(np.finfo(np.float16).max)
+_TOP_SPACING32 = float(ulp_of(_F32_MAX, np.float32))  # 2^104
+_TOP_SPACING16 = float(ulp_of(_F16_MAX, np.float16))  # 32
+_F32_EDGE = overflow_edge(np.float32)
+_F16_EDGE = overflow_edge(np.float16)
 
 SMALL_SORT = 1024  # slices with at most this many finite keys are sorted, not bucketed
 BUCKET_BITS = 21  # one bucket's keys span 2^21 values: a 256 KiB bitmap, in cache
