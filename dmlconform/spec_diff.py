@@ -389,7 +389,7 @@ def level_diff(spec: Spec, from_level: str, to_level: str, operators: list[str] 
 
 
 def _operator_names(spec: Spec, wanted: list[str] | None, other: Spec | None = None) -> list[str]:
-    """The operators to diff: those named (prefix optional; unknown raises KeyError), else all."""
+    """The operators to diff: those named (any name Spec.operator takes; unknown raises KeyError), else all."""
     known = dict(spec.operators)
     if other is not None:
         known.update({k: v for k, v in other.operators.items() if k not in known})
@@ -397,9 +397,12 @@ def _operator_names(spec: Spec, wanted: list[str] | None, other: Spec | None = N
         return sorted(known)
     out = []
     for w in wanted:
-        key = w.strip().removeprefix("DML_OPERATOR_").upper()
-        if key not in known:
-            raise KeyError(f"unknown operator {w!r} (known: {', '.join(sorted(known))})")
+        try:
+            key = spec.operator(w).name
+        except KeyError:
+            if other is None:
+                raise
+            key = other.operator(w).name  # an operator only the other spec has
         if key not in out:
             out.append(key)
     return out

@@ -92,6 +92,37 @@ def test_bundled_spec_loads() -> None:
     assert SPEC.operator("MEAN_VARIANCE_NORMALIZATION").introduced == "1_0"
 
 
+@pytest.mark.parametrize(
+    ("typed", "name"),
+    [
+        ("MVN1", "MEAN_VARIANCE_NORMALIZATION1"),
+        ("mvn", "MEAN_VARIANCE_NORMALIZATION"),
+        ("bntg", "BATCH_NORMALIZATION_TRAINING_GRAD"),
+        ("BNG", "BATCH_NORMALIZATION_GRAD"),
+        ("LRNG", "LOCAL_RESPONSE_NORMALIZATION_GRAD"),
+        ("lp", "LP_NORMALIZATION"),
+        ("lp_normalization", "LP_NORMALIZATION"),
+        (" DML_OPERATOR_BATCH_NORMALIZATION ", "BATCH_NORMALIZATION"),
+    ],
+)
+def test_operators_are_found_by_any_name_a_user_types(typed: str, name: str) -> None:
+    assert SPEC.operator(typed).name == name
+
+
+def test_every_operator_has_a_distinct_short_name() -> None:
+    shorts = [op.short_name for op in SPEC.operators.values()]
+    assert all(shorts) and len(set(shorts)) == len(shorts)
+    assert not set(shorts) & set(SPEC.operators)
+
+
+def test_an_unknown_operator_lists_the_names_and_short_names() -> None:
+    with pytest.raises(KeyError) as info:
+        SPEC.operator("MVN3")
+    message = info.value.args[0]
+    assert message.startswith("unknown operator 'MVN3' (known: ")
+    assert "MEAN_VARIANCE_NORMALIZATION1 (MVN1)" in message and "LP_NORMALIZATION (LP)" in message
+
+
 @pytest.mark.parametrize("rel", sorted(RAW))
 def test_every_file_passes_its_schema(rel: str) -> None:
     data, node = read_spec_files(SPEC_DIR)[rel]
@@ -402,6 +433,17 @@ def test_missing_file_raises_spec_error(spec_copy: Path) -> None:
     assert "activations.yaml" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("stem", "short"), [("lp_normalization", "MVN1"), ("lp_normalization", "BATCH_NORMALIZATION")]
+)
+def test_a_short_name_taken_twice_is_a_spec_error(spec_copy: Path, stem: str, short: str) -> None:
+    path = spec_copy / "operators" / f"{stem}.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("short_name: LP\n", f"short_name: {short}\n", 1), encoding="utf-8")
+    with pytest.raises(SpecError, match=f"short name {short} is"):
+        load_spec(spec_copy)
+
+
 def test_good_copy_loads(spec_copy: Path) -> None:
     other = load_spec(spec_copy)
     assert set(other.operators) == set(SPEC.operators)
@@ -459,7 +501,9 @@ def test_an_overlay_picks_up_operators_added_to_its_base(tmp_path: Path) -> None
     base = _copy_spec(tmp_path / "base")
     text = (base / "operators" / "batch_normalization.yaml").read_text(encoding="utf-8")
     (base / "operators" / "batch_normalization_copy.yaml").write_text(
-        text.replace("operator: BATCH_NORMALIZATION\n", "operator: BATCH_NORMALIZATION_COPY\n"),
+        text.replace("operator: BATCH_NORMALIZATION\n", "operator: BATCH_NORMALIZATION_COPY\n").replace(
+            "short_name: BN\n", "short_name: BNC\n"
+        ),
         encoding="utf-8",
     )
     rev = tmp_path / "rev"
@@ -473,6 +517,9 @@ def test_an_overlay_picks_up_operators_added_to_its_base(tmp_path: Path) -> None
     )
     spec = load_spec(rev)
     assert "BATCH_NORMALIZATION_COPY" in spec.operators
+    assert (
+        spec.operator("mvn1").rules == spec.operator("MEAN_VARIANCE_NORMALIZATION1").rules
+    )  # the overlay's own
     assert (
         spec.operator("MEAN_VARIANCE_NORMALIZATION1").rules
         == load_spec(OVERLAY_2021).operator("MEAN_VARIANCE_NORMALIZATION1").rules

@@ -85,7 +85,10 @@ def run_rules(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec_dir)
         ops = [spec.operator(args.operator)] if args.operator else list(spec.operators.values())
     except (SpecError, KeyError) as exc:
-        print(f"dmlconform spec rules: error: {str(exc).strip(chr(39))}", file=sys.stderr)
+        message = (
+            exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        )  # str() of a KeyError quotes it
+        print(f"dmlconform spec rules: error: {message}", file=sys.stderr)
         return 2
     for op in ops:
         print(f"{op.name} (introduced {op.introduced})")

@@ -254,6 +254,7 @@ class Operator:
     path: str = ""
     relations: tuple[Relation, ...] = ()
     operator_type: int | None = None  # DML_OPERATOR_TYPE, for descs packed for DirectML itself
+    short_name: str = ""  # MVN1, BNTG, LP: what users type; Spec.operator accepts it
 
     def member(self, name: str) -> Member | None:
         for m in self.members:
@@ -305,12 +306,21 @@ class Spec:
         raise UnknownLevel(f"unknown feature level {name!r} (known: {known})")
 
     def operator(self, name: str) -> Operator:
-        key = name.removeprefix("DML_OPERATOR_")
-        try:
-            return self.operators[key]
-        except KeyError:
-            known = ", ".join(sorted(self.operators))
-            raise KeyError(f"unknown operator {name!r} (known: {known})") from None
+        """The operator a user names: its name, with or without DML_OPERATOR_, or its short name,
+        in any case (``mvn1``, ``DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1``)."""
+        key = name.strip().upper().removeprefix("DML_OPERATOR_")
+        op = self.operators.get(key) or self._by_short_name.get(key)
+        if op is None:
+            known = ", ".join(
+                f"{o.name} ({o.short_name})" if o.short_name else o.name
+                for _, o in sorted(self.operators.items())
+            )
+            raise KeyError(f"unknown operator {name!r} (known: {known})")
+        return op
+
+    @functools.cached_property
+    def _by_short_name(self) -> dict[str, Operator]:
+        return {op.short_name: op for op in self.operators.values() if op.short_name}
 
     def rules_for(self, op: Operator) -> tuple[Rule, ...]:
         """Every rule that binds ``op``: its own, the tensor-desc rules, the activation rules."""
@@ -641,8 +651,16 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
             path=str(paths.get(rel, spec_dir / rel)),
             relations=tuple(Relation.from_dict(r) for r in data.get("relations") or ()),
             operator_type=(data.get("operator_type") or {}).get("value"),
+            short_name=data.get("short_name", ""),
         )
         if op.name in operators:
             raise SpecError(f"operator {op.name} defined twice", str(paths.get(rel, spec_dir / rel)))
+        for other in operators.values():
+            if op.short_name and op.short_name in (other.name, other.short_name):
+                raise SpecError(
+                    f"operator {op.name}'s short name {op.short_name} is {other.name}'s too", op.path
+                )
+            if other.short_name == op.name:
+                raise SpecError(f"operator {op.name} is {other.name}'s short name", op.path)
         operators[op.name] = op
     return Spec(spec_dir, levels, data_types, flags, activations, tensor_rules, activation_rules, operators)
