@@ -77,6 +77,8 @@ def test_createoperator_on_a_corpus_slice_disagrees_only_where_a_finding_says() 
         ("cases/directml/softplus-steepness-below-one", "1.14.1", "failed"),  # F7: Steepness 1 computed
         ("cases/directml/gelu-below-5_1", "1.8.0", "passed"),  # F8: 1.8.0 refuses GELU
         ("cases/directml/gelu-below-5_1", "1.9.1", "failed"),  # F8: 1.9.1 accepts it at 5_0
+        ("cases/directml/output-overlap-refused", "1.15.4", "passed"),  # F13: the spec follows DirectML
+        ("cases/directml/output-overlap-refused", "1.8.0", "passed"),  # F13
     ],
 )
 def test_reproducers_show_their_finding_on_their_releases(path: str, version: str, outcome: str) -> None:

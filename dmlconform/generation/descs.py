@@ -1365,12 +1365,43 @@ def _t_flags(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) ->
     return t.replace(flags=ch.choice(_inputs_only_flags(model)))
 
 
+def _outputs_why(model: Model, rule: Rule) -> str | None:
+    return None if model.op.output_members else "the operator has no output tensor"
+
+
 def _flags_why(model: Model, rule: Rule) -> str | None:
     if not _inputs_only_flags(model):
         return "no tensor flag is restricted to inputs"
     if not model.op.output_members:
         return "the operator has no output tensor"
     return None
+
+
+def _t_overlap(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
+    """An output whose elements overlap: one dimension of size above 1 broadcast (stride 0), or
+    given the stride of another such dimension, or one step more than its size along one whose
+    stride is 1 (the interleaving DirectML refuses). Its TotalTensorSizeInBytes still covers it."""
+    big = [d for d, n in enumerate(t.sizes) if n > 1]
+    if not big:
+        return None
+    st = list(t.effective_strides)
+    d = ch.choice(big, key="overlap:dim")
+    others = [e for e in big if e != d]
+    how = ch.choice(("broadcast", "same", "short") if others else ("broadcast",), key="overlap:how")
+    if how == "broadcast":
+        st[d] = 0
+    elif how == "same":
+        st[d] = st[ch.choice(others)] or 1
+        st = [s or 1 for s in st]
+    else:  # d steps by 1 and another dimension by fewer than d's size
+        st = [s or 1 for s in st]
+        st[d] = 1
+        e = ch.choice(others)
+        st[e] = ch.integer(1, t.sizes[d] - 1)
+    total = t.total_tensor_size_in_bytes
+    if total is not None:
+        total = max(total, minimum_implied_size_in_bytes(t.sizes, tuple(st), model.element_size(t.data_type)))
+    return t.replace(strides=tuple(st), total_tensor_size_in_bytes=total)
 
 
 # activation kinds -----------------------------------------------------------------------------
@@ -1504,6 +1535,9 @@ BREAKERS: dict[str, Breaker] = {
     "tensor_alignment": Breaker(_always, _no_overrides, _tensor_mutator(_t_alignment)),
     "tensor_flags": Breaker(
         _flags_why, _no_overrides, _tensor_mutator(_t_flags, lambda model, n: n not in model.inputs)
+    ),
+    "tensor_output_elements_distinct": Breaker(
+        _outputs_why, _no_overrides, _tensor_mutator(_t_overlap, lambda model, n: n not in model.inputs)
     ),
     "activation_fusable": Breaker(_has_activation, _activation_plan, _set_activation(_fusable_mutate)),
     "activation_available": Breaker(

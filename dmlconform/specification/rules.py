@@ -23,6 +23,7 @@ from dmlconform.specification.desc import (
     OperatorDesc,
     TensorDesc,
     minimum_implied_size_in_bytes,
+    overlapping_elements,
 )
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 
@@ -574,6 +575,22 @@ class TensorFlags(TensorKind):
         if member is None or member.kind != "input":
             return False
         return any(f.name == t.effective_flags and f.inputs_only for f in ctx.spec.tensor_flags)
+
+
+@kind
+class TensorOutputElementsDistinct(TensorKind):
+    """Each element of an output at its own offset (desc.overlapping_elements): outputs may not
+    broadcast, nor overlap through any other choice of strides."""
+
+    name = "tensor_output_elements_distinct"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        member = ctx.op.member(name)
+        if member is None or member.kind != "output" or len(t.effective_strides) != len(t.sizes):
+            return
+        overlap = overlapping_elements(t.sizes, t.effective_strides)
+        if overlap is not None:
+            yield f"{name}.Strides", f"the output's elements overlap: {overlap.describe()}"
 
 
 # --------------------------------------------------------------------------------------------

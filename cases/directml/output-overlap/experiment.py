@@ -1,0 +1,104 @@
+"""Which output layouts DirectML accepts: the experiment behind the inferred rule
+tensor-output-elements-distinct (spec/common/tensor_desc.yaml).
+
+    python cases/directml/output-overlap/experiment.py [--version 1.15.4 ...]
+
+Each layout below is put to DirectML's CreateOperator and CompileOperator as the OutputTensor of
+an otherwise legal MEAN_VARIANCE_NORMALIZATION1 and BATCH_NORMALIZATION desc, and the answer is
+printed beside the validator's verdict. The docs allow a stride of 0 (broadcast) and larger strides
+(padding) without saying whether an output may use them; the layouts separate the readings: a
+broadcast output, outputs that overlap through non-zero strides, an interleaved output whose
+offsets are all distinct, a zero stride on a dimension of size 1, padded and permuted outputs.
+Exit status 1 when a release and the validator disagree on any of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dmlconform.backends.directml.backend import DirectMLBackend
+from dmlconform.errors import Rejected
+from dmlconform.specification.desc import parse_desc
+from dmlconform.specification.model import load_spec
+from dmlconform.specification.validate import validate
+
+SPEC = load_spec()
+
+# (name, Sizes, output Strides)
+LAYOUTS = [
+    ("broadcast everywhere", [1, 2, 3, 4], [0, 0, 0, 1]),
+    ("broadcast one dimension", [1, 2, 3, 4], [12, 0, 4, 1]),
+    ("broadcast the last dimension", [1, 2, 3, 4], [12, 6, 2, 0]),
+    ("two dimensions one stride", [1, 2, 3, 4], [24, 1, 1, 1]),
+    ("a row shorter than its length", [1, 2, 3, 4], [24, 12, 3, 1]),
+    ("interleaved, one offset shared", [1, 1, 3, 2], [8, 8, 1, 2]),
+    ("interleaved, offsets distinct", [1, 1, 3, 2], [8, 8, 2, 3]),
+    ("zero stride on a size-1 dimension", [1, 2, 3, 4], [0, 12, 4, 1]),
+    ("padded", [1, 2, 3, 4], [100, 40, 10, 1]),
+    ("permuted", [1, 2, 3, 4], [24, 1, 2, 6]),
+]
+
+
+def descs(sizes: list[int], strides: list[int]) -> list[dict]:
+    channels = [1, sizes[1], 1, 1]
+    mvn1 = {
+        "type": "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1",
+        "desc": {
+            "InputTensor": {"DataType": "FLOAT32", "Sizes": sizes},
+            "OutputTensor": {"DataType": "FLOAT32", "Sizes": sizes, "Strides": strides},
+            "AxisCount": 1,
+            "Axes": [3],
+            "NormalizeVariance": True,
+            "Epsilon": 1e-5,
+        },
+    }
+    batch_norm = {
+        "type": "DML_OPERATOR_BATCH_NORMALIZATION",
+        "desc": {
+            "InputTensor": {"DataType": "FLOAT32", "Sizes": sizes},
+            **{m: {"DataType": "FLOAT32", "Sizes": channels} for m in ("MeanTensor", "VarianceTensor")},
+            **{m: {"DataType": "FLOAT32", "Sizes": channels} for m in ("ScaleTensor", "BiasTensor")},
+            "OutputTensor": {"DataType": "FLOAT32", "Sizes": sizes, "Strides": strides},
+            "Spatial": True,
+            "Epsilon": 1e-5,
+        },
+    }
+    return [mvn1, batch_norm]
+
+
+def directml_accepts(backend: DirectMLBackend, desc) -> bool:
+    try:
+        backend.check(desc)
+    except Rejected:
+        return False
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="append", help="DirectML release (repeatable; default 1.15.4)")
+    versions = parser.parse_args().version or ["1.15.4"]
+    disagreements = 0
+    for version in versions:
+        backend = DirectMLBackend(version=version)
+        try:
+            print(f"DirectML {version}")
+            for name, sizes, strides in LAYOUTS:
+                for raw in descs(sizes, strides):
+                    desc = parse_desc(raw)
+                    legal = not validate(desc, backend.feature_level, SPEC)
+                    accepted = directml_accepts(backend, desc)
+                    disagreements += legal != accepted
+                    print(
+                        f"  {desc.operator:<30} Sizes {sizes} Strides {strides!s:<16} {name:<36} "
+                        f"DirectML {'accepts' if accepted else 'refuses'}, validator {'legal' if legal else 'illegal'}"
+                        + ("" if legal == accepted else "   <- disagree")
+                    )
+        finally:
+            backend.close()
+    return 1 if disagreements else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
