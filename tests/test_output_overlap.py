@@ -30,9 +30,7 @@ def offsets_collide(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
 
 
 layouts = st.integers(1, 4).flatmap(
-    lambda rank: st.tuples(
-        st.tuples(*[st.integers(1, 6)] * rank), st.tuples(*[st.integers(0, 14)] * rank)
-    )
+    lambda rank: st.tuples(st.tuples(*[st.integers(1, 6)] * rank), st.tuples(*[st.integers(0, 14)] * rank))
 )
 
 
@@ -110,7 +108,9 @@ def mvn1(sizes: tuple[int, ...], output_strides=None, input_strides=None):
 @pytest.mark.parametrize(("sizes", "strides", "answer"), DIRECTML_ANSWERS)
 def test_the_validator_says_what_directml_does(sizes, strides, answer) -> None:
     violations = validate(mvn1(sizes, output_strides=list(strides)), "6_4", SPEC)
-    assert [v.rule for v in violations] == ([] if answer == "accepts" else ["tensor-output-elements-distinct"])
+    assert [v.rule for v in violations] == (
+        [] if answer == "accepts" else ["tensor-output-elements-distinct"]
+    )
     if violations:
         assert violations[0].member == "OutputTensor.Strides"
         assert "overlap" in violations[0].message
