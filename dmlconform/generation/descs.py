@@ -1377,31 +1377,17 @@ def _flags_why(model: Model, rule: Rule) -> str | None:
     return None
 
 
-def _t_overlap(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
-    """An output whose elements overlap: one dimension of size above 1 broadcast (stride 0), or
-    given the stride of another such dimension, or one step more than its size along one whose
-    stride is 1 (the interleaving DirectML refuses). Its TotalTensorSizeInBytes still covers it."""
+def _t_short_span(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
+    """An output packed but for its outermost dimension of size above 1, which is broadcast
+    (stride 0) or steps one to a few slots short of the rest: it spans fewer slots than it has
+    elements. Its TotalTensorSizeInBytes, if stated, still covers it (the span only shrinks)."""
     big = [d for d, n in enumerate(t.sizes) if n > 1]
     if not big:
         return None
-    st = list(t.effective_strides)
-    d = ch.choice(big, key="overlap:dim")
-    others = [e for e in big if e != d]
-    how = ch.choice(("broadcast", "same", "short") if others else ("broadcast",), key="overlap:how")
-    if how == "broadcast":
-        st[d] = 0
-    elif how == "same":
-        st[d] = st[ch.choice(others)] or 1
-        st = [s or 1 for s in st]
-    else:  # d steps by 1 and another dimension by fewer than d's size
-        st = [s or 1 for s in st]
-        st[d] = 1
-        e = ch.choice(others)
-        st[e] = ch.integer(1, t.sizes[d] - 1)
-    total = t.total_tensor_size_in_bytes
-    if total is not None:
-        total = max(total, minimum_implied_size_in_bytes(t.sizes, tuple(st), model.element_size(t.data_type)))
-    return t.replace(strides=tuple(st), total_tensor_size_in_bytes=total)
+    st = list(packed_strides(t.sizes))
+    d = big[0]
+    st[d] = ch.choice((0, max(st[d] - ch.integer(1, 3), 0)), key="short:stride")
+    return t.replace(strides=tuple(st))
 
 
 # activation kinds -----------------------------------------------------------------------------
@@ -1536,8 +1522,8 @@ BREAKERS: dict[str, Breaker] = {
     "tensor_flags": Breaker(
         _flags_why, _no_overrides, _tensor_mutator(_t_flags, lambda model, n: n not in model.inputs)
     ),
-    "tensor_output_elements_distinct": Breaker(
-        _outputs_why, _no_overrides, _tensor_mutator(_t_overlap, lambda model, n: n not in model.inputs)
+    "tensor_output_span": Breaker(
+        _outputs_why, _no_overrides, _tensor_mutator(_t_short_span, lambda model, n: n not in model.inputs)
     ),
     "activation_fusable": Breaker(_has_activation, _activation_plan, _set_activation(_fusable_mutate)),
     "activation_available": Breaker(

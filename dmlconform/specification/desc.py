@@ -217,64 +217,9 @@ def minimum_implied_size_in_bytes(
     return (nbytes + 3) & ~3
 
 
-OVERLAP_SEARCH_LIMIT = 1 << 20
-"""Elements of an output's interleaved part (see :func:`overlapping_elements`) up to which its
-offsets are enumerated."""
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """Two indices of a tensor at one buffer offset; ``first`` and ``second`` are None where
-    only counting proves it (more elements than offsets between the first and the last)."""
-
-    first: tuple[int, ...] | None
-    second: tuple[int, ...] | None
-    offset: int | None
-    elements: int
-    span: int
-
-    def describe(self) -> str:
-        if self.first is None or self.second is None:
-            return f"its {self.elements} elements lie within {self.span} offsets"
-        return f"elements {list(self.first)} and {list(self.second)} both lie at offset {self.offset}"
-
-
-def overlapping_elements(sizes: tuple[int, ...], strides: tuple[int, ...]) -> Overlap | None:
-    """Where a tensor's elements overlap (two indices at one offset), or None when each index has
-    its own offset or the layout is too interleaved to decide (more than OVERLAP_SEARCH_LIMIT
-    elements in its interleaved part and no simpler proof). Why exact and not a stride test:
-    DirectML refuses every overlapping output and accepts interleaved ones whose offsets are
-    distinct (Sizes {3, 2}, Strides {2, 3}: offsets 0, 3, 2, 5, 4, 7)."""
-    rank = len(sizes)
-
-    def index(at: dict[int, int]) -> tuple[int, ...]:
-        return tuple(at.get(k, 0) for k in range(rank))
-
-    dims = sorted((st, n, d) for d, (n, st) in enumerate(zip(sizes, strides, strict=True)) if n > 1)
-    elements = math.prod(n for _, n, _ in dims)
-    span = sum((n - 1) * st for st, n, _ in dims) + 1
-    # a dimension whose stride passes every offset the others reach takes no part in a collision
-    while dims and dims[-1][0] > sum((n - 1) * st for st, n, _ in dims[:-1]):
-        dims.pop()
-    if dims and dims[0][0] == 0:  # a broadcast dimension
-        return Overlap(index({}), index({dims[0][2]: 1}), 0, elements, span)
-    for j, (sj, nj, dj) in enumerate(dims):  # one step along k lands on a multiple of j's stride
-        for sk, _, dk in dims[j + 1 :]:
-            if sk % sj == 0 and sk // sj < nj:
-                return Overlap(index({dj: sk // sj}), index({dk: 1}), sk, elements, span)
-    if math.prod(n for _, n, _ in dims) > OVERLAP_SEARCH_LIMIT:
-        return Overlap(None, None, None, elements, span) if elements > span else None
-    seen: dict[int, dict[int, int]] = {0: {}}
-    for st, n, d in dims:
-        grown: dict[int, dict[int, int]] = {}
-        for offset, at in seen.items():
-            for i in range(n):
-                here = {**at, d: i}
-                other = grown.setdefault(offset + i * st, here)
-                if other is not here:
-                    return Overlap(index(other), index(here), offset + i * st, elements, span)
-        seen = grown
-    return None
+def element_span(sizes: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """IndexOfLastElement + 1: how many element slots a tensor's layout spans."""
+    return sum((n - 1) * st for n, st in zip(sizes, strides, strict=False)) + 1
 
 
 def strip_prefix(value: str, prefix: str) -> str:

@@ -22,8 +22,8 @@ from dmlconform.specification.desc import (
     ActivationDesc,
     OperatorDesc,
     TensorDesc,
+    element_span,
     minimum_implied_size_in_bytes,
-    overlapping_elements,
 )
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 
@@ -578,19 +578,24 @@ class TensorFlags(TensorKind):
 
 
 @kind
-class TensorOutputElementsDistinct(TensorKind):
-    """Each element of an output at its own offset (desc.overlapping_elements): outputs may not
-    broadcast, nor overlap through any other choice of strides."""
+class TensorOutputSpan(TensorKind):
+    """An output spans at least as many element slots as it has elements (IndexOfLastElement + 1
+    >= the element count): fewer slots than elements means two elements share one, which
+    DirectML refuses. An output that overlaps within a larger span passes, as DirectML lets it."""
 
-    name = "tensor_output_elements_distinct"
+    name = "tensor_output_span"
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         member = ctx.op.member(name)
         if member is None or member.kind != "output" or len(t.effective_strides) != len(t.sizes):
             return
-        overlap = overlapping_elements(t.sizes, t.effective_strides)
-        if overlap is not None:
-            yield f"{name}.Strides", f"the output's elements overlap: {overlap.describe()}"
+        count, span = math.prod(t.sizes), element_span(t.sizes, t.effective_strides)
+        if count > span:
+            yield (
+                f"{name}.Strides",
+                f"the output's {count} elements lie within {span} element slots (IndexOfLastElement + 1): "
+                "an output's elements may not share one",
+            )
 
 
 # --------------------------------------------------------------------------------------------
