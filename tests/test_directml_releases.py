@@ -248,6 +248,9 @@ def test_disagreements_are_decided_only_when_every_rule_is_claimed() -> None:
     assert reg.explain_disagreement(("activation-available",), acc.ACCEPTED, "ACTIVATION_CELU") == []
     assert reg.explain_disagreement(("axes-unique",), acc.REFUSED, None) == []
     assert reg.explain_disagreement((), acc.REFUSED, None) == []  # a refused legal desc: nobody's
+    # but for LP_NORMALIZATION, F12's (CompileOperator refuses some legal ones on this stack)
+    assert reg.explain_disagreement((), acc.REFUSED, None, "LP_NORMALIZATION") == ["F12"]
+    assert reg.explain_disagreement((), acc.REFUSED, None, "MEAN_VARIANCE_NORMALIZATION1") == []
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT16-0001]") == "F1"
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT32-n65537-0000]") == "F2"
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT32-0001]") is None

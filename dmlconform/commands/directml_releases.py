@@ -171,7 +171,9 @@ def run_accept(args: argparse.Namespace) -> int:
         )
         groups: dict[tuple[str, str, str, str], int] = {}
         for j in matrix.disagreements(judged):
-            owners = reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, spec))
+            owners = reg.explain_disagreement(
+                j.expected, j.verdict, activation_of(j.probe.desc, spec), j.probe.desc.operator
+            )
             key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict)
             groups[key] = groups.get(key, 0) + 1
             undecided += not owners

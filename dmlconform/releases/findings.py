@@ -33,11 +33,13 @@ DECISIONS = (
 @dataclass(frozen=True)
 class Claim:
     """A CreateOperator disagreement a finding explains: DirectML's ``verdict`` on a probe the
-    spec says breaks ``rule`` (``legal`` for a legal probe), optionally only with ``activation``."""
+    spec says breaks ``rule`` (``legal`` for a legal probe), optionally only with ``activation``
+    or only for ``operator``."""
 
     rule: str
     verdict: str
     activation: str | None = None
+    operator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,9 @@ class Registry:
         """The first finding whose globs claim a failing case, or None."""
         return next((f.id for f in self.findings if f.claims_case(case_id)), None)
 
-    def explain_disagreement(self, rules: tuple[str, ...], verdict: str, activation: str | None) -> list[str]:
+    def explain_disagreement(
+        self, rules: tuple[str, ...], verdict: str, activation: str | None, operator: str | None = None
+    ) -> list[str]:
         """The findings that together explain DirectML answering ``verdict`` on a probe the spec
         says breaks ``rules`` (empty: legal): every rule must be claimed, else []."""
         wanted = rules or ("legal",)
@@ -88,7 +92,10 @@ class Registry:
                     f.id
                     for f in self.findings
                     for c in f.acceptance
-                    if c.rule == rule and c.verdict == verdict and c.activation in (None, activation)
+                    if c.rule == rule
+                    and c.verdict == verdict
+                    and c.activation in (None, activation)
+                    and c.operator in (None, operator)
                 ),
                 None,
             )

@@ -237,7 +237,9 @@ def disagreements_section(
     undecided = 0
     for a in sweep.answers:
         for j in matrix.disagreements(judged[a.release]):
-            owners = reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, spec))
+            owners = reg.explain_disagreement(
+                j.expected, j.verdict, activation_of(j.probe.desc, spec), j.probe.desc.operator
+            )
             key_id = "+".join(owners) if owners else "undecided"
             undecided += not owners
             groups[(key_id, j.probe.operator, j.expect_key, j.verdict)][a.release].append(j.probe.id)
@@ -276,7 +278,9 @@ def _explained_by(
     for release, _ in b.below + b.above:
         for j in judged.get(release, []):
             if j.probe.id in witnesses and j.agrees is False:
-                found = reg.explain_disagreement(j.expected, j.verdict, activation_of(j.probe.desc, spec))
+                found = reg.explain_disagreement(
+                    j.expected, j.verdict, activation_of(j.probe.desc, spec), j.probe.desc.operator
+                )
                 for o in found or ["undecided"]:
                     if o not in owners:
                         owners.append(o)
