@@ -3,7 +3,8 @@
 A release sweep sees three kinds of evidence: CreateOperator disagreements (``matrix``), failing
 cases of conformance runs, and reproducers replayed on each release. Each finding claims some of
 them: ``acceptance`` entries by the rule a probe breaks and DirectML's verdict (optionally the
-fused activation's type), ``cases`` globs by case id, ``reproducers`` by the replay outcome that
+fused activation's type or the operator), ``cases`` globs by case id (optionally only cases of
+one reduction length), ``reproducers`` by the replay outcome that
 shows it. Whatever no finding claims is *undecided*: the sweep reports it and the published table
 lists it, so a new disagreement cannot hide behind an old decision.
 """
@@ -49,19 +50,36 @@ class Reproducer:
 
 
 @dataclass(frozen=True)
+class CaseClaim:
+    """Failing cases a finding explains: ids matching ``pattern`` (a glob, brackets literal, as in
+    --expect files), and only those reducing ``reduction_length`` elements when that is given
+    (a case id does not say it: a metamorphic relation's MVN1 side over one-element slices)."""
+
+    pattern: str
+    reduction_length: int | None = None
+
+    @classmethod
+    def from_yaml(cls, raw: str | dict[str, Any]) -> CaseClaim:
+        return cls(raw) if isinstance(raw, str) else cls(str(raw["id"]), raw.get("reduction_length"))
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     title: str
     decision: str
     evidence: str
     acceptance: tuple[Claim, ...] = ()
-    cases: tuple[str, ...] = ()
+    cases: tuple[CaseClaim, ...] = ()
     reproducers: tuple[Reproducer, ...] = ()
     experiment: str | None = None
 
-    def claims_case(self, case_id: str) -> bool:
-        """Whether a glob of ``cases`` matches the id, brackets literal (as in --expect files)."""
-        return any(Expectation(pattern, self.id, 0).matches(case_id) for pattern in self.cases)
+    def claims_case(self, case_id: str, reduction_length: int | None = None) -> bool:
+        return any(
+            Expectation(c.pattern, self.id, 0).matches(case_id)
+            and c.reduction_length in (None, reduction_length)
+            for c in self.cases
+        )
 
 
 @dataclass(frozen=True)
@@ -75,9 +93,9 @@ class Registry:
                 return f
         raise KeyError(finding_id)
 
-    def explain_case(self, case_id: str) -> str | None:
-        """The first finding whose globs claim a failing case, or None."""
-        return next((f.id for f in self.findings if f.claims_case(case_id)), None)
+    def explain_case(self, case_id: str, reduction_length: int | None = None) -> str | None:
+        """The first finding that claims a failing case, or None."""
+        return next((f.id for f in self.findings if f.claims_case(case_id, reduction_length)), None)
 
     def explain_disagreement(
         self, rules: tuple[str, ...], verdict: str, activation: str | None, operator: str | None = None
@@ -116,7 +134,7 @@ def _finding(raw: dict[str, Any], decisions: dict[str, str]) -> Finding:
         decision=decision,
         evidence=" ".join(str(raw["evidence"]).split()),
         acceptance=tuple(Claim(**c) for c in raw.get("acceptance") or ()),
-        cases=tuple(raw.get("cases") or ()),
+        cases=tuple(CaseClaim.from_yaml(c) for c in raw.get("cases") or ()),
         reproducers=tuple(Reproducer(**r) for r in raw.get("reproducers") or ()),
         experiment=raw.get("experiment"),
     )

@@ -367,7 +367,7 @@ def _failing_by_finding(
         for case in results.cases:
             if not case.failing:
                 continue
-            fid = reg.explain_case(case.id)
+            fid = reg.explain_case(case.id, case.reduction_length)
             if fid is None:
                 unexplained[release].append(case.id)
             else:
