@@ -53,9 +53,9 @@ def test_edges_of_ordered_limits() -> None:
     slack = {**exact, "TotalTensorSizeInBytes": 484}
     assert "tensor-total-size" in rules_of(mvn1(InputTensor=exact))
     assert "tensor-total-size" not in rules_of(mvn1(InputTensor=slack))
-    # an alignment at the element size, not above it
-    low = {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5], "GuaranteedBaseOffsetAlignment": 4}
-    high = {**low, "GuaranteedBaseOffsetAlignment": 16}
+    # an alignment at its least legal value (16, DML_MINIMUM_BUFFER_TENSOR_ALIGNMENT), not above it
+    low = {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5], "GuaranteedBaseOffsetAlignment": 16}
+    high = {**low, "GuaranteedBaseOffsetAlignment": 32}
     assert "tensor-alignment" in rules_of(mvn1(InputTensor=low))
     assert "tensor-alignment" not in rules_of(mvn1(InputTensor=high))
     # a 1-D tensor is at the low end of the dimension-count range

@@ -79,6 +79,8 @@ def test_createoperator_on_a_corpus_slice_disagrees_only_where_a_finding_says() 
         ("cases/directml/gelu-below-5_1", "1.9.1", "failed"),  # F8: 1.9.1 accepts it at 5_0
         ("cases/directml/output-overlap-refused", "1.15.4", "passed"),  # F13: the spec follows DirectML
         ("cases/directml/output-overlap-refused", "1.8.0", "passed"),  # F13
+        ("cases/directml/alignment-below-16", "1.15.4", "passed"),  # F14: the spec follows DirectML
+        ("cases/directml/alignment-below-16", "1.8.0", "passed"),  # F14
     ],
 )
 def test_reproducers_show_their_finding_on_their_releases(path: str, version: str, outcome: str) -> None:

@@ -1352,8 +1352,8 @@ def _t_total_size(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Choose
 
 
 def _t_alignment(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
-    esize = model.element_size(t.data_type)
-    bad = [3, 6, 12, 24, 100] + [p for p in (1, 2, 4) if p < esize]
+    least = max(int(rule.params["minimum"]), model.element_size(t.data_type))
+    bad = [3, 6, 12, 24, 100] + [p for p in (1, 2, 4, 8, 16, 32) if p < least]
     return t.replace(guaranteed_base_offset_alignment=ch.choice(bad))
 
 

@@ -527,29 +527,37 @@ class TensorTotalSize(TensorKind):
 
 @kind
 class TensorAlignment(TensorKind):
+    """GuaranteedBaseOffsetAlignment: 0, or a power of two at least ``minimum`` bytes and the
+    element size."""
+
     name = "tensor_alignment"
+    params = ("minimum",)
+
+    @staticmethod
+    def least(rule: Rule, t: TensorDesc, ctx: Context) -> int:
+        """The least legal non-zero alignment: ``minimum`` or the element size (rounded up to a
+        power of two), whichever is larger."""
+        size = ctx.spec.data_types[t.data_type].size
+        return max(int(rule.params["minimum"]), 1 << max(math.ceil(math.log2(size)), 0) if size > 0 else 1)
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         a = t.guaranteed_base_offset_alignment
         if not a:
             return
-        size = ctx.spec.data_types[t.data_type].size
-        if a & (a - 1) or a < size:
+        least = self.least(rule, t, ctx)
+        if a & (a - 1) or a < least:
             yield (
                 f"{name}.GuaranteedBaseOffsetAlignment",
-                f"GuaranteedBaseOffsetAlignment {a} must be 0 or a power of two >= the element size {size:g}",
+                f"GuaranteedBaseOffsetAlignment {a} must be 0 or a power of two >= {least}",
             )
 
     has_edge = True
 
     def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
-        """An alignment at its least legal value, the element size (rounded up to a power of two):
-        an implementation that assumes more alignment than the desc guarantees meets it."""
+        """An alignment at its least legal value: an implementation that assumes more alignment
+        than the desc guarantees meets it."""
         a = t.guaranteed_base_offset_alignment
-        if not a:
-            return False
-        size = ctx.spec.data_types[t.data_type].size
-        return size > 0 and a == 1 << max(math.ceil(math.log2(size)), 0)
+        return bool(a) and a == self.least(rule, t, ctx)
 
 
 @kind
