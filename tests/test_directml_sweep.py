@@ -81,6 +81,9 @@ def test_createoperator_on_a_corpus_slice_disagrees_only_where_a_finding_says() 
         ("cases/directml/output-overlap-refused", "1.8.0", "passed"),  # F13
         ("cases/directml/alignment-below-16", "1.15.4", "passed"),  # F14: the spec follows DirectML
         ("cases/directml/alignment-below-16", "1.8.0", "passed"),  # F14
+        ("cases/directml/total-size-past-32-bits", "1.8.0", "passed"),  # F15: the spec follows DirectML
+        ("cases/directml/total-size-partial-element", "1.15.4", "passed"),  # F16: 1.14.1+ refuse it
+        ("cases/directml/total-size-partial-element", "1.13.1", "failed"),  # F16: 1.8.0-1.13.1 accept it
     ],
 )
 def test_reproducers_show_their_finding_on_their_releases(path: str, version: str, outcome: str) -> None:

@@ -331,6 +331,23 @@ def test_dimension_count_max_follows_the_level() -> None:
     assert found(d, "3_1") == []
 
 
+@pytest.mark.parametrize(("dt", "size"), [("FLOAT32", 4), ("FLOAT16", 2)])
+def test_total_size_max_is_32_bit_elements_a_partial_one_counted(dt: str, size: int) -> None:
+    """DirectML 1.14.1 to 1.15.4 accept (2^32 - 1) element sizes and refuse one byte more
+    (cases/directml/tensor-total-size-max); the layout itself is small."""
+
+    def rules(total: int, member: str = "InputTensor") -> list[tuple[str, str]]:
+        tensors = {"InputTensor": T(N, dt), "OutputTensor": T(N, dt)}
+        tensors[member] = T(N, dt, TotalTensorSizeInBytes=total)
+        return found(desc(MVN1, **tensors), "6_4")
+
+    top = (2**32 - 1) * size
+    assert rules(top) == [] and rules(top - 4) == [] and rules(2**32) == []
+    for member in ("InputTensor", "OutputTensor"):
+        for total in (top + 1, top + size, 2**40):
+            assert rules(total, member) == [("tensor-total-size-max", f"{member}.TotalTensorSizeInBytes")]
+
+
 def test_element_count_boundary() -> None:
     ok = [1, 1, 65535, 65537]  # 2^32 - 1
     assert found(desc(MVN1, InputTensor=T(ok), OutputTensor=T(ok)), "5_0") == []

@@ -1351,6 +1351,14 @@ def _t_total_size(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Choose
     )
 
 
+def _t_total_size_max(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
+    """A TotalTensorSizeInBytes one byte to a few elements past ``max`` elements' worth (the
+    layout itself stays small)."""
+    size = model.element_size(t.data_type)
+    top = int(int(rule.params["max"]) * size)
+    return t.replace(total_tensor_size_in_bytes=ch.choice((top + 1, top + size, top + 4 * size, 1 << 40)))
+
+
 def _t_alignment(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
     least = max(int(rule.params["minimum"]), model.element_size(t.data_type))
     bad = [3, 6, 12, 24, 100] + [p for p in (1, 2, 4, 8, 16, 32) if p < least]
@@ -1518,6 +1526,7 @@ BREAKERS: dict[str, Breaker] = {
     "tensor_strides_count": Breaker(_always, _no_overrides, _tensor_mutator(_t_strides_count)),
     "tensor_element_count_max": Breaker(_always, _no_overrides, _tensor_mutator(_t_element_count)),
     "tensor_total_size": Breaker(_always, _no_overrides, _tensor_mutator(_t_total_size)),
+    "tensor_total_size_max": Breaker(_always, _no_overrides, _tensor_mutator(_t_total_size_max)),
     "tensor_alignment": Breaker(_always, _no_overrides, _tensor_mutator(_t_alignment)),
     "tensor_flags": Breaker(
         _flags_why, _no_overrides, _tensor_mutator(_t_flags, lambda model, n: n not in model.inputs)

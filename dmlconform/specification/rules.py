@@ -526,6 +526,27 @@ class TensorTotalSize(TensorKind):
 
 
 @kind
+class TensorTotalSizeMax(TensorKind):
+    """TotalTensorSizeInBytes at most ``max`` elements' worth: the buffer's element count, a
+    partial last element included, fits DirectML's 32-bit element indices."""
+
+    name = "tensor_total_size_max"
+    params = ("max",)
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        total = t.total_tensor_size_in_bytes
+        size = ctx.spec.data_types[t.data_type].size
+        if total is None or size <= 0:
+            return
+        top = int(int(rule.params["max"]) * size)
+        if total > top:
+            yield (
+                f"{name}.TotalTensorSizeInBytes",
+                f"TotalTensorSizeInBytes {total} exceeds {top} ({rule.params['max']} elements of {size:g} bytes)",
+            )
+
+
+@kind
 class TensorAlignment(TensorKind):
     """GuaranteedBaseOffsetAlignment: 0, or a power of two at least ``minimum`` bytes and the
     element size."""
