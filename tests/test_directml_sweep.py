@@ -97,3 +97,47 @@ def test_reproducers_show_their_finding_on_their_releases(path: str, version: st
     finally:
         backend.close()
     assert result.status == outcome, result.message
+
+
+def test_an_experiment_prints_each_answer_beside_the_verdict_and_counts_disagreements() -> None:
+    """acceptance.experiment, what cases/directml/*/experiment.py run: DirectML 1.15.4 on three
+    alignments of one input, one of which (8) the spec allowed before F14."""
+    needs("1.15.4")
+    from dmlconform.specification.desc import parse_desc
+
+    def mvn1(alignment: int):
+        tensor = {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]}
+        return parse_desc(
+            {
+                "type": "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1",
+                "desc": {
+                    "InputTensor": {**tensor, "GuaranteedBaseOffsetAlignment": alignment},
+                    "OutputTensor": tensor,
+                    "AxisCount": 1,
+                    "Axes": [3],
+                    "NormalizeVariance": True,
+                    "Epsilon": 1e-5,
+                },
+            }
+        )
+
+    lines: list[str] = []
+    labelled = [(f"alignment {a}", mvn1(a)) for a in (0, 8, 16)]
+    assert acc.experiment(["1.15.4"], labelled, SPEC, out=lines.append) == 0
+    assert lines[0] == "DirectML 1.15.4"
+    assert [line.split()[-2:] for line in lines[1:]] == [
+        ["validator", "legal"],
+        ["validator", "illegal"],
+        ["validator", "legal"],
+    ]
+    assert (
+        "DirectML refuses" in lines[2] and "DirectML accepts" in lines[1] and "DirectML accepts" in lines[3]
+    )
+    # and a disagreement counts: 1.13.1 accepts a partial element past the largest buffer (F16)
+    needs("1.13.1")
+    partial = mvn1(0).replace(
+        InputTensor=mvn1(0).members["InputTensor"].replace(total_tensor_size_in_bytes=(2**32 - 1) * 4 + 1)
+    )
+    lines = []
+    assert acc.experiment(["1.13.1"], [("partial element", partial)], SPEC, out=lines.append) == 1
+    assert lines[1].endswith("DirectML accepts, validator illegal   <- disagree")

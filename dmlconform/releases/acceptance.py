@@ -267,3 +267,30 @@ def iter_answered(probes: list[Probe], answers: ReleaseAnswers) -> Iterator[tupl
         v = answers.verdicts.get(p.id)
         if v is not None:
             yield p, v
+
+
+def experiment(
+    versions: list[str],
+    labelled: list[tuple[str, OperatorDesc]],
+    spec: Spec,
+    out: Callable[[str], None] = print,
+) -> int:
+    """Put each labelled desc to every release's CreateOperator and print DirectML's answer beside
+    the validator's verdict at the release's level; returns the number of disagreements. What
+    the experiments under cases/directml/ that settle a desc rule run (and exit 1 on)."""
+    from dmlconform.specification.validate import validate
+
+    disagreements = 0
+    for version in versions:
+        backend = DirectMLBackend(version=version)
+        try:
+            out(f"DirectML {version}")
+            for label, desc in labelled:
+                legal = not validate(desc, backend.feature_level, spec)
+                accepted = ask(backend.check, desc).verdict == ACCEPTED
+                disagreements += legal != accepted
+                verdicts = f"DirectML {'accepts' if accepted else 'refuses'}, validator {'legal' if legal else 'illegal'}"
+                out(f"  {label:<64} {verdicts}" + ("" if legal == accepted else "   <- disagree"))
+        finally:
+            backend.close()
+    return disagreements

@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dmlconform.backends.directml.backend import DirectMLBackend
-from dmlconform.errors import Rejected
+from dmlconform.releases.acceptance import experiment
 from dmlconform.specification.desc import parse_desc
 from dmlconform.specification.model import load_spec
-from dmlconform.specification.validate import validate
 
 SPEC = load_spec()
 ALIGNMENTS = [0, 1, 2, 4, 8, 12, 16, 24, 32, 256, 1 << 31]
@@ -41,29 +39,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="append", help="DirectML release (repeatable; default 1.15.4)")
     versions = parser.parse_args().version or ["1.15.4"]
-    disagreements = 0
-    for version in versions:
-        backend = DirectMLBackend(version=version)
-        try:
-            print(f"DirectML {version}")
-            for data_type in ("FLOAT32", "FLOAT16"):
-                for member in ("InputTensor", "OutputTensor"):
-                    answers = []
-                    for alignment in ALIGNMENTS:
-                        d = desc(data_type, member, alignment)
-                        legal = not validate(d, backend.feature_level, SPEC)
-                        try:
-                            backend.check(d)
-                            accepted = True
-                        except Rejected:
-                            accepted = False
-                        disagreements += legal != accepted
-                        mark = "" if legal == accepted else " <- disagree"
-                        answers.append(f"{alignment}:{'accepts' if accepted else 'refuses'}{mark}")
-                    print(f"  {data_type} {member:<12} " + ", ".join(answers))
-        finally:
-            backend.close()
-    return 1 if disagreements else 0
+    labelled = [
+        (
+            f"{data_type} {member} GuaranteedBaseOffsetAlignment {alignment}",
+            desc(data_type, member, alignment),
+        )
+        for data_type in ("FLOAT32", "FLOAT16")
+        for member in ("InputTensor", "OutputTensor")
+        for alignment in ALIGNMENTS
+    ]
+    return 1 if experiment(versions, labelled, SPEC) else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ The docs bound a tensor's element count (2^32 - 1) and its minimum buffer size; 
 the buffer size itself stops. Each TotalTensorSizeInBytes below, around (2^32 - 1) element sizes
 and far past it, is given to the InputTensor, then to the OutputTensor, of a small FLOAT32 and
 FLOAT16 MEAN_VARIANCE_NORMALIZATION1 and put to CreateOperator; the answer is printed beside the
-validator's verdict. Exit status 1 when a release and the validator disagree on any of them.
+validator's verdict. Exit status 1 when a release and the validator disagree on any of them
+(1.8.0 to 1.13.1 do, on a partial element past the limit: finding F16).
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dmlconform.backends.directml.backend import DirectMLBackend
-from dmlconform.errors import Rejected
+from dmlconform.releases.acceptance import experiment
 from dmlconform.specification.desc import parse_desc
 from dmlconform.specification.model import load_spec
-from dmlconform.specification.validate import validate
 
 SPEC = load_spec()
 LIMIT = 2**32 - 1
@@ -45,29 +44,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="append", help="DirectML release (repeatable; default 1.15.4)")
     versions = parser.parse_args().version or ["1.15.4"]
-    disagreements = 0
-    for version in versions:
-        backend = DirectMLBackend(version=version)
-        try:
-            print(f"DirectML {version}")
-            for data_type, size in (("FLOAT32", 4), ("FLOAT16", 2)):
-                for member in ("InputTensor", "OutputTensor"):
-                    answers = []
-                    for total in totals(size):
-                        d = desc(data_type, member, total)
-                        legal = not validate(d, backend.feature_level, SPEC)
-                        try:
-                            backend.check(d)
-                            accepted = True
-                        except Rejected:
-                            accepted = False
-                        disagreements += legal != accepted
-                        mark = "" if legal == accepted else " <- disagree"
-                        answers.append(f"{total}:{'accepts' if accepted else 'refuses'}{mark}")
-                    print(f"  {data_type} {member:<12} " + ", ".join(answers))
-        finally:
-            backend.close()
-    return 1 if disagreements else 0
+    labelled = [
+        (f"{data_type} {member} TotalTensorSizeInBytes {total}", desc(data_type, member, total))
+        for data_type, size in (("FLOAT32", 4), ("FLOAT16", 2))
+        for member in ("InputTensor", "OutputTensor")
+        for total in totals(size)
+    ]
+    return 1 if experiment(versions, labelled, SPEC) else 0
 
 
 if __name__ == "__main__":
