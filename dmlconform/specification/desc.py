@@ -212,8 +212,7 @@ def minimum_implied_size_in_bytes(
     """DMLCalcBufferTensorSize: bytes up to the last element, rounded up to 4."""
     if any(s == 0 for s in sizes):
         return 0
-    last = sum((s - 1) * st for s, st in zip(sizes, strides, strict=False))
-    nbytes = math.ceil((last + 1) * element_size)
+    nbytes = math.ceil(element_span(sizes, strides) * element_size)
     return (nbytes + 3) & ~3
 
 
