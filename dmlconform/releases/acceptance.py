@@ -36,6 +36,7 @@ from dmlconform.generation import descs as generate
 from dmlconform.runner.cases import input_data_type, operator_data_types
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
+from dmlconform.specification.validate import validate
 
 ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR = "accepted", "refused", "inexpressible", "error"
 VERDICTS = (ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR)
@@ -278,8 +279,6 @@ def experiment(
     """Put each labelled desc to every release's CreateOperator and print DirectML's answer beside
     the validator's verdict at the release's level; returns the number of disagreements. What
     the experiments under cases/directml/ that settle a desc rule run (and exit 1 on)."""
-    from dmlconform.specification.validate import validate
-
     disagreements = 0
     for version in versions:
         backend = DirectMLBackend(version=version)
