@@ -348,6 +348,29 @@ def test_total_size_max_is_32_bit_elements_a_partial_one_counted(dt: str, size: 
             assert rules(total, member) == [("tensor-total-size-max", f"{member}.TotalTensorSizeInBytes")]
 
 
+def test_total_size_max_reads_the_implied_size_where_none_is_stated() -> None:
+    """DirectML 1.13.1 and 1.15.4 (cases/directml/tensor-total-size-max): a FLOAT16 tensor of
+    2^32 - 1 packed elements implies 2^33 bytes once rounded up to 4, one element too many."""
+
+    def rules(sizes: list[int], dt: str, strides: list[int] | None = None) -> list[tuple[str, str]]:
+        tensor = T(sizes, dt, **({"Strides": strides} if strides else {}))
+        return found(desc(MVN1, InputTensor=tensor, OutputTensor=T(sizes, dt)), "6_4")
+
+    assert rules([1, 1, 65535, 65537], "FLOAT32") == []
+    assert rules([1, 1, 2, 2**31 - 1], "FLOAT16") == []
+    assert rules([1, 1, 65535, 65537], "FLOAT16") == [
+        ("tensor-total-size-max", "InputTensor.Sizes"),
+        ("tensor-total-size-max", "OutputTensor.Sizes"),  # packed too: the same size
+    ]
+    assert rules([2, 1, 1, 4], "FLOAT32", [2**32 - 5, 4, 4, 1]) == []
+    assert rules([2, 1, 1, 4], "FLOAT32", [2**32 - 4, 4, 4, 1]) == [
+        ("tensor-total-size-max", "InputTensor.Strides")
+    ]
+    assert rules([2, 1, 1, 4], "FLOAT16", [2**32 - 5, 4, 4, 1]) == [
+        ("tensor-total-size-max", "InputTensor.Strides")
+    ]
+
+
 def test_element_count_boundary() -> None:
     ok = [1, 1, 65535, 65537]  # 2^32 - 1
     assert found(desc(MVN1, InputTensor=T(ok), OutputTensor=T(ok)), "5_0") == []

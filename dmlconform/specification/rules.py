@@ -534,15 +534,23 @@ class TensorTotalSizeMax(TensorKind):
     params = ("max",)
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
-        total = t.total_tensor_size_in_bytes
         size = ctx.spec.data_types[t.data_type].size
-        if total is None or size <= 0:
+        if size <= 0 or len(t.effective_strides) != len(t.sizes):
             return
         top = int(int(rule.params["max"]) * size)
-        if total > top:
+        limit = f"{top} ({rule.params['max']} elements of {size:g} bytes)"
+        total = t.total_tensor_size_in_bytes
+        if total is not None:
+            if total > top:
+                yield f"{name}.TotalTensorSizeInBytes", f"TotalTensorSizeInBytes {total} exceeds {limit}"
+            return
+        # omitted: DirectML takes the minimum implied size (DMLCalcBufferTensorSize), rounded up to 4
+        implied = minimum_implied_size_in_bytes(t.sizes, t.effective_strides, size)
+        if implied > top:
+            where = f"{name}.Strides" if t.strides is not None else f"{name}.Sizes"
             yield (
-                f"{name}.TotalTensorSizeInBytes",
-                f"TotalTensorSizeInBytes {total} exceeds {top} ({rule.params['max']} elements of {size:g} bytes)",
+                where,
+                f"the minimum implied size {implied} (TotalTensorSizeInBytes omitted) exceeds {limit}",
             )
 
 
