@@ -121,6 +121,20 @@ def test_an_unknown_operator_lists_the_names_and_short_names() -> None:
     message = info.value.args[0]
     assert message.startswith("unknown operator 'MVN3' (known: ")
     assert "MEAN_VARIANCE_NORMALIZATION1 (MVN1)" in message and "LP_NORMALIZATION (LP)" in message
+    assert str(info.value) == message  # not quoted, as str() of a plain KeyError would be
+
+
+def test_spec_rules_names_an_unknown_operator_in_one_unquoted_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dmlconform.cli import main
+
+    assert main(["spec", "rules", "MVN3"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("dmlconform spec rules: error: unknown operator 'MVN3' (known: ")
+        and err.count("\n") == 1
+    )
 
 
 @pytest.mark.parametrize("rel", sorted(RAW))

@@ -85,10 +85,7 @@ def run_rules(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec_dir)
         ops = [spec.operator(args.operator)] if args.operator else list(spec.operators.values())
     except (SpecError, KeyError) as exc:
-        message = (
-            exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        )  # str() of a KeyError quotes it
-        print(f"dmlconform spec rules: error: {message}", file=sys.stderr)
+        print(f"dmlconform spec rules: error: {exc}", file=sys.stderr)
         return 2
     for op in ops:
         print(f"{op.name} (introduced {op.introduced})")

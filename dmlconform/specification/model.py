@@ -45,6 +45,14 @@ class UnknownLevel(ValueError):
     pass
 
 
+class UnknownOperator(KeyError):
+    """A name no operator of the spec goes by. A KeyError (a lookup by name), whose message reads
+    as written: str() of a plain KeyError quotes it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def default_spec_dir() -> Path:
     """The installed copy (wheel) or the repository's ``spec/`` (source checkout, editable)."""
     env = os.environ.get("DMLCONFORM_SPEC_DIR")
@@ -315,7 +323,7 @@ class Spec:
                 f"{o.name} ({o.short_name})" if o.short_name else o.name
                 for _, o in sorted(self.operators.items())
             )
-            raise KeyError(f"unknown operator {name!r} (known: {known})")
+            raise UnknownOperator(f"unknown operator {name!r} (known: {known})")
         return op
 
     @functools.cached_property
