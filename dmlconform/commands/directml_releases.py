@@ -126,7 +126,7 @@ def run_accept(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml.stack import StackMissing
     from dmlconform.releases import acceptance as acc
     from dmlconform.releases import matrix
-    from dmlconform.releases.findings import activation_of, registry
+    from dmlconform.releases.findings import registry
     from dmlconform.specification.model import load_spec
 
     try:
@@ -171,9 +171,7 @@ def run_accept(args: argparse.Namespace) -> int:
         )
         groups: dict[tuple[str, str, str, str], int] = {}
         for j in matrix.disagreements(judged):
-            owners = reg.explain_disagreement(
-                j.expected, j.verdict, activation_of(j.probe.desc, spec), j.probe.desc.operator
-            )
+            owners = reg.explain_judged(j, spec)
             key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict)
             groups[key] = groups.get(key, 0) + 1
             undecided += not owners

@@ -123,6 +123,14 @@ class Registry:
                 found.append(owner)
         return found
 
+    def explain_judged(self, judged: Any, spec: Any) -> list[str]:
+        """:meth:`explain_disagreement` for a judged probe (``matrix.Judged``): the rules the spec
+        says it breaks, DirectML's verdict, its fused activation and its operator."""
+        desc = judged.probe.desc
+        return self.explain_disagreement(
+            judged.expected, judged.verdict, activation_of(desc, spec), desc.operator
+        )
+
 
 def _finding(raw: dict[str, Any], decisions: dict[str, str]) -> Finding:
     decision = raw["decision"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import matrix
-from dmlconform.releases.findings import Registry, activation_of, registry
+from dmlconform.releases.findings import Registry, registry
 from dmlconform.specification.model import Spec
 
 PUBLISH_COMMAND = "dmlconform directml publish"
@@ -237,9 +237,7 @@ def disagreements_section(
     undecided = 0
     for a in sweep.answers:
         for j in matrix.disagreements(judged[a.release]):
-            owners = reg.explain_disagreement(
-                j.expected, j.verdict, activation_of(j.probe.desc, spec), j.probe.desc.operator
-            )
+            owners = reg.explain_judged(j, spec)
             key_id = "+".join(owners) if owners else "undecided"
             undecided += not owners
             groups[(key_id, j.probe.operator, j.expect_key, j.verdict)][a.release].append(j.probe.id)
@@ -278,9 +276,7 @@ def _explained_by(
     for release, _ in b.below + b.above:
         for j in judged.get(release, []):
             if j.probe.id in witnesses and j.agrees is False:
-                found = reg.explain_disagreement(
-                    j.expected, j.verdict, activation_of(j.probe.desc, spec), j.probe.desc.operator
-                )
+                found = reg.explain_judged(j, spec)
                 for o in found or ["undecided"]:
                     if o not in owners:
                         owners.append(o)
