@@ -278,7 +278,13 @@ class ConformanceFile(pytest.File):
     def collect(self) -> list[ConformanceItem]:
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         cases = in_shard(collect(session.spec, session.selection()), session.settings.shard)
-        return [ConformanceItem.from_parent(self, name=case.id, case=case) for case in cases]
+        # The node id spelled out as a string: pytest 9.2 parses the ids of its --lf / --ff cache
+        # into (names, params) at the first "[", and a plain string id is parsed the same way,
+        # whereas an id derived from the name keeps "numeric[...]" whole and never matches.
+        return [
+            ConformanceItem.from_parent(self, name=case.id, nodeid=f"{self.nodeid}::{case.id}", case=case)
+            for case in cases
+        ]
 
 
 class ConformanceSession:
