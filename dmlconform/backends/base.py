@@ -45,6 +45,7 @@ ENTRY_POINT_GROUP = "dmlconform.backends"
 BUILTIN_BACKENDS: dict[str, str] = {
     "reference": "dmlconform.backends.reference:ReferenceBackend",
     "numpy": "dmlconform.backends.numpy_backend:NumpyBackend",
+    "gpu-style": "dmlconform.backends.gpu_style:GpuStyleBackend",
     "onnxruntime": "dmlconform.backends.onnxruntime_backend:OnnxRuntimeBackend",
     "torch": "dmlconform.backends.torch_backend:TorchBackend",
     "directml": "dmlconform.backends.directml.backend:DirectMLBackend",

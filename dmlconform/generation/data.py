@@ -31,6 +31,16 @@ Regimes (:data:`REGIMES`):
   each slice is +-a pairs, half of them tiny (plus a 0 when odd), so some z are ~0 whatever the
   spread, and Bias (or FusedAdd) holds a branch point per element. Not for 2-element reductions
   (z is always +-1 there); without Bias/FusedAdd only the branch point 0 is reachable.
+- ``exact_statistics``: every reduction exact in float32 in any order, at every n (after
+  oneDNN's benchdnn, which fills normalization inputs so; this is its own construction): each
+  slice is c + a_i on a lattice of 2^s, the a_i integer +-pairs (plus a 0, or a (-2, 1, 1)
+  triple, when odd), so the sum is n c exactly, the mean c, the deviations a_i 2^s, and every
+  partial sum of the values and of the squared deviations an integer below 2^23 lattice steps;
+  past that length the slice is sparse (most a_i 0). The budget then holds only the elementwise
+  steps (``tolerance.normalization.exact_slices``). FLOAT16 slices that are short enough centre
+  half a FLOAT16 ULP off a FLOAT16 number (c odd, 2049 <= c < 4096, values even): statistics
+  stored as FLOAT16 move the mean by a whole lattice step, which only the ``fp16-statistics``
+  model admits.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ REGIMES: tuple[str, ...] = (
     "fp16_square_overflow",
     "all_negative",
     "activation_branches",
+    "exact_statistics",
 )
 
 KAPPA_LIMIT: dict[str, float] = {"FLOAT32": 1e3, "FLOAT16": 1e2, "FLOAT64": 1e3}
@@ -67,6 +78,10 @@ BIAS_MAGNITUDE = 1.0
 """|Bias| as drawn at most (outside ``activation_branches``, which puts it at branch points)."""
 
 LONG_REDUCTION = 100_000
+EXACT_STEPS = 2**23
+"""``exact_statistics``: the most lattice steps any partial sum may reach (half of float32's 2^24
+exact integers: a margin for sums that a backend starts from a partial of another slice)."""
+EXACT_TYPES = ("FLOAT32", "FLOAT16")
 SHORT_REDUCTION = 2
 FP16_SQUARE_RANGE = (400.0, 48_000.0)
 
@@ -213,6 +228,8 @@ def regimes_for(desc: OperatorDesc, spec: Spec | None = None) -> list[str]:
     out.append("all_negative")
     if _branch_targets(desc, spec) and n != 2:  # two elements always normalize to +-1
         out.append("activation_branches")
+    if n >= 2 and inp.data_type in EXACT_TYPES:
+        out.append("exact_statistics")
     return out
 
 
@@ -305,7 +322,56 @@ def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec:
         a[:, : (k + 1) // 2] *= 1e-2
         parts = [a, -a] + ([np.zeros((s.shape[0], 1))] if m % 2 else [])
         return from_slices(rng.permuted(np.concatenate(parts, axis=1), axis=1), shape, axes)
+    if regime == "exact_statistics":
+        n = reduction_size(desc, spec)  # the broadcast repeats each compact element n / m times
+        rows = exact_rows(rng, n_slices, m, n, t.data_type)
+        return from_slices(rows, shape, axes)
     raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
+
+
+def exact_rows(rng: np.random.Generator, rows: int, m: int, n: int, data_type: str) -> np.ndarray:
+    """``rows`` slices of ``m`` values whose sums in float32 are exact in any order (the
+    ``exact_statistics`` regime); ``n`` >= m is the length each slice has once broadcast."""
+    repeat = n // max(m, 1)
+    fp16 = data_type == "FLOAT16"
+    out = np.empty((rows, m))
+    for i in range(rows):
+        half = fp16 and n * (4096 + 64) <= EXACT_STEPS and m >= 2
+        a = _exact_deviations(rng, m, repeat, odd=half)
+        if half:  # c odd in [2049, 3071]: not a FLOAT16 number; c + a even: FLOAT16 numbers
+            c = 2049 if m % 2 else 2049 + 2 * int(rng.integers(0, 512))
+        else:
+            room = (EXACT_STEPS - repeat * np.abs(a).sum()) // n
+            top = int(min(4 * max(np.abs(a).max(), 1), room, 2048 - np.abs(a).max() if fp16 else room))
+            c = int(rng.integers(-top, top + 1)) if top > 0 else 0
+        s = int(rng.integers(-8, 4)) if fp16 else int(rng.integers(-12, 7))
+        out[i] = (c + a) * 2.0**s
+    return out
+
+
+def _exact_deviations(rng: np.random.Generator, m: int, repeat: int, odd: bool) -> np.ndarray:
+    """Integer deviations of one slice that sum to 0: +-pairs (odd magnitudes when ``odd``), a 0
+    or a (-2, 1, 1) triple for an odd length; their squares add up to at most EXACT_STEPS / 2 once
+    each is repeated ``repeat`` times, the slice made sparse (zeros) where even 1s would not."""
+    pairs_room = EXACT_STEPS // (4 * repeat)  # sum of squares of the pairs' magnitudes, twice
+    pairs = m // 2
+    if m % 2 and odd:
+        pairs -= 1  # three elements go to the triple
+    live = min(pairs, pairs_room)
+    top = max(1, math.isqrt(max(pairs_room // max(live, 1), 1)))
+    top = min(top, 1023 if odd else 2047)
+    if odd and top % 2 == 0:
+        top -= 1
+    mag = rng.integers(1, top + 1, size=live)
+    if odd:
+        mag |= 1
+    mag[: min(live, 1)] = top  # one pair at the largest magnitude
+    dev = np.zeros(m)
+    dev[:live] = mag
+    dev[pairs : pairs + live] = -mag
+    if m % 2 and odd:
+        dev[-3:] = (-2, 1, 1)
+    return rng.permutation(dev)
 
 
 def effective_reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform import tolerance as tl
-from dmlconform.generation.data import resolve_branch_points
+from dmlconform.generation.data import resolve_branch_points, to_slices
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows, contiguous_slices, short_rows
 from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
@@ -45,8 +45,9 @@ from dmlconform.specification.semantics import (
     make_plan,
 )
 from dmlconform.tolerance import SliceStatistics
+from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
-from dmlconform.tolerance.terms import reduction_growth
+from dmlconform.tolerance.terms import UNIT_ROUNDOFF, reduction_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -142,7 +143,10 @@ def slice_statistics(
     if by_parts:
         long_slices.fill_long_slices(rows, half, mean, var, sqstd, distinct)
     n = m_len * l_len
-    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0)), rows, perm
+    exact = (
+        None if moments_only else exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
+    )
+    return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0), exact), rows, perm
 
 
 @dataclass(frozen=True)

@@ -71,10 +71,12 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform.generation.data import to_slices
 from dmlconform.reference import more as model_activation
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 from dmlconform.specification.semantics import Plan, make_plan
+from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.terms import (
     UNIT_ROUNDOFF,
     AggregateModel,
@@ -89,6 +91,7 @@ from dmlconform.tolerance.terms import (
     growth,
     repeated_growth,
     repetition,
+    storage_roundoff,
     ulp_of,
     with_output_rounding,
 )
@@ -114,6 +117,8 @@ class SliceStatistics:
     var: np.ndarray
     squares_std: np.ndarray
     repetition: np.ndarray
+    #: slices whose float32 sums are exact in any order (:mod:`dmlconform.tolerance.exact`)
+    exact: np.ndarray | None = None
 
 
 @dataclass
@@ -127,7 +132,8 @@ class StatisticsErrors:
 
 def slice_statistics(plan: Plan, x: np.ndarray) -> SliceStatistics:
     mean, var, squares_std = _slice_stats(plan, x)
-    return SliceStatistics(mean, var, squares_std, repetition(plan, x))
+    exact = exact_slices(to_slices(x, plan.axes), UNIT_ROUNDOFF["FLOAT32"]).reshape(np.shape(mean))
+    return SliceStatistics(mean, var, squares_std, repetition(plan, x), exact)
 
 
 @dataclass
@@ -172,7 +178,9 @@ def statistics_errors(
     only what accumulates beyond a block."""
     mean, var = ss.mean, ss.var
     n = plan.reduction_length
-    g = capped_growth(block_length(co, n) if floor else n, ss, co, u)
+    # the floor is one block's (one thread's chain) growth, uncapped: capping a block again would
+    # shrink a long chain back to ``block`` terms
+    g = sum_growth(block_length(co, n), ss, co, u) if floor else capped_growth(n, ss, co, u)
     e_mean = co.mean * u * (g.mean * np.abs(mean) + g.spread * np.sqrt(var))
     # The variance is the mean of the squares (x - mean)^2: positive terms, so their sum grows like
     # the mean's |mean| part (a sound implementation may add them up recursively: a sequential
@@ -183,6 +191,34 @@ def statistics_errors(
     # measured in float32: <= 2.1 kappa u for n = 2..2048): g_var * u * kappa * var =
     # g_var * u * |mean| * std.
     e_var = co.variance * u * (g.squares * var + g.spread * np.abs(mean) * np.sqrt(var)) + e_mean**2
+    return stored(exact_where_summed_exactly(StatisticsErrors(e_mean, e_var), ss, co, u), ss, co)
+
+
+def exact_where_summed_exactly(
+    st: StatisticsErrors, ss: SliceStatistics, co: Coefficients, u: float
+) -> StatisticsErrors:
+    """On slices whose float32 sums are exact in any order (``ss.exact``) nothing grows with n:
+    what is left is the division by n (or a product with its rounded reciprocal) and a running
+    mean's rounding (Welford), each growth term 1. A coarser working precision than float32 has
+    no such guarantee."""
+    if ss.exact is None or u > UNIT_ROUNDOFF["FLOAT32"] or not np.any(ss.exact):
+        return st
+    mean, var = np.abs(ss.mean), ss.var
+    e_mean = co.mean * u * mean
+    e_var = co.variance * u * (var + mean * np.sqrt(var)) + e_mean**2
+    return StatisticsErrors(np.where(ss.exact, e_mean, st.e_mean), np.where(ss.exact, e_var, st.e_var))
+
+
+def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> StatisticsErrors:
+    """The errors once the statistics are rounded to the type they are stored in (the
+    ``fp16-statistics`` model: a FLOAT16 tensor's mean and variance stored as FLOAT16 after float32
+    accumulation): one rounding of each, and the deviations then taken around the rounded mean,
+    whose error enters the variance squared. Unchanged where they are kept in working precision."""
+    us = storage_roundoff(co)
+    if not us:
+        return st
+    e_mean = st.e_mean + us * (np.abs(ss.mean) + st.e_mean)
+    e_var = st.e_var + us * (ss.var + st.e_var) + e_mean**2 - st.e_mean**2
     return StatisticsErrors(e_mean, e_var)
 
 

@@ -115,6 +115,11 @@ class Coefficients:
     model: str = ""  # always set by coefficients(): an override or the spec's ``required``
     growth_cap: str = "blocked"
     block: float = 256.0
+    #: the fewest threads a GPU kernel reduces a slice with: chains of ceil(n / threads) terms
+    threads: float | None = None
+    #: ``input``: statistics rounded once to the tensor's data type (FLOAT16 stored as FLOAT16)
+    statistics_storage: str = "working"
+    data_type: str = ""
     ceiling: float | None = None
     aggregate_shift: float = 1.0
     aggregate_scale: float = 1.0
@@ -124,7 +129,18 @@ class Coefficients:
     max_ulp: float | None = None
 
 
-TEXT_COEFFICIENTS = ("working_precision", "mean_growth", "spread_growth", "model", "growth_cap")
+TEXT_COEFFICIENTS = (
+    "working_precision",
+    "mean_growth",
+    "spread_growth",
+    "model",
+    "growth_cap",
+    "statistics_storage",
+    "data_type",
+)
+
+#: names a model was known by before: ``strict`` was the 256-block model, now ``tight``
+MODEL_ALIASES = {"strict": "tight"}
 
 
 def coefficients(
@@ -163,6 +179,7 @@ def _parse_coefficients(
     per_type.update((op_tolerance.get("coefficients") or {}).get(data_type, {}))
     # the spec's ``required`` model (schema: every tolerance section names it)
     model = str(overrides.pop("model", op_tolerance["required"]))
+    model = MODEL_ALIASES.get(model, model)
     models = op_tolerance.get("models") or {model: {}}
     if model not in models:
         raise ValueError(f"unknown tolerance model {model!r} (known: {', '.join(models)})")
@@ -170,7 +187,12 @@ def _parse_coefficients(
     acts = op_tolerance.get("activation_ulps") or {}
     act_ulps = float(acts.get(activation or "", acts.get("default", 4.0))) if activation else 0.0
     working = (op_tolerance.get("working_precision") or {}).get(data_type, "FLOAT32")
-    values: dict[str, Any] = {"working_precision": working, "activation_ulps": act_ulps, "model": model}
+    values: dict[str, Any] = {
+        "working_precision": working,
+        "activation_ulps": act_ulps,
+        "model": model,
+        "data_type": data_type,
+    }
     for key, value in per_type.items():
         if key in Coefficients.__dataclass_fields__:
             values[key] = value
@@ -314,8 +336,23 @@ def cancellation_scale(plan: Plan, y: np.ndarray, spec: Spec) -> np.ndarray | fl
 
 
 def block_length(co: Coefficients, n: int) -> int:
-    """The block of the strict model's blocked summation, for a reduction of n terms."""
-    return int(min(n, max(co.block, 1.0)))
+    """The longest sequential run of a sum of n terms under the model: a block of ``block``
+    terms, or, where the model admits GPU orders (``threads``), a thread's chain of
+    ceil(n / threads) terms when that is longer (the tree over the chains adds log2 of their
+    number, :func:`cap`)."""
+    block = max(co.block, 1.0)
+    if co.threads:
+        block = max(block, math.ceil(n / co.threads))
+    return int(min(n, block))
+
+
+def storage_roundoff(co: Coefficients) -> float:
+    """The unit roundoff of the type the statistics are stored in, when that is narrower than
+    the working precision (``statistics_storage: input`` on a FLOAT16 tensor); 0 otherwise."""
+    if co.statistics_storage != "input" or co.data_type not in UNIT_ROUNDOFF:
+        return 0.0
+    stored = UNIT_ROUNDOFF[co.data_type]
+    return stored if stored > UNIT_ROUNDOFF[co.working_precision] else 0.0
 
 
 def cap(full: Any, one_block: Any, co: Coefficients, n: int) -> Any:
