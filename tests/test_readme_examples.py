@@ -112,7 +112,7 @@ def test_the_two_commands_are_two_and_the_test_command_is_the_one_ci_runs() -> N
     blocks = re.findall(r"```sh\n(.*?)```", section("The two commands"), re.S)
     assert [b.strip() for b in blocks] == [MAIN_COMMAND, TEST_COMMAND]
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert ci[-1] == TEST_COMMAND  # .ci/run ends with the README's test command, as written
+    assert TEST_COMMAND in ci  # a line of .ci/run is the README's test command, as written
 
 
 def test_the_main_runs_case_count_is_what_the_run_collects() -> None:
