@@ -935,7 +935,7 @@ def render_json(result: DiffResult) -> str:
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
 
-# The documented JSON shape (README, "spec-diff JSON"); tests validate the output against it.
+# The documented JSON shape (docs/spec-tools.md, "spec-diff"); tests validate the output against it.
 JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["mode", "from", "to", "operators"],

@@ -169,7 +169,7 @@ def test_check_without_validates_runs_no_validation_and_says_so(tmp_path: Path) 
 def readme_recipe() -> str:
     """The Python block of the README's "Plug in your own backend", exactly as written."""
     text = (REPO / "README.md").read_text()
-    section = text[text.index("### Plug in your own backend") :]
+    section = text[text.index("## Plug in your own backend") :]
     found = re.search(r"```python\n(.*?)```", section, re.S)
     assert found, "the README's backend recipe has no python block"
     return found.group(1)

@@ -4,7 +4,7 @@
 DxDispatch models plus run scripts; the directory is copied to a Windows (or WSL) machine and run
 there with DxDispatch; ``check DIR`` judges what came back and writes the standard report;
 ``emulate DIR --backend NAME`` plays DxDispatch locally on any backend (CI, or replaying a bundle).
-See ``dmlconform/dxdispatch/`` and the README section "Run on real DirectML".
+See ``dmlconform/dxdispatch/`` and ``docs/dxdispatch.md``.
 
 Exit status: 0 ok (for emulate: the bundle was played, refusals included), 1 a case failed or
 errored (check), 2 unusable input.
