@@ -350,15 +350,30 @@ def _execute(
     return check_outputs(spec, desc, raw)
 
 
+def require_judged(ref: dict[str, Any], members: Any, what: str) -> None:
+    """``_Skip`` where the reference has no finite element in any compared member: NaN against NaN
+    is no error, so such a case would pass every backend (one returning NaN everywhere too). A
+    case that judges nothing is never a pass."""
+    for name in members:
+        if name in ref and np.isfinite(np.asarray(ref[name], dtype=np.float64)).any():
+            return
+    raise _Skip(f"{what}: the reference has no finite element to compare: nothing judged")
+
+
 def require_finite(
-    got: dict[str, Any], desc: OperatorDesc, inputs: dict[str, np.ndarray], members: Any, what: str
+    got: dict[str, Any],
+    desc: OperatorDesc,
+    inputs: dict[str, np.ndarray],
+    members: Any,
+    what: str,
+    ref: dict[str, np.ndarray] | None = None,
 ) -> None:
     """``_Fail`` where the backend produced NaN or inf and the reference, on the same desc and
     inputs, is finite. A relation compares two of the backend's own runs, and NaN against NaN is
     no error there: without this, a backend returning NaN everywhere satisfied every relation.
     An inf of the reference's sign where the reference's budget reaches the magnitudes that round
     to inf is right, as in a numeric case (``tolerance.overflow_within``)."""
-    ref = _reference(desc, inputs)
+    ref = ref if ref is not None else _reference(desc, inputs)
     budgets = None
     for name in members:
         if name not in ref or name not in got:
@@ -395,6 +410,7 @@ def _numeric(
     result.inputs = inputs
     got = _execute(guard, spec, case.desc, result.inputs, result)
     ref = ref if ref is not None else _reference(case.desc, result.inputs)
+    require_judged(ref, list(got), "numeric case")
     passed, errors = compare(
         spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance, budgets=budgets
     )
@@ -514,8 +530,7 @@ def directional_derivative(
     plus, minus = (xf + d).astype(x.dtype), (xf - d).astype(x.dtype)
     step = plus.astype(np.float64) - minus.astype(np.float64)
     if not step.any():
-        result.message = f"relation {rel.id}: the step rounds to 0 in the input's type: nothing to compare"
-        return
+        raise _Skip(f"relation {rel.id}: the step rounds to 0 in the input's type: nothing judged")
     require_finite(a, base, inputs, rel.compare[:1], f"relation {rel.id}")
     runs = []
     for moved in (plus, minus):
@@ -533,11 +548,10 @@ def directional_derivative(
     if judged is not None:
         ok &= np.broadcast_to(judged, f_plus.shape)
     if not ok.any():
-        result.message = (
+        raise _Skip(
             f"relation {rel.id}: no element where it applies on this data (0/0, statistics not the "
-            "slice's own, or too ill-conditioned): nothing to compare"
+            "slice's own, or too ill-conditioned): nothing judged"
         )
-        return
     grad_b = np.broadcast_to(grad, f_plus.shape)
     diff = float(np.sum((w * (f_plus - f_minus))[ok]))
     pred = float(np.sum((grad_b * step)[ok]))
@@ -619,7 +633,9 @@ def _metamorphic(
     else:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")
     keys = [k for k in rel.compare if k in a and k in b]
-    require_finite(a, base, a_inputs, keys, what)
+    ref_a = _reference(base, a_inputs)
+    require_judged(ref_a, keys, what)
+    require_finite(a, base, a_inputs, keys, what, ref_a)
     require_finite(b, b_desc, b_inputs, keys, what)
     passed, errors = compare(
         spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also, tolerance
