@@ -262,6 +262,16 @@ class OutputScaled(NumpyBackend):
         return super().add_and_activate(y, inputs, plan) * self.compute_dtype(self.FACTOR)
 
 
+class OutputScaledFourUlps(OutputScaled):
+    """OutputTensor times 1 + 2^-22 (4 u): 2 to 4 FLOAT32 ULP, systematic, the error of a wrong
+    rsqrt or a folded constant. Within every element's budget; the slices' fit (pooled over the
+    tensor) finds it where the data makes a sound implementation's scale error smaller, the
+    ``exact_statistics`` regime."""
+
+    name: ClassVar[str] = "broken:OutputScaledFourUlps"
+    FACTOR: ClassVar[float] = 1.0 + 2.0**-22
+
+
 class Zeros(NumpyBackend):
     """Every output all zeros: an implementation that computes nothing.
 

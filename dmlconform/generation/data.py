@@ -324,19 +324,33 @@ def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec:
         return from_slices(rng.permuted(np.concatenate(parts, axis=1), axis=1), shape, axes)
     if regime == "exact_statistics":
         n = reduction_size(desc, spec)  # the broadcast repeats each compact element n / m times
-        rows = exact_rows(rng, n_slices, m, n, t.data_type)
+        rows = exact_rows(rng, n_slices, m, n, t.data_type, epsilon(desc, spec) or 0.0)
         return from_slices(rows, shape, axes)
     raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
 
 
-def exact_rows(rng: np.random.Generator, rows: int, m: int, n: int, data_type: str) -> np.ndarray:
+def exact_rows(
+    rng: np.random.Generator, rows: int, m: int, n: int, data_type: str, epsilon: float = 0.0
+) -> np.ndarray:
     """``rows`` slices of ``m`` values whose sums in float32 are exact in any order (the
-    ``exact_statistics`` regime); ``n`` >= m is the length each slice has once broadcast."""
+    ``exact_statistics`` regime); ``n`` >= m is the length each slice has once broadcast.
+
+    Where the length allows, a slice also has an exact divisor: deviations +-A (and
+    one (2A, -A/2 x 4) block for an odd length), A a power of two, so the variance is A^2, a
+    power of 4 large enough that adding Epsilon rounds back to it in float32, and
+    sqrt(var + eps) a power of two: every step of a sound implementation is then exact but for
+    the last rounding, and a scale error of a few ULP stands out of the slices' fit. Short FLOAT16
+    slices are centred half a FLOAT16 ULP off instead (the regime's docstring)."""
     repeat = n // max(m, 1)
     fp16 = data_type == "FLOAT16"
     out = np.empty((rows, m))
     for i in range(rows):
         half = fp16 and n * (4096 + 64) <= EXACT_STEPS and m >= 2
+        if not half:
+            row = _exact_divisor_row(rng, m, n, fp16, epsilon)
+            if row is not None:
+                out[i] = row
+                continue
         a = _exact_deviations(rng, m, repeat, odd=half)
         if half:  # c odd in [2049, 3071]: not a FLOAT16 number; c + a even: FLOAT16 numbers
             c = 2049 if m % 2 else 2049 + 2 * int(rng.integers(0, 512))
@@ -347,6 +361,46 @@ def exact_rows(rng: np.random.Generator, rows: int, m: int, n: int, data_type: s
         s = int(rng.integers(-8, 4)) if fp16 else int(rng.integers(-12, 7))
         out[i] = (c + a) * 2.0**s
     return out
+
+
+def _exact_divisor_row(
+    rng: np.random.Generator, m: int, n: int, fp16: bool, epsilon: float
+) -> np.ndarray | None:
+    """One slice of :func:`exact_rows` with variance A^2 exactly (a power of 4), or None where
+    the length (3, or too long for n A^2 within EXACT_STEPS / 2), Epsilon or FLOAT16's range
+    forbids it. |mean| <= A / 4 (c integer, A >= 4), so a running mean's rounding (Welford)
+    stays a fraction of an ULP of the variance."""
+    odd = m % 2 == 1
+    if m == 3 or (odd and m < 5):
+        return None
+    j = int(rng.integers(1 if odd else 0, 4))
+    while j > (1 if odd else 0) and n * 4**j > EXACT_STEPS // 2:
+        j -= 1
+    if n * 4**j > EXACT_STEPS // 2:
+        return None
+    big = 2**j
+    # sd = 2^t with eps below half a float32 ULP of var = 4^t: fl(var + eps) == var
+    low = -6 if epsilon <= 0 else math.floor((math.log2(epsilon) + 26) / 2) + 1
+    t = int(rng.integers(low, low + 4))
+    top_value = (big // 4 + 2 * big) * 2.0 ** (t - j)
+    if fp16 and (top_value > 32768 or 2.0 ** (t - j) < 2.0**-14):
+        return None
+    dev = np.empty(m)
+    pairs = (m - 5) // 2 if odd else m // 2
+    dev[:pairs], dev[pairs : 2 * pairs] = big, -big
+    if odd:
+        dev[2 * pairs :] = (2 * big, -big / 2, -big / 2, -big / 2, -big / 2)
+    c = int(rng.integers(-(big // 4), big // 4 + 1))
+    return (c + rng.permutation(dev)) * 2.0 ** (t - j)
+
+
+def _exact_operand(rng: np.random.Generator, shape: tuple[int, ...], scale: bool) -> np.ndarray:
+    """Scale as +-2^k, Bias and FusedAdd on a grid of 2^-6 within +-1: with an exact divisor the
+    output Scale z + Bias + FusedAdd is then a float32 (and mostly a FLOAT16) number, so a
+    sound implementation's outputs carry no rounding the slice's fit could mistake for a scale."""
+    if scale:
+        return 2.0 ** rng.integers(-1, 2, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    return rng.integers(-64, 65, size=shape) / 64.0
 
 
 def _exact_deviations(rng: np.random.Generator, m: int, repeat: int, odd: bool) -> np.ndarray:
@@ -423,6 +477,12 @@ def make_inputs(
             x = _main_input(desc, regime, rng, spec)
             if batch:
                 x = _fit_batch_statistics(desc, sem, x, rng, spec)
+        elif regime == "exact_statistics" and m.name in (
+            sem.get("scale"),
+            sem.get("bias"),
+            sem.get("fused_add"),
+        ):
+            x = _exact_operand(rng, shape, scale=m.name == sem.get("scale"))
         elif m.name == sem.get("scale"):
             x = rng.uniform(*SCALE_MAGNITUDE, size=shape) * rng.choice([-1.0, 1.0], size=shape)
         elif regime == "activation_branches" and m.name == shifter and targets:

@@ -32,6 +32,7 @@ from dmlconform.tolerance.normalization import (
     StatisticsErrors,
     budgets,
     divisor_error,
+    grid_slices,
     statistics_errors,
     statistics_output_budgets,
 )
@@ -61,7 +62,7 @@ __all__ = [
     "Coefficients", "Comparison", "OutputComparison", "SliceStatistics", "StatisticsErrors",
     "aggregate_check", "aggregate_from_sums", "block_length", "branch_jumps", "budgets",
     "cancellation_scale", "cap", "coefficients", "compare", "correlated_growth", "divisor_error",
-    "fit_sums", "growth", "member_comparison", "ordinal", "overflow_edge", "overflow_within",
+    "fit_sums", "grid_slices", "growth", "member_comparison", "ordinal", "overflow_edge", "overflow_within",
     "overflowed_alike", "repetition", "statistics_errors", "statistics_output_budgets", "ulp_distance", "ulp_of",
     "with_output_rounding", "worst_element",
 ]  # fmt: skip

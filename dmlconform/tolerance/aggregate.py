@@ -35,14 +35,22 @@ def fit_sums(
 
 
 def aggregate_from_sums(
-    sums: np.ndarray, shift: np.ndarray, scale: np.ndarray, co: Coefficients
+    sums: np.ndarray,
+    shift: np.ndarray,
+    scale: np.ndarray,
+    co: Coefficients,
+    on_grid: np.ndarray | None = None,
 ) -> dict[str, float]:
     """The aggregate figures from each slice's :data:`FIT_SUMS` (``sums[i]`` per slice) and its
     shift and scale bounds (the mean's error in units of sqrt(var + eps), the divisor's relative
     error): per slice the least-squares a, b of d ~ w (a + b z) (rows where z does not vary fit
     a alone), the residual's RMS from the sums (sum (d - w(a + b z))^2 expanded: its rounding is
-    ~1e-16 of sum d^2, far below any bound that matters), and each figure over its bound."""
+    ~1e-16 of sum d^2, far below any bound that matters), and each figure over its bound.
+    ``on_grid``: slices whose exact outputs are float numbers already; rounding to the output type
+    moves nothing there, so none of it is allowed to line up with z."""
     aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
+    if on_grid is not None:
+        round2 = np.where(on_grid, 0.0, round2)
     det = aa * cc - bb * bb
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         full = det > 1e-12 * np.maximum(aa * cc, 1e-300)
@@ -60,11 +68,49 @@ def aggregate_from_sums(
         noise = 4 * rms_bound
         shift_bound = co.ulp_scale * co.aggregate_shift * (shift + (noise + aligned) * np.sqrt(var_a))
         scale_bound = co.ulp_scale * co.aggregate_scale * (scale + (noise + aligned) * np.sqrt(var_b))
-        return {
+        figures = {
             "shift": _worst(np.abs(a), shift_bound),
             "scale": _worst(np.abs(b), scale_bound),
             "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
         }
+        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, rb2, round2, count, scale, co)
+        if pooled is not None:
+            figures["pooled scale"] = pooled
+        return figures
+
+
+def _pooled_scale(
+    full: np.ndarray,
+    aa: np.ndarray,
+    bb: np.ndarray,
+    cc: np.ndarray,
+    dd: np.ndarray,
+    ee: np.ndarray,
+    rb2: np.ndarray,
+    round2: np.ndarray,
+    count: np.ndarray,
+    scale: np.ndarray,
+    co: Coefficients,
+) -> float | None:
+    """One scale b shared by every slice (each keeping its own shift), over its bound: a
+    systematic error of a few ULP is the same in every slice, where a sound implementation's
+    slices err each within their own divisor's bound, in either direction. Short slices fit it
+    poorly alone (a few elements each); pooled, the noise shrinks with the whole tensor. The fit
+    weighs slice k by w_k = cc_k - bb_k^2 / aa_k, so a sound implementation's pooled b is at most
+    sum w_k bound_k / sum w_k; noise and aligned rounding as in each slice's fit, pooled."""
+    w = np.where(full, cc - bb * bb / np.where(aa > 0, aa, 1.0), 0.0)
+    total = float(w.sum())
+    if not np.isfinite(total) or total <= 0 or np.count_nonzero(w) < 2:
+        return None
+    b = float(np.sum(np.where(full, ee - bb * dd / np.where(aa > 0, aa, 1.0), 0.0))) / total
+    bound = float(np.sum(w * scale)) / total
+    per_element = np.sqrt(
+        np.sum(np.where(full, rb2, 0.0)) / max(float(np.sum(np.where(full, count, 0.0))), 1.0)
+    )
+    noise = 4 * per_element
+    aligned = np.sqrt(float(np.sum(np.where(full, round2, 0.0))))
+    limit = co.ulp_scale * co.aggregate_scale * (bound + (noise + aligned) / np.sqrt(total))
+    return _worst(np.abs(np.asarray([b])), np.asarray([limit]))
 
 
 def aggregate_check(
@@ -92,7 +138,8 @@ def aggregate_check(
         sums = fit_sums(*rows)
     shift = _per_row(model.shift, model.plan, got.shape)
     scale = _per_row(model.scale, model.plan, got.shape)
-    return aggregate_from_sums(sums, shift, scale, co)
+    grid = None if model.on_grid is None else _per_row(model.on_grid, model.plan, got.shape)
+    return aggregate_from_sums(sums, shift, scale, co, grid)
 
 
 def _per_row(stat: np.ndarray, plan: Plan, shape: tuple[int, ...]) -> np.ndarray:

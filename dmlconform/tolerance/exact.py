@@ -2,9 +2,10 @@
 
 A slice whose values are all integer multiples of one power of two q, with sum |x| / q at most
 the working precision's exact integers (2^24 for float32), has every partial sum of every subset
-on that lattice and within that range: representable, so exact in any order. If its mean is on
-the lattice too, the deviations x - mean are exact, and if their squares add up within the same
-range, so is the sum of squares. Such a slice's statistics are then exact up to the division by
+on that lattice and within that range: representable, so exact in any order. If its mean is
+exact too (n over gcd(sum / q, n) a power of two), the deviations x - mean are integers on a
+lattice q / 2^k and exact, and if their squares add up within the same range, so is the sum of
+squares. Such a slice's statistics are then exact up to the division by
 n (or a multiplication by its rounded reciprocal), whatever the kernel's threads, chains, trees
 or passes: the budget keeps only the elementwise steps (``exact_statistics`` regime; the numpy
 model's :func:`~dmlconform.tolerance.normalization.statistics_errors`).
@@ -28,6 +29,13 @@ def _lowest_bit_exponent(v: float) -> int:
     mant = np.int64(m * 9007199254740992.0)
     low = mant & -mant
     return e - 53 + math.frexp(float(low))[1] - 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _gcd(a: np.int64, b: np.int64) -> np.int64:
+    while b:
+        a, b = b, a % b
+    return a
 
 
 @nb.njit(cache=True, nogil=True)
@@ -60,12 +68,18 @@ def exact_rows(rows: np.ndarray, limit: float) -> np.ndarray:
             absolute += abs(v)
             if absolute > limit:
                 break
-        if absolute > limit or total % n != 0.0:
+        if absolute > limit:
             continue
-        mean = total / n
+        # the mean T q / n is exact where n / gcd(T, n) is a power of two 2^k: the deviations
+        # are then integers on the lattice q / 2^k, e_i = k_i 2^k - T / g
+        g = _gcd(abs(np.int64(total)), np.int64(n))
+        r = np.int64(n) // g
+        centre = total / g  # the mean on that lattice
+        if r & (r - 1) or abs(centre) > limit:
+            continue
         squares = 0.0
         for i in range(n):
-            d = rows[k, i] * step - mean
+            d = rows[k, i] * step * r - centre
             squares += d * d
             if squares > limit:
                 break

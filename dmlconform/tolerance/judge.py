@@ -227,8 +227,14 @@ class SliceTerms:
     ceiling: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     #: what the other outputs' budgets take (None: the model has no other outputs)
     model: ModelTerms | GradientTerms | None = None
-    #: (e_mean / sd, rel_sd) per slice where the model checks the aggregate fit (the centred model)
-    aggregate: tuple[np.ndarray, np.ndarray] | None = None
+    #: (e_mean / sd, rel_sd, on-grid slices or None) per slice where the model checks the aggregate
+    #: fit (the centred model)
+    aggregate: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+
+
+def _output_dtype(co: Any) -> np.dtype:
+    """The output type the coefficients were read for (their data type's numpy type)."""
+    return np.dtype(np.float16) if co.data_type == "FLOAT16" else np.dtype(np.float32)
 
 
 def _inverse(sd: np.ndarray) -> np.ndarray:
@@ -258,7 +264,7 @@ def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> Sli
     return SliceTerms(
         plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
         st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u),
-        aggregate=(shift, rel_sd),
+        aggregate=(shift, rel_sd, tl.grid_slices(plan, inputs, ss, _output_dtype(co))),
     )  # fmt: skip
 
 
@@ -593,8 +599,9 @@ def judge_normalization(
         budget_out[...] = logical.transpose(tuple(np.argsort(p.terms.perm)))
     out = _member_from_figures(jp.output, p.fig, slicing, p.co, np.asarray(ref).dtype)
     if p.co.max_ulp is None and p.terms.aggregate is not None:
-        shift, rel_sd = p.terms.aggregate
-        out.aggregate = tl.aggregate_from_sums(p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T, shift, rel_sd, p.co)
+        shift, rel_sd, grid = p.terms.aggregate
+        sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
+        out.aggregate = tl.aggregate_from_sums(sums, shift, rel_sd, p.co, grid)
     return out, p.terms.model
 
 

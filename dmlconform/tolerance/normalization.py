@@ -82,6 +82,7 @@ from dmlconform.tolerance.terms import (
     AggregateModel,
     Budgets,
     Coefficients,
+    as_f64,
     block_length,
     branch_jumps,
     cancellation_scale,
@@ -191,11 +192,12 @@ def statistics_errors(
     # measured in float32: <= 2.1 kappa u for n = 2..2048): g_var * u * kappa * var =
     # g_var * u * |mean| * std.
     e_var = co.variance * u * (g.squares * var + g.spread * np.abs(mean) * np.sqrt(var)) + e_mean**2
-    return stored(exact_where_summed_exactly(StatisticsErrors(e_mean, e_var), ss, co, u), ss, co)
+    exact = exact_where_summed_exactly(StatisticsErrors(e_mean, e_var), ss, co, u, plan.reduction_length)
+    return stored(exact, ss, co)
 
 
 def exact_where_summed_exactly(
-    st: StatisticsErrors, ss: SliceStatistics, co: Coefficients, u: float
+    st: StatisticsErrors, ss: SliceStatistics, co: Coefficients, u: float, n: int
 ) -> StatisticsErrors:
     """On slices whose float32 sums are exact in any order (``ss.exact``) nothing grows with n:
     what is left is the division by n (or a product with its rounded reciprocal) and a running
@@ -205,8 +207,33 @@ def exact_where_summed_exactly(
         return st
     mean, var = np.abs(ss.mean), ss.var
     e_mean = co.mean * u * mean
-    e_var = co.variance * u * (var + mean * np.sqrt(var)) + e_mean**2
+    e_var = co.variance * u * (variance_rounds(ss, n) * var + mean * np.sqrt(var)) + e_mean**2
     return StatisticsErrors(np.where(ss.exact, e_mean, st.e_mean), np.where(ss.exact, e_var, st.e_var))
+
+
+def variance_rounds(ss: SliceStatistics, n: int) -> np.ndarray:
+    """1 where the division of an exact sum of squares by n may round (the variance is no float32
+    number, or n is no power of two, so that a product with 1 / n may round), else 0."""
+    representable = np.float32(ss.var).astype(np.float64) == ss.var
+    return np.where(representable & (n & (n - 1) == 0), 0.0, 1.0)
+
+
+def exact_divisor_rounding(plan: Plan, ss: SliceStatistics, n: int, co: Coefficients, u: float) -> np.ndarray:
+    """On slices summed exactly, the relative error of sqrt(var + eps) counted from the data: the
+    float32 addition of Epsilon rounds to a value known here (what every correctly rounded add
+    gives), then u for the square root unless it is exact on an exactly computed variance, and u
+    for 1 / sd (or a reciprocal square root) unless sd is a power of two. With the exact-divisor
+    data of the ``exact_statistics`` regime every step is exact: what is left of the slice's scale
+    error is the variance's own (its division by n, a running mean's rounding)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        v32 = np.float32(ss.var).astype(np.float64)
+        w = np.float32(v32 + float(np.float32(plan.epsilon))).astype(np.float64)
+        r = np.sqrt(w).astype(np.float32).astype(np.float64)
+        true = np.sqrt(ss.var + plan.epsilon)
+        added = np.abs(np.sqrt(w) - true) / true
+        sqrt_rounds = (variance_rounds(ss, n) > 0) | (r * r != w)
+        power_of_two = np.frexp(r)[0] == 0.5
+    return added + u * (sqrt_rounds.astype(float) + (~power_of_two).astype(float))
 
 
 def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> StatisticsErrors:
@@ -220,6 +247,36 @@ def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> Stati
     e_mean = st.e_mean + us * (np.abs(ss.mean) + st.e_mean)
     e_var = st.e_var + us * (ss.var + st.e_var) + e_mean**2 - st.e_mean**2
     return StatisticsErrors(e_mean, e_var)
+
+
+def on_grid(plan: Plan, y: np.ndarray, ss: SliceStatistics, out_dtype: np.dtype) -> np.ndarray | None:
+    """Slices (keepdims) summed exactly whose outputs y (float64, before rounding; no activation)
+    lie within 1/16 of an ULP of a number of the output type: where a sound implementation's steps
+    are exact, it returns those numbers, and its small errors round back to them."""
+    if ss.exact is None or not np.any(ss.exact) or plan.activation not in (None, "ACTIVATION_IDENTITY"):
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        rounded = y.astype(out_dtype).astype(np.float64)
+        close = np.abs(y - rounded) <= ulp_of(rounded, out_dtype) / 16.0
+    return ss.exact & np.all(close, axis=plan.axes, keepdims=True)
+
+
+def grid_slices(
+    plan: Plan, inputs: dict[str, Any], ss: SliceStatistics, out_dtype: np.dtype
+) -> np.ndarray | None:
+    """:func:`on_grid` from the inputs (the compiled judge computes no y of its own)."""
+    if ss.exact is None or not np.any(ss.exact) or plan.activation not in (None, "ACTIVATION_IDENTITY"):
+        return None
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    mean = x.mean(axis=plan.axes, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        sd = np.sqrt(((x - mean) ** 2).mean(axis=plan.axes, keepdims=True) + plan.epsilon)
+        z = (x - mean) / sd if plan.normalize_variance else x - mean
+        y = as_f64(inputs, plan.scale, 1.0) * z + as_f64(inputs, plan.bias, 0.0)
+        y = y + as_f64(inputs, plan.fused_add, 0.0)
+    exact = np.reshape(ss.exact, np.shape(mean))
+    grid = on_grid(plan, y, SliceStatistics(mean, sd, sd, sd, exact), out_dtype)
+    return None if grid is None else np.ravel(grid)
 
 
 def output_scale(z: np.ndarray, unit: Any, scale: Any, bias: Any, add: Any) -> np.ndarray:
@@ -240,7 +297,11 @@ def divisor_error(
     the variance is not normalized: the divisor is 1)."""
     if not plan.normalize_variance:
         return np.zeros_like(ss.var)
-    return st.e_var / (2.0 * (ss.var + plan.epsilon)) + co.pointwise * u
+    steps = co.pointwise * u
+    if ss.exact is not None and u <= UNIT_ROUNDOFF["FLOAT32"] and np.any(ss.exact):
+        counted = exact_divisor_rounding(plan, ss, plan.reduction_length, co, u)
+        steps = np.where(ss.exact, np.minimum(counted, steps), steps)
+    return st.e_var / (2.0 * (ss.var + plan.epsilon)) + steps
 
 
 def pre_activation_error(
@@ -379,6 +440,7 @@ def budgets(
         residual,
         rounding,
         straddles,
+        on_grid(plan, y, ss, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)),
     )
     stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, overrides, u)
     result.update(stats_budgets)

@@ -236,6 +236,10 @@ class AggregateModel:
     #: where the output's sensitivity to z is no slope (a jump or a kink), or is so wide that the
     #: activation curves over it (an ill-conditioned slice); the per-element bound judges them
     excluded: np.ndarray | bool = False
+    #: slices (keepdims) whose outputs are float numbers before rounding (exact statistics and
+    #: divisor, grid operands, no activation): a sound implementation's outputs carry no rounding
+    #: there for the fit to mistake for a shift or a scale (:func:`~dmlconform.tolerance.aggregate.aggregate_from_sums`)
+    on_grid: np.ndarray | None = None
 
 
 @dataclass
