@@ -238,3 +238,151 @@ def test_minimal_reproducer_beside_the_original(browser: Browser, tmp_path: Path
     detail = browser.evaluate("document.querySelector('#case-rows tr.detail').innerText")
     assert "minimal reproducer" in detail and "steps" in detail
     assert_clean(browser, report)
+
+
+# -- readable at 1280 px ------------------------------------------------------------------------
+
+NARROW = 1280
+# Elements whose right edge passes the viewport (a page wider than the window), by tag and class.
+OVERFLOWING = """Array.from(document.querySelectorAll('body *')).filter(function (e) {
+  var r = e.getBoundingClientRect(); return r.width > 0 && r.right > innerWidth + 0.5; })
+  .slice(0, 10).map(function (e) { return e.tagName + '.' + e.className; })"""
+# Table cells of the case table whose content is wider than the cell (cut or spilling over).
+SPILLING = """Array.from(document.querySelectorAll('#case-rows tr.case td')).filter(function (td) {
+  return td.scrollWidth > td.clientWidth + 1; }).slice(0, 10).map(function (td) { return td.textContent; })"""
+# Case-id segments (the text between two break points) laid out on more than one line: a word cut.
+CUT_IDS = """Array.from(document.querySelectorAll('#case-rows td.id')).filter(function (td) {
+  return Array.from(td.childNodes).some(function (n) {
+    if (n.nodeType !== 3) return false; var r = document.createRange(); r.selectNodeContents(n);
+    var tops = new Set(Array.from(r.getClientRects()).map(function (q) { return Math.round(q.top); }));
+    return tops.size > 1; }); }).map(function (td) { return td.textContent; })"""
+
+
+def _with_known_findings(doc: dict) -> dict:
+    """The synthetic run as an expectations file would leave it: its xfailed cases covered by
+    finding F1, one of them by a reason with no finding id, one case an unexpected pass of F1,
+    a skipped case named by an entry (not judged, so no label), and one failure with a message
+    far longer than its column."""
+    xfailed = [c for c in doc["cases"] if c["outcome"] == "xfailed"]
+    for case in xfailed[1:]:
+        case["expectation"] = "F1: DirectML FLOAT16 shaders lose precision beyond one rounding"
+    xfailed[0]["expectation"] = "the reference path accumulates FLOAT16 in FLOAT32 here"
+    xpassed = next(c for c in doc["cases"] if c["outcome"] == "passed" and c["errors"])
+    xpassed["outcome"] = "xpassed"
+    xpassed["expectation"] = "F1: DirectML FLOAT16 shaders lose precision beyond one rounding"
+    skipped = next(c for c in doc["cases"] if c["outcome"] == "skipped")
+    skipped["expectation"] = "F9: never judged"
+    failed = next(c for c in doc["cases"] if c["outcome"] == "failed")
+    # Under the row's cap (report.render.ROW_MESSAGE_CHARS), with a path longer than the column.
+    failed["message"] = (
+        "OutputTensor: " + ", ".join(f"[{i}, 0, 0, 1]" for i in range(6)) + " exceed the budget: see "
+        "failures/numeric-MEAN_VARIANCE_NORMALIZATION1-5_2-FLOAT16-0003/outputs-of-the-worst-slice.npz"
+    )
+    assert len(failed["message"]) < 240
+    summary = doc["summary"]
+    summary["passed"] -= 1
+    summary["xpassed"] += 1
+    return doc
+
+
+def failed_message(doc: dict) -> str:
+    return next(c["message"] for c in doc["cases"] if "worst-slice" in (c["message"] or ""))
+
+
+@pytest.fixture(scope="module")
+def narrow_browser() -> Iterator[Browser]:
+    assert CHROMIUM is not None
+    with Browser(CHROMIUM, width=NARROW, height=1000) as b:
+        yield b
+
+
+def test_report_reads_at_1280_px(narrow_browser: Browser, tmp_path: Path) -> None:
+    """At 1280 px nothing is wider than the window, no case-table cell is cut, ids wrap between
+    their words, the overview comes before the long lists, and a case an expectations file
+    covered carries its finding's label."""
+    browser = narrow_browser
+    doc = _with_known_findings(make_results(600, seed=11))
+    write_results(tmp_path, doc)
+    write_reports(tmp_path)
+    load(browser, tmp_path)
+    assert browser.evaluate("innerWidth") == NARROW
+
+    def assert_fits() -> None:
+        assert browser.evaluate("document.scrollingElement.scrollWidth <= innerWidth")
+        assert browser.evaluate(OVERFLOWING) == []
+
+    assert_fits()
+    assert browser.evaluate(SPILLING) == []
+    assert browser.evaluate(CUT_IDS) == []
+    # The ids wrap: some id in the table takes more than one line, and reads whole (no <wbr> text).
+    ids = browser.evaluate(
+        "Array.from(document.querySelectorAll('#case-rows td.id')).map(function (td) {"
+        "return [td.textContent, td.getClientRects()[0].height]; })"
+    )
+    assert {i for i, _ in ids} <= {c["id"] for c in doc["cases"]}
+    line = browser.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('#case-rows td.id')).lineHeight)"
+    )
+    assert any(height > 1.5 * line for _, height in ids)
+
+    # The overview sits above the long lists.
+    tops = browser.evaluate(
+        "(function(){var t={}; ['summary','matrix','accuracy','charts','coverage','failures','cases']"
+        ".forEach(function(id){t[id]=document.getElementById(id).getBoundingClientRect().top;}); return t;})()"
+    )
+    for overview in ("summary", "matrix", "accuracy", "charts", "coverage"):
+        assert tops[overview] < tops["failures"] < tops["cases"], tops
+
+    # The long message shows whole, wrapped in its cell, and the page still fits.
+    select(browser, "f-outcome", "failed")
+    browser.evaluate(
+        "(function(){var t=document.getElementById('f-text'); t.value='worst-slice';"
+        "t.dispatchEvent(new Event('input'));})()"
+    )
+    message = browser.evaluate("document.querySelector('#case-rows tr.case td.msg').innerText")
+    assert message.replace("\n", "") == failed_message(doc)
+    assert browser.evaluate(SPILLING) == []
+    browser.click("#case-rows tr.case")  # the detail panel, with its desc and worst element
+    assert_fits()
+
+    # Known findings: listed in the summary, each linking to its cases.
+    known = browser.evaluate("document.getElementById('known-findings').innerText")
+    n_f1 = sum(1 for c in doc["cases"] if c.get("expectation", "").startswith("F1:"))
+    assert f"known: F1\t{n_f1 - 1} xfailed, 1 xpassed" in known
+    # a reason without a finding id is the label itself, shortened to fit a cell
+    assert "known: the reference path accumulates FLOAT16 in FLOAT\u2026\t1 xfailed" in known
+    assert "F9" not in known  # the skipped case was never judged
+    browser.click("#known-findings a[href*='known=F1']")
+    browser.wait_for("document.getElementById('f-known').value === 'F1'")
+    rows = browser.evaluate(VISIBLE_ROWS)
+    assert len(rows) == n_f1 and {r[0] for r in rows} == {"xfailed known: F1", "xpassed known: F1"}
+    tag = browser.evaluate("document.querySelector('#case-rows tr.case span.known').title")
+    assert tag == "known finding: F1: DirectML FLOAT16 shaders lose precision beyond one rounding"
+    # An xfailed case in the unfiltered table carries the label; its detail panel gives the reason.
+    browser.click("#f-reset")
+    select(browser, "f-outcome", "xfailed")
+    labels = browser.evaluate(
+        "Array.from(document.querySelectorAll('#case-rows tr.case td:first-child')).map(function (td) {"
+        "return td.innerText; })"
+    )
+    assert labels and all("known: " in text for text in labels)
+    browser.click("#case-rows tr.case")
+    detail = browser.evaluate("document.querySelector('#case-rows tr.detail').innerText")
+    assert "known finding: " in detail
+    # The unexpected pass is in the failures list, tagged, and says what its passing means.
+    entry = browser.evaluate(
+        "(function(){var d=document.querySelector('#failures span.o-xpassed').closest('details');"
+        "d.open=true; return [d.querySelector('summary').innerText, d.innerText];})()"
+    )
+    assert entry[0].startswith("xpassed known: F1 ") and "is the expectation stale?" in entry[1]
+    assert_fits()
+    # Everything open at once (every failure, every coverage block, a page of case details).
+    browser.click("#f-reset")
+    browser.evaluate(
+        "document.querySelectorAll('details').forEach(function (d) { d.open = true; });"
+        "Array.from(document.querySelectorAll('#case-rows tr.case')).slice(0, 40)"
+        ".forEach(function (tr) { tr.click(); })"
+    )
+    assert browser.evaluate("document.querySelectorAll('#case-rows tr.detail').length") == 40
+    assert_fits()
+    assert_clean(browser, tmp_path)

@@ -40,6 +40,13 @@ FAILURE_ENTRIES = 100
 EMBEDDED_DESCS = 2000
 ROW_MESSAGE_CHARS = 240
 SUMMARY_TOP_FAILURES = 10
+# A known finding's label: its id when the expectation's reason starts with one ("F1: ...",
+# "O1: ...", "T2: ..."), else the reason itself, cut to this many characters.
+FINDING_ID = re.compile(r"\s*([A-Z][A-Za-z]{0,3}[0-9]+[a-z]?)\s*:")
+KNOWN_LABEL_CHARS = 48
+# Where a long identifier (case id, operator, rule) may wrap: after these characters, so that
+# "numeric[MEAN_VARIANCE_NORMALIZATION1-5_0-FLOAT16-0003]" breaks between words, not inside one.
+BREAK_AFTER = re.compile(r"([-_\[\],/.=:])")
 CHART_WIDTH, CHART_HEIGHT = 300, 130
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -57,7 +64,20 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     env.filters["num"] = format_number
     env.filters["md"] = markdown_cell
     env.filters["mdcode"] = markdown_code
+    env.filters["breakable"] = breakable
     return env
+
+
+def breakable(text: Any) -> Markup:
+    """Escaped text with a <wbr> after each separator of an identifier: a narrow column wraps a
+    long id between its words (and copying the id still gives it whole, which a zero-width space
+    would not)."""
+    parts = BREAK_AFTER.split(str(text))
+    return Markup("").join(
+        Markup("{}<wbr>").format(part) if BREAK_AFTER.fullmatch(part) else Markup.escape(part)
+        for part in parts
+        if part
+    )
 
 
 def format_number(value: Any, digits: int = 4) -> str:
@@ -773,6 +793,46 @@ def build_coverage(results: Results) -> list[dict[str, Any]]:
     return tables
 
 
+# --------------------------------------------------------------------------- known findings
+
+
+def known_reason(case: CaseRecord) -> str | None:
+    """Why the case's outcome was expected (the matching expectation's reason), or None. A skipped
+    case carries the reason too when an entry names it, but was not judged, so it has none here.
+    The one place the report reads it: a record that later says "known finding" another way is
+    read here as well."""
+    if case.outcome == "skipped" or not case.expectation:
+        return None
+    return case.expectation
+
+
+def known_label(reason: str) -> str:
+    """The short label of a known finding: the finding id a reason starts with ("O1: ONNX
+    Runtime LRN's approximate power" -> "O1"), else the reason, shortened to fit a table cell."""
+    match = FINDING_ID.match(reason)
+    if match:
+        return match.group(1)
+    text = " ".join(reason.split())
+    return text if len(text) <= KNOWN_LABEL_CHARS else text[: KNOWN_LABEL_CHARS - 1] + "\u2026"
+
+
+def known_findings(results: Results) -> list[dict[str, Any]]:
+    """The known findings the run hit, one entry per label in order of first appearance: its
+    distinct reasons and how many cases of each outcome it covered (xfailed: still there;
+    xpassed: not seen this time)."""
+    found: dict[str, dict[str, Any]] = {}
+    for case in results.cases:
+        reason = known_reason(case)
+        if reason is None:
+            continue
+        label = known_label(reason)
+        entry = found.setdefault(label, {"label": label, "reasons": [], "outcomes": Counter()})
+        if reason not in entry["reasons"]:
+            entry["reasons"].append(reason)
+        entry["outcomes"][case.outcome] += 1
+    return list(found.values())
+
+
 # --------------------------------------------------------------------------- case data
 
 
@@ -871,7 +931,7 @@ def _shrunk_detail(case: CaseRecord) -> dict[str, Any] | None:
 def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, Any]:
     """The embedded blob: one array per case, strings interned in shared tables."""
     tables: dict[str, dict[str, int]] = {
-        k: {} for k in ("ops", "levels", "dtypes", "kinds", "regimes", "msgs")
+        k: {} for k in ("ops", "levels", "dtypes", "kinds", "regimes", "msgs", "reasons")
     }
 
     def intern(table: str, value: str | None) -> int:
@@ -941,6 +1001,7 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
                 _compact_float(case.ratio, 3),
                 case.reduction_length,
                 _compact_float(case.aggregate_ratio, 3),
+                intern("reasons", known_reason(case)),
             ]
         )
     data: dict[str, Any] = {
@@ -962,6 +1023,7 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
             "ratio",
             "n",
             "agg",
+            "known",
         ],
         "outcomes": list(OUTCOMES),
         "rows": rows,
@@ -970,6 +1032,7 @@ def build_case_data(results: Results, notable: list[CaseRecord]) -> dict[str, An
     }
     for name, table in tables.items():
         data[name] = list(table)
+    data["labels"] = [known_label(reason) for reason in data["reasons"]]
     return data
 
 
@@ -1032,6 +1095,9 @@ def build_context(results: Results) -> dict[str, Any]:
         "bands": build_bands(results),
         "tier": tier_text(data),
         "coverage": build_coverage(results),
+        "known": known_findings(results),
+        "known_reason": known_reason,
+        "known_label": known_label,
         "case_data": build_case_data(results, notable),
         "embedded_descs": min(len(notable), EMBEDDED_DESCS),
         "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
