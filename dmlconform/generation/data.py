@@ -359,6 +359,8 @@ def exact_rows(
             top = int(min(4 * max(np.abs(a).max(), 1), room, 2048 - np.abs(a).max() if fp16 else room))
             c = int(rng.integers(-top, top + 1)) if top > 0 else 0
         s = int(rng.integers(-8, 4)) if fp16 else int(rng.integers(-12, 7))
+        if fp16:  # a FLOAT16 variance stays far below 65504: storing it as FLOAT16 must not overflow
+            s = min(s, math.floor(math.log2(128.0 / max(float(np.abs(a).max()), 1.0))))
         out[i] = (c + a) * 2.0**s
     return out
 

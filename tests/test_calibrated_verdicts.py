@@ -1,0 +1,174 @@
+"""The model ladder against kernels that reduce as GPUs do, and the exact-statistics regime.
+
+Both directions on the same data: sound GPU-style kernels (T threads each adding a strided or
+contiguous share in order, a tree over the partials, one or two passes) pass the default model,
+which the 256-block model (``tight``) does not promise them; systematic errors and FLOAT16
+statistics still fail. On exact-statistics data the float64 statistics equal float32 ones of
+any summation order, and a 4-ULP scale error fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import SPEC
+
+import dmlconform as dc
+from dmlconform.backends.broken import Float16Statistics, OutputScaledFourUlps, SequentialSumStatistics
+from dmlconform.backends.gpu_style import GpuStyleBackend, gpu_sum
+from dmlconform.backends.numpy_backend import NumpyBackend
+from dmlconform.generation.data import exact_rows, make_inputs
+from dmlconform.tolerance import coefficients, compare
+from dmlconform.tolerance.exact import exact_slices
+
+U32 = 2.0**-24
+
+
+def mvn1(n: int, dt: str = "FLOAT32", slices: int = 4, affine: bool = True) -> dc.OperatorDesc:
+    t = {"DataType": dt, "Sizes": [1, slices, 1, n]}
+    desc = {"InputTensor": t, "OutputTensor": t, "Axes": [2, 3], "NormalizeVariance": True}
+    if affine:
+        desc["ScaleTensor"] = desc["BiasTensor"] = {"DataType": dt, "Sizes": [1, slices, 1, 1]}
+    return dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": desc})
+
+
+def bnt(n: int) -> dc.OperatorDesc:
+    x = {"DataType": "FLOAT32", "Sizes": [n, 3, 1, 1]}
+    c = {"DataType": "FLOAT32", "Sizes": [1, 3, 1, 1]}
+    members = {"InputTensor": x, "ScaleTensor": c, "BiasTensor": c, "OutputTensor": x}
+    members |= {"OutputMeanTensor": c, "OutputVarianceTensor": c, "Epsilon": 1e-5}
+    return dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": members})
+
+
+def verdict(backend, desc, regime, seed=0, model=None):
+    inputs = make_inputs(desc, regime, seed, SPEC)
+    ref = dc.execute(desc, inputs)
+    got = backend.execute(desc, inputs)
+    return compare(desc, got, ref, inputs, SPEC, {"model": model} if model else None)
+
+
+KERNELS = {
+    "32-strided": GpuStyleBackend(threads="32"),
+    "256-contiguous": GpuStyleBackend(threads="256", chains="contiguous"),
+    "1024-strided-2-pass": GpuStyleBackend(threads="1024", groups="4"),
+    "32-rsqrt": GpuStyleBackend(threads="32", normalize="rsqrt"),
+}
+
+
+def test_gpu_sum_is_chains_then_a_tree():
+    rng = np.random.default_rng(1)
+    rows = (rng.standard_normal((2, 1000)) * 3 + 50).astype(np.float32)
+    for chains in ("strided", "contiguous"):
+        k = -(-1000 // 32)
+        padded = np.zeros((2, 32 * k), np.float32)
+        padded[:, :1000] = rows
+        share = (
+            padded.reshape(2, k, 32) if chains == "strided" else padded.reshape(2, 32, k).transpose(0, 2, 1)
+        )
+        partial = np.zeros((2, 32), np.float32)
+        for j in range(k):  # each thread adds its share in order
+            partial = partial + share[:, j, :]
+        while partial.shape[1] > 1:
+            partial = partial[:, : partial.shape[1] // 2] + partial[:, partial.shape[1] // 2 :]
+        assert np.array_equal(gpu_sum(rows, 32, chains, 1), partial[:, 0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("regime", ["large_offset", "constant_slices", "standard_normal"])
+def test_gpu_style_kernels_pass_the_default_model(kernel, regime):
+    for desc in (mvn1(65537, slices=2), bnt(2**17 + 1)):
+        c = verdict(KERNELS[kernel], desc, regime)
+        assert c.passed, c.message
+
+
+@pytest.mark.slow
+def test_the_tight_model_does_not_promise_a_warp_per_row_kernel_what_default_does():
+    """A 32-thread strided kernel on long constant and offset slices: within the default model,
+    past the 256-block model somewhere (the reason the default model exists)."""
+    ratios = {}
+    for model in ("default", "tight"):
+        worst = 0.0
+        for regime in ("constant_slices", "large_offset"):
+            for seed in range(3):
+                c = verdict(KERNELS["32-strided"], mvn1(2**18, slices=8, affine=False), regime, seed, model)
+                worst = max(worst, max(o.ratio for o in c.outputs.values()))
+        ratios[model] = worst
+    assert ratios["default"] <= 1.0 < ratios["tight"], ratios
+
+
+@pytest.mark.slow
+def test_a_sequential_loop_over_a_long_slice_still_fails_the_default_model():
+    c = verdict(SequentialSumStatistics(), mvn1(2**22, slices=1, affine=False), "long_reduction")
+    assert not c.passed
+
+
+# -- the exact-statistics regime ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", ["FLOAT32", "FLOAT16"])
+@pytest.mark.parametrize("n", [2, 3, 5, 17, 256, 4097, 65535, 2**22 + 2])
+def test_exact_rows_sum_exactly_in_any_order(dt, n):
+    """The regime's data: the float64 sums (and the mean and the squared deviations) equal
+    float32 sums in element order and in GPU orders, and the budget's test says so."""
+    rows = exact_rows(np.random.default_rng(n), 2, n, n, dt, 1e-5)
+    typed = rows.astype(np.float16 if dt == "FLOAT16" else np.float32)
+    assert np.array_equal(typed.astype(np.float64), rows)
+    assert exact_slices(rows, U32).all()
+    x32 = typed.astype(np.float32)
+    sums = {"sequential": np.cumsum(x32, axis=1, dtype=np.float32)[:, -1]}
+    sums |= {f"{t}-{c}": gpu_sum(x32, t, c, 1) for t in (32, 1024) for c in ("strided", "contiguous")}
+    mean = rows.mean(axis=1, keepdims=True)
+    for order, s in sums.items():
+        assert np.array_equal(s.astype(np.float64), rows.sum(axis=1)), order
+    d = x32 - (sums["sequential"] / np.float32(n))[:, None]
+    assert np.array_equal(
+        gpu_sum(d * d, 32, "strided", 1).astype(np.float64), ((rows - mean) ** 2).sum(axis=1)
+    )
+
+
+def test_the_exactness_test_refuses_what_some_order_would_round():
+    rng = np.random.default_rng(0)
+    assert not exact_slices(rng.standard_normal((3, 64)), U32).any()
+    big = np.full((1, 3), 2.0**24)  # every partial sum exact, but 3 * 2^24 lattice steps: past the range
+    big[0, 1] = 1.0
+    assert not exact_slices(big, U32).any()
+    thirds = np.array([[1.0, 1.0, 2.0]])  # mean 4/3: no binary lattice holds it
+    assert not exact_slices(thirds, U32).any()
+    halves = np.array([[1.0, 2.0]])  # mean 1.5: exact on the lattice of 1/2
+    assert exact_slices(halves, U32).all()
+
+
+def test_short_float16_slices_centre_half_an_ulp_off_a_float16_number():
+    rows = exact_rows(np.random.default_rng(3), 4, 64, 64, "FLOAT16", 1e-5)
+    means = rows.mean(axis=1)
+    assert np.all(means.astype(np.float16).astype(np.float64) != means)
+
+
+@pytest.mark.parametrize("n", [4097, 65537, 2**20])
+def test_a_four_ulp_scale_error_fails_exact_data_that_sound_kernels_pass(n):
+    desc = mvn1(n, slices=6)
+    for kernel in (NumpyBackend(), KERNELS["32-strided"], KERNELS["32-rsqrt"]):
+        c = verdict(kernel, desc, "exact_statistics")
+        assert c.passed, c.message
+    assert not verdict(OutputScaledFourUlps(), desc, "exact_statistics").passed
+
+
+@pytest.mark.parametrize("n", [64, 1023])
+def test_float16_statistics_stored_as_float16(n):
+    """Statistics rounded once to FLOAT16 fail FLOAT16 by default and meet fp16-statistics;
+    FLOAT16 accumulation fails both."""
+    desc = mvn1(n, "FLOAT16", slices=4)
+    stored = GpuStyleBackend(statistics="input")
+    assert not verdict(stored, desc, "exact_statistics").passed
+    assert verdict(stored, desc, "exact_statistics", model="fp16-statistics").passed
+    for model in (None, "fp16-statistics"):
+        assert not verdict(Float16Statistics(), desc, "exact_statistics", model=model).passed
+    assert verdict(NumpyBackend(), desc, "exact_statistics").passed
+
+
+def test_model_names():
+    tol = SPEC.operator("MVN1").tolerance
+    assert coefficients(tol, "FLOAT32", None, {"model": "strict"}).model == "tight"
+    assert coefficients(tol, "FLOAT32", None, None).model == "default"
+    with pytest.raises(ValueError, match="unknown tolerance model"):
+        coefficients(tol, "FLOAT32", None, {"model": "loose"})
