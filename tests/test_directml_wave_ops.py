@@ -8,12 +8,15 @@ one line ``stack.locate()`` gives. Two backends (one runner each) serve the modu
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import dmlconform
 
 from dmlconform.backends.directml.stack import Stack, StackMissing, locate
 
@@ -26,6 +29,10 @@ from dmlconform.backends.base import load_backend
 from dmlconform.backends.directml import provision
 from dmlconform.backends.directml.stack import windows_path
 from dmlconform.specification.desc import OperatorDesc, parse_desc
+
+ROOT = Path(__file__).resolve().parent.parent
+#: F2's reproducer: BATCH_NORMALIZATION_TRAINING FLOAT32 over 2 x 65537 elements
+LONG_REDUCTION = ROOT / "cases" / "directml" / "float32-long-reduction"
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +127,31 @@ def test_the_runner_refuses_a_malformed_wave_ops_flag(flag: str) -> None:
     )
     assert proc.returncode == 2, proc.stderr[-500:]
     assert "usage: runner.exe" in proc.stderr and "--wave-ops=off|LANES" in proc.stderr
+
+
+def test_f2s_reproducer_replays_with_the_setting_it_was_recorded_with(tmp_path: Path) -> None:
+    """F2 was recorded on this stack, without WaveOps: its case.json says wave_ops=off, so a plain
+    replay shows the finding (OutputVariance 3.27x its budget) although the default is on, and
+    with WaveOps reported DirectML's other reduction passes. A run saves the setting even when
+    left at its default (results.json's options, each reproducer)."""
+    saved = json.loads((LONG_REDUCTION / "case.json").read_text())
+    assert saved["backend"]["options"]["wave_ops"] == "off"
+    plain = dmlconform("replay", str(LONG_REDUCTION), cwd=tmp_path)
+    assert plain.returncode == 1 and "result:  FAILED: OutputVarianceTensor" in plain.stdout, plain.stdout
+    on = dmlconform(
+        "replay",
+        str(LONG_REDUCTION),
+        "--backend",
+        "directml",
+        "--backend-option",
+        "wave_ops=on",
+        cwd=tmp_path,
+    )
+    assert on.returncode == 0 and "result:  PASSED" in on.stdout, on.stdout + on.stderr[-1000:]
+    run = dmlconform(
+        "run", "--backend", "directml", "--operators", "MEAN_VARIANCE_NORMALIZATION1", "--dtypes", "FLOAT32",
+        "--kinds", "numeric", "--tier", "smoke", "--cases", "1", "--report", "out", cwd=tmp_path,
+    )  # fmt: skip
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["backend"]["options"] == {"wave_ops": "on"}, run.stderr[-1000:]
+    assert results["versions"]["directml.wave_ops"] == "on: 32 lanes (the device itself: none)"
