@@ -23,10 +23,12 @@ from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION, release
 SETUP_COMMAND = "dmlconform directml setup"
 #: The compiler setup builds the runner with (Debian's gcc-mingw-w64-x86-64).
 MINGW_GCC = "x86_64-w64-mingw32-gcc"
-#: The wave size the runner reports with ``wave_ops`` on. DirectML picks some FLOAT32 reductions
-#: by whether the device reports WaveOps at all (every GPU does; vkd3d 1.6 does not); 8, 32 and 64
-#: lanes gave bit-identical results (shared/design/verdict-calibration-facts.md), so 32, a common
-#: GPU wave size, stands for them all.
+#: The wave size the runner reports with ``wave_ops`` on: 32, NVIDIA's and a common AMD and Intel
+#: one. DirectML picks some FLOAT32 reductions by the WaveOps answer (every GPU reports WaveOps;
+#: vkd3d 1.6 does not), and by the lane count too: measured on 1.15.4, MVN1 (2, 3, 17, 33) over
+#: {2, 3} is bit-identical at 16, 32, 64 and 128 lanes but takes the no-wave reduction at 8 (bit
+#: for bit) and 4 (the same error), while BATCH_NORMALIZATION_TRAINING over 2 x 65537 takes the
+#: wave one at 8 lanes already.
 WAVE_LANES = 32
 
 
