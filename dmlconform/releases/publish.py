@@ -522,7 +522,8 @@ def regenerate_section(sweep: Sweep) -> list[str]:
         "",
         "```sh",
         "dmlconform directml setup --version all",
-        f"{SWEEP_COMMAND} --out {sweep.path} --cases {settings.get('cases', 2)} --seed {settings.get('seed', 0)}",
+        f"{SWEEP_COMMAND} --out {sweep.path} --cases {settings.get('cases', 2)} --seed {settings.get('seed', 0)}"
+        + ("" if len(settings.get("wave_ops") or WAVE_OPS) > 1 else f" --wave-ops {settings['wave_ops'][0]}"),
         f"{PUBLISH_COMMAND} {sweep.path} --out docs/directml-conformance.md",
         "```",
         "",
