@@ -15,7 +15,7 @@ import pytest
 
 import dmlconform as dc
 from dmlconform.backends import BackendError, list_backends, load_backend
-from dmlconform.backends.base import make_plan
+from dmlconform.backends.base import Option, make_plan
 from dmlconform.backends.broken import BROKEN_BACKENDS
 from dmlconform.backends.numpy_backend import NumpyBackend
 
@@ -368,6 +368,35 @@ def test_load_duck_typed_class() -> None:
     with pytest.raises(BackendError, match="bad options") as info:
         load_backend(f"{__name__}:PlainBackend", {"device": "cpu"})
     assert "\n" not in str(info.value)
+
+
+class TravellingBackend(NumpyBackend):
+    """A backend whose ``mode`` changes results (travels) and whose ``note`` does not."""
+
+    OPTIONS = (
+        *NumpyBackend.OPTIONS,
+        Option("mode", "fast", "a setting results depend on", choices=("fast", "exact"), travels=True),
+        Option("note", "", "a label"),
+    )
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_travelling_option_is_saved_with_the_run_even_at_its_default(isolate: bool) -> None:
+    """What a run saves (results.json, case.json, the replay command) is OpenedBackend.options:
+    it names a ``travels`` option at its resolved value though the user left it out, so a replay
+    uses the same setting whatever the default becomes; other options stay as typed. The
+    isolated path gets it from the worker's BackendInfo."""
+    from dmlconform.runner.session import open_backend
+
+    name = f"{__name__}:TravellingBackend"
+    opened = open_backend(name, {"note": "x"}, isolate=isolate, timeout=60)
+    try:
+        assert opened.options == {"mode": "fast", "note": "x"}
+        assert open_backend(name, {"mode": "exact"}).options == {"mode": "exact"}
+        assert open_backend("numpy", {}).options == {}  # no travelling option: nothing added
+    finally:
+        if isolate:
+            opened.handle.close()
 
 
 @pytest.mark.parametrize(

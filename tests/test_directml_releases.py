@@ -338,6 +338,49 @@ def test_publish_counts_an_unclaimed_disagreement_and_the_cli_fails(
     assert "not a sweep directory" in capsys.readouterr().err
 
 
+def test_publish_judges_the_wave_ops_off_runs_and_replays_beside_the_default(
+    tmp_path: Path, probes: list[acc.Probe]
+) -> None:
+    """A sweep judges both wave_ops settings (sweep.py): the off runs get their own table naming
+    each case whose outcome moved, their failures are claimed by findings or counted unexplained
+    like the default's, and each reproducer's replays are shown per setting."""
+    out = _sweep_dir(tmp_path, probes, frozenset({"axes-unique"}))
+    long_case = "numeric[MEAN_VARIANCE_NORMALIZATION1-6_4-FLOAT32-n65535-0000]"  # claimed by F2
+    wave_case = "numeric[MEAN_VARIANCE_NORMALIZATION1-6_4-FLOAT32-0003]"  # no finding claims it
+    for directory, said, outcomes in (
+        (out / "runs" / "1.15.4", "on: 32 lanes (the device itself: none)", {long_case: ("failed", 2.0)}),
+        (
+            out / "runs-wave-ops-off" / "1.15.4",
+            "off: none (the device itself: none)",
+            {long_case: ("failed", 3.0), wave_case: ("failed", 1.5)},
+        ),
+    ):
+        if wave_case not in outcomes:
+            outcomes[wave_case] = ("passed", 0.2)
+        _results(directory, "1.15.4", "6_4", outcomes)
+        data = json.loads((directory / "results.json").read_text())
+        data["versions"]["fake.wave_ops"] = said
+        (directory / "results.json").write_text(json.dumps(data))
+    repro = "cases/directml/float32-long-reduction"
+    (out / "replays.json").write_text(json.dumps({"F2": {repro: {"1.15.4": {"outcome": "passed"}}}}))
+    (out / "replays-wave-ops-off.json").write_text(
+        json.dumps({"F2": {repro: {"1.15.4": {"outcome": "failed"}}}})
+    )
+    sweep = publish.load(out, SPEC)
+    assert set(sweep.runs) == {"1.15.4"} and set(sweep.other_runs["off"]) == {"1.15.4"}
+    text, health = publish.render(sweep, SPEC)
+    assert health == {"undecided": 0, "unexplained": 1}  # wave_case, under off only
+    assert "### The same runs with `wave_ops=off`" in text
+    moved = next(line for line in text.splitlines() if line.startswith("| 1.15.4 | 2 |"))
+    assert f"`{wave_case}` (passed -> failed)" in moved and long_case not in moved
+    f2 = next(line for line in text.splitlines() if line.startswith("| F2 |"))
+    assert "1.15.4 (1), 1.15.4 wave_ops=off (1)" in f2
+    assert f"`{repro}`: none; wave_ops=off: 1.15.4" in f2
+    assert f"- 1.15.4 wave_ops=off: `{wave_case}`" in text
+    assert "on: 32 lanes (the device itself: none) (`runs/`)" in text
+    assert "off: none (the device itself: none) (`runs-wave-ops-off/`)" in text
+
+
 # --------------------------------------------------------------------------------------------
 # `report releases`
 

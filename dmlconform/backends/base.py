@@ -88,13 +88,16 @@ class Backend(Protocol):
 @dataclass(frozen=True)
 class Option:
     """One backend option. Values arrive as strings (``--dml-backend-option key=value``), so
-    each option says how to parse its string and, if it is an enumeration, its choices."""
+    each option says how to parse its string and, if it is an enumeration, its choices.
+    ``travels``: results depend on it, so its value is saved with the run and every reproducer
+    even when left at its default (a replay then uses the same, whatever the default becomes)."""
 
     name: str
     default: str
     help: str
     choices: tuple[str, ...] | None = None
     parse: Callable[[str], Any] = str
+    travels: bool = False
 
     def convert(self, backend: str, raw: Any) -> Any:
         text = str(raw).strip()
@@ -150,10 +153,19 @@ class BackendBase:
             listing = ", ".join(sorted(known)) or "none"
             raise BackendError(f"backend {self.name!r}: unknown option {unknown[0]!r} (options: {listing})")
         self.options: dict[str, Any] = {}
+        self._travelling: dict[str, str] = {}
         for opt in self.OPTIONS:
-            self.options[opt.name] = opt.convert(self.name, options.get(opt.name, opt.default))
+            raw = options.get(opt.name, opt.default)
+            self.options[opt.name] = opt.convert(self.name, raw)
+            if opt.travels:
+                self._travelling[opt.name] = str(raw).strip()
         self.feature_level: str = self.options["feature_level"]
         self._last_info: dict[str, Any] = {}
+
+    def travelling_options(self) -> dict[str, str]:
+        """The ``travels`` options as given or defaulted (strings): what a run saves beside the
+        options the user typed."""
+        return dict(self._travelling)
 
     @classmethod
     def option_help(cls) -> dict[str, str]:

@@ -170,7 +170,16 @@ def _report(version: str | None, dll: str | None, action: str) -> int:
             return 1
         return _err(f"the runner did not start: {exc}", action)
     print(f"DirectML {info['directml']}")
-    for key in ("max_feature_level", "float16", "adapter", "vulkan_driver", "vkd3d", "wine", "directml_dll"):
+    for key in (
+        "max_feature_level",
+        "float16",
+        "wave_ops",
+        "adapter",
+        "vulkan_driver",
+        "vkd3d",
+        "wine",
+        "directml_dll",
+    ):
         print(f"  {key.replace('_', ' '):<18} {info.get(key, '?')}")
     passed = test.passed and bool(info.get("max_feature_level"))
     if record:

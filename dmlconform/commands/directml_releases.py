@@ -1,7 +1,7 @@
 """``dmlconform directml accept | sweep | publish``: DirectML releases held against the spec.
 
     dmlconform directml accept [--version V ...|all] [--out DIR]   CreateOperator on the corpus
-    dmlconform directml sweep  [--version V ...|all] [--out DIR] [--cases N] [--no-runs]
+    dmlconform directml sweep  [--version V ...|all] [--out DIR] [--cases N] [--wave-ops both|on|off] [--no-runs]
     dmlconform directml publish DIR [--out docs/directml-conformance.md]
 
 ``accept`` asks the releases about every probe of the acceptance corpus and prints the agreement
@@ -59,6 +59,12 @@ def register(verbs: Any) -> None:
         default="default",
         choices=("smoke", "default", "stress"),
         help="run --tier: smoke, default or stress (default: default)",
+    )
+    sweep_p.add_argument(
+        "--wave-ops",
+        default="both",
+        choices=("both", "on", "off"),
+        help="the backend's wave_ops setting(s) the runs and replays judge (default: both)",
     )
     sweep_p.add_argument(
         "--no-runs", action="store_true", help="skip the conformance runs (keep any already there)"
@@ -184,7 +190,7 @@ def run_accept(args: argparse.Namespace) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import provision
     from dmlconform.backends.directml.stack import StackMissing
-    from dmlconform.releases.sweep import SweepSettings, sweep
+    from dmlconform.releases.sweep import WAVE_OPS, SweepSettings, sweep
     from dmlconform.specification.model import load_spec
 
     try:
@@ -199,7 +205,12 @@ def run_sweep(args: argparse.Namespace) -> int:
             "sweep", f"no cases/directml under {root.resolve()}: run from the project or pass --cases-root"
         )
     settings = SweepSettings(
-        cases=args.cases, seed=args.seed, legal=args.legal, illegal=args.illegal, tier=args.tier
+        cases=args.cases,
+        seed=args.seed,
+        legal=args.legal,
+        illegal=args.illegal,
+        tier=args.tier,
+        wave_ops=WAVE_OPS if args.wave_ops == "both" else (args.wave_ops,),
     )
     start = time.monotonic()
     try:

@@ -2,8 +2,9 @@
 
 Every figure comes from the sweep's files: the releases' self-tests (releases.json), DirectML's
 verdicts on the acceptance corpus (acceptance-*.json, judged here against the spec by
-``matrix``), the conformance runs (runs/<V>/results.json, through ``report.releases``) and the
-reproducers' replays (replays.json). The findings' decisions and evidence come from
+``matrix``), the conformance runs (runs/<V>/results.json, through ``report.releases``; with
+wave_ops=off under runs-wave-ops-off/) and the reproducers' replays (replays.json,
+replays-wave-ops-off.json). The findings' decisions and evidence come from
 ``findings.yaml``; which releases show each finding is computed from the sweep.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import matrix
 from dmlconform.releases.findings import Registry, registry
+from dmlconform.releases.sweep import WAVE_OPS, replays_path, runs_dir
 from dmlconform.specification.model import Spec
 
 PUBLISH_COMMAND = "dmlconform directml publish"
@@ -58,6 +60,10 @@ class Sweep:
     replays: dict[str, Any]
     meta: dict[str, Any]
     probes: list[acc.Probe] = field(default_factory=list)
+    #: the runs and replays of the other wave_ops settings: setting -> release -> Results, and
+    #: setting -> replays.json's table (``runs`` and ``replays`` are the default's, wave_ops=on)
+    other_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    other_replays: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def order(self) -> list[str]:
@@ -84,16 +90,21 @@ def load(path: Path, spec: Spec) -> Sweep:
     settings = {a.settings for a in answers}
     if len(settings) > 1:
         raise PublishError(f"{path}: the acceptance files were made with different corpus settings")
-    runs = {}
-    for a in answers:
-        run_dir = path / "runs" / a.release
-        if (run_dir / "results.json").is_file():
-            runs[a.release] = load_results(run_dir)
-    replays_file = path / "replays.json"
-    replays = json.loads(replays_file.read_text(encoding="utf-8")) if replays_file.is_file() else {}
+    runs, replays = {}, {}
+    for w in WAVE_OPS:
+        runs[w] = {}
+        for a in answers:
+            run_dir = runs_dir(path, w) / a.release
+            if (run_dir / "results.json").is_file():
+                runs[w][a.release] = load_results(run_dir)
+        replays_file = replays_path(path, w)
+        replays[w] = json.loads(replays_file.read_text(encoding="utf-8")) if replays_file.is_file() else {}
     meta_file = path / "sweep.json"
     meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
-    sweep = Sweep(path, releases, answers, runs, replays, meta)
+    default = WAVE_OPS[0]
+    sweep = Sweep(path, releases, answers, runs.pop(default), replays.pop(default), meta)
+    sweep.other_runs = {w: r for w, r in runs.items() if r}
+    sweep.other_replays = {w: r for w, r in replays.items() if r}
     sweep.probes = acc.corpus(spec, answers[0].settings)
     known = {p.id for p in sweep.probes}
     for a in answers:
@@ -118,8 +129,19 @@ def _stack_lines(sweep: Sweep) -> list[str]:
             ("Vulkan driver", v.get(f"{results.backend_name}.vulkan_driver")),
             ("adapter", v.get(f"{results.backend_name}.adapter")),
         ]
-        return [f"- {k}: {_md(x)}" for k, x in facts if x]
+        return [f"- {k}: {_md(x)}" for k, x in facts if x] + _wave_lines(sweep)
     return []
+
+
+def _wave_lines(sweep: Sweep) -> list[str]:
+    """What DirectML was told about wave operations in each setting's runs (the stack records
+    it: results.json versions directml.wave_ops)."""
+    seen = []
+    for w, runs in [(WAVE_OPS[0], sweep.runs), *sweep.other_runs.items()]:
+        said = {str(r.versions.get(f"{r.backend_name}.wave_ops")) for r in runs.values()} - {"None"}
+        if said:
+            seen.append(f"{'; '.join(sorted(said))} (`{runs_dir(Path(), w)}/`)")
+    return ["- wave ops, as DirectML sees them: " + _md(", ".join(seen))] if seen else []
 
 
 def releases_section(sweep: Sweep) -> list[str]:
@@ -351,15 +373,63 @@ def runs_section(sweep: Sweep, spec: Spec) -> list[str]:
         ]
     body = render_markdown(view, heading="###")
     lines += body.splitlines()[2:]  # drop the view's own heading
+    for w, runs in sweep.other_runs.items():
+        lines += ["", *other_setting_lines(sweep, w, runs)]
     return lines
+
+
+def other_setting_lines(sweep: Sweep, wave_ops: str, runs: dict[str, Any]) -> list[str]:
+    """The runs with another wave_ops setting: their summary per release and every case whose
+    outcome differs from the default's (the reductions DirectML picks by WaveOps)."""
+    lines = [
+        f"### The same runs with `wave_ops={wave_ops}`",
+        "",
+        "DirectML picks some FLOAT32 reductions by whether the device reports D3D12 WaveOps. The runs "
+        "above are judged as on a GPU (the runner reports WaveOps, the backend's default); these with "
+        f"`--backend-option wave_ops={wave_ops}` ({runs_dir(Path(), wave_ops)}/).",
+        "",
+        f"| release | total | passed | failed | errors | skipped | outcome differs from wave_ops={WAVE_OPS[0]} |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for release in sweep.order:
+        results = runs.get(release)
+        if results is None:
+            continue
+        s = results.summary()
+        base = sweep.runs.get(release)
+        if base is None:
+            changed = "no default run"
+        else:
+            before = {c.id: c.outcome for c in base.cases}
+            moved = [
+                f"`{c.id}` ({before[c.id]} -> {c.outcome})"
+                for c in results.cases
+                if before.get(c.id, c.outcome) != c.outcome
+            ]
+            changed = (", ".join(moved[:10]) + (" ..." if len(moved) > 10 else "")) if moved else "none"
+        lines.append(
+            f"| {release} | {s.get('total', 0)} | {s.get('passed', 0)} | {s.get('failed', 0)} | "
+            f"{s.get('errors', 0)} | {s.get('skipped', 0)} | {changed} |"
+        )
+    return lines
+
+
+def _labelled_runs(sweep: Sweep) -> list[tuple[str, Any]]:
+    """(label, results) of every run: the release for the default setting, "1.15.4 wave_ops=off"
+    for another."""
+    out = list(sweep.runs.items())
+    for w, runs in sweep.other_runs.items():
+        out += [(f"{release} wave_ops={w}", results) for release, results in runs.items()]
+    return out
 
 
 def _failing_by_finding(
     sweep: Sweep, reg: Registry
 ) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+    """Failing run cases per finding and label (see _labelled_runs), and those no finding claims."""
     claimed: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     unexplained: dict[str, list[str]] = defaultdict(list)
-    for release, results in sweep.runs.items():
+    for release, results in _labelled_runs(sweep):
         for case in results.cases:
             if not case.failing:
                 continue
@@ -384,18 +454,24 @@ def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -
     for f in reg.findings:
         acc_rel = _span(shown.get(f.id, []), order) if f.acceptance else "-"
         runs = claimed.get(f.id, {})
+        labels = [label for label, _ in _labelled_runs(sweep)]
         run_text = (
-            ", ".join(f"{r} ({runs[r]})" for r in order if r in runs)
+            ", ".join(f"{r} ({runs[r]})" for r in labels if r in runs)
             if runs
             else ("none" if f.cases else "-")
         )
         repro_rel: list[str] = []
         for r in f.reproducers:
             outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
-            repro_rel.append(
-                f"`{r.path}`: "
-                + _span([v for v, o in outcomes.items() if o.get("outcome") == r.shows], order)
+            text = f"`{r.path}`: " + _span(
+                [v for v, o in outcomes.items() if o.get("outcome") == r.shows], order
             )
+            for w, replays in sweep.other_replays.items():
+                other = replays.get(f.id, {}).get(r.path, {})
+                if other:
+                    shows = [v for v, o in other.items() if o.get("outcome") == r.shows]
+                    text += f"; wave_ops={w}: {_span(shows, order)}"
+            repro_rel.append(text)
         lines.append(
             f"| {f.id} | {_md(f.title)} | {f.decision} | {acc_rel} | {run_text} | {'<br>'.join(repro_rel) or '-'} |"
         )
@@ -411,6 +487,12 @@ def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -
             outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
             if outcomes:
                 per = ", ".join(f"{v} {o.get('outcome')}" for v, o in outcomes.items())
+                for w, replays in sweep.other_replays.items():
+                    other = replays.get(f.id, {}).get(r.path, {})
+                    if other:
+                        per += f"; with wave_ops={w}: " + ", ".join(
+                            f"{v} {o.get('outcome')}" for v, o in other.items()
+                        )
                 detail += [
                     "",
                     f"Reproducer `{r.path}` (shows the finding when it {r.shows}): {per}. "
@@ -440,7 +522,8 @@ def regenerate_section(sweep: Sweep) -> list[str]:
         "",
         "```sh",
         "dmlconform directml setup --version all",
-        f"{SWEEP_COMMAND} --out {sweep.path} --cases {settings.get('cases', 2)} --seed {settings.get('seed', 0)}",
+        f"{SWEEP_COMMAND} --out {sweep.path} --cases {settings.get('cases', 2)} --seed {settings.get('seed', 0)}"
+        + ("" if len(settings.get("wave_ops") or WAVE_OPS) > 1 else f" --wave-ops {settings['wave_ops'][0]}"),
         f"{PUBLISH_COMMAND} {sweep.path} --out docs/directml-conformance.md",
         "```",
         "",

@@ -62,6 +62,9 @@ class BackendInfo:
     tolerance: dict[str, str] = field(default_factory=dict)
     validates: bool = False
     has_supports: bool = False
+    #: options whose value results depend on, as the backend resolved them (BackendBase's
+    #: ``travelling_options``); saved with the run and its reproducers
+    travelling: dict[str, str] = field(default_factory=dict)
 
 
 def backend_validates(backend: Any) -> bool:
@@ -102,6 +105,10 @@ def backend_info(backend: Any) -> BackendInfo:
         tolerance={str(k): str(v) for k, v in dict(getattr(backend, "tolerance", None) or {}).items()},
         validates=backend_validates(backend),
         has_supports=callable(getattr(backend, "supports", None)),
+        travelling={
+            str(k): str(v)
+            for k, v in dict(_safe(getattr(backend, "travelling_options", None), {}) or {}).items()
+        },
     )
 
 

@@ -426,7 +426,8 @@ def spec_level(spec: Any, name: str | None) -> str | None:
 @dataclass
 class OpenedBackend:
     """A loaded backend (or the ProcessGuard that loaded it in a worker), its BackendInfo, and the
-    options it was loaded with (``feature_level`` added when it accepted the level asked for)."""
+    options it was loaded with (``feature_level`` added when it accepted the level asked for,
+    and its ``travels`` options at their resolved values, so a reproducer replays the same)."""
 
     handle: Any
     info: Any
@@ -474,11 +475,11 @@ def open_backend(
         leveled = {**options, "feature_level": level}
         try:
             handle, info = _load(name, leveled, isolate, timeout)
-            return OpenedBackend(handle, info, name, leveled)
+            return OpenedBackend(handle, info, name, {**info.travelling, **leveled})
         except SettingsError:
             pass
     handle, info = _load(name, options, isolate, timeout)
-    return OpenedBackend(handle, info, name, options)
+    return OpenedBackend(handle, info, name, {**info.travelling, **options})
 
 
 def guard_for(opened: OpenedBackend, isolate: bool, timeout: float, isolate_flag: str = "--isolate") -> Any:

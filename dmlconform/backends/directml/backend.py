@@ -86,6 +86,15 @@ class DirectMLBackend(BackendBase):
             parse=_level_or_auto,
         ),
         Option(
+            "wave_ops",
+            "on",
+            "whether the device reports D3D12 WaveOps to DirectML, which picks some FLOAT32 "
+            "reductions by it (on: what every GPU reports; off: this stack's own answer, none)",
+            choices=("on", "off"),
+            parse=lambda t: t == "on",
+            travels=True,
+        ),
+        Option(
             "half_precision",
             "no",
             "pass DML_EXECUTION_FLAG_ALLOW_HALF_PRECISION_COMPUTATION",
@@ -111,7 +120,7 @@ class DirectMLBackend(BackendBase):
     def _open(self) -> None:
         """Start the runner and ask DirectML what it is; fails in one line if it cannot."""
         try:
-            self.session = Session(self.stack)
+            self.session = Session(self.stack, wave_ops=self.options["wave_ops"])
             self.stack_info, test = account(self.session, self.spec)
         except (RunnerError, OSError, RuntimeError) as exc:
             self.close()
@@ -120,6 +129,13 @@ class DirectMLBackend(BackendBase):
             self.close()
             raise BackendError(
                 f"backend 'directml': the self-test failed, this stack computes garbage: {test.detail}"
+            )
+        seen = self.stack_info.get("wave_ops", "").split(":")[0]
+        if seen != ("on" if self.options["wave_ops"] else "off"):
+            self.close()
+            raise BackendError(
+                f"backend 'directml': wave_ops={'on' if self.options['wave_ops'] else 'off'} was asked "
+                f"for, but DirectML sees wave ops {self.stack_info.get('wave_ops', 'unknown')}"
             )
         reported = self.stack_info.get("max_feature_level", "")
         if not reported:
@@ -162,7 +178,8 @@ class DirectMLBackend(BackendBase):
         info = self.stack_info
         return (
             f"directml {info.get('directml', '?')} (feature level {self.feature_level}; "
-            f"{info.get('adapter', '?')}; {info.get('vulkan_driver', '?')}; {info.get('wine', '?')})"
+            f"{info.get('adapter', '?')}; {info.get('vulkan_driver', '?')}; {info.get('wine', '?')}; "
+            f"wave ops {info.get('wave_ops', '?')})"
         )
 
     def check(self, desc: OperatorDesc) -> None:
@@ -246,5 +263,23 @@ def query_stack(session: Session, spec: Any, timeout: float = 180.0) -> dict[str
         "float16": "supported" if raw.get(f"data_type_{types[1]}") == "1" else "not supported",
         # Wine names a GPU of its own choosing; the device behind it is lavapipe
         "adapter": f"{raw.get('adapter', '?')} as Wine reports it",
+        "wave_ops": wave_ops_text(raw),
         **stack,
     }
+
+
+def wave_ops_text(raw: dict[str, str]) -> str:
+    """What DirectML was told about wave operations (the runner's INFO lines), beside what the
+    device itself says, e.g. "on: 32 lanes (the device itself: none)": a FLOAT32 reduction's
+    result depends on it. It starts "on" only when DirectML really saw WaveOps, so a runner that
+    failed to report them cannot pass for one that did."""
+
+    def waves(prefix: str) -> str:
+        said = raw.get(f"{prefix}wave_ops")
+        if said != "1":
+            return "none" if said == "0" else "unknown"
+        low, high = raw.get(f"{prefix}wave_lanes_min", "?"), raw.get(f"{prefix}wave_lanes_max", "?")
+        return f"{low if low == high else f'{low}-{high}'} lanes"
+
+    seen = waves("")
+    return f"{'on' if seen.endswith('lanes') else 'off'}: {seen} (the device itself: {waves('device_')})"

@@ -8,6 +8,13 @@
  * output buffers. So a new operator or a new member type is a change to the spec and the packer,
  * never to this file.
  *
+ * Command line: runner.exe PATH\TO\DirectML.dll [--wave-ops=off|LANES]. DirectML picks some of
+ * its FLOAT32 reductions by the device's D3D12_FEATURE_D3D12_OPTIONS1.WaveOps, even when it runs
+ * DXBC shaders; every GPU reports WaveOps, vkd3d 1.6 (this stack) does not. --wave-ops=LANES makes
+ * the device report WaveOps with LANES lanes, --wave-ops=off makes it report none; without the
+ * flag DirectML sees the device's own answer. The runner does it by replacing CheckFeatureSupport
+ * (ID3D12Device vtable slot 13) with a wrapper that edits only that one answer.
+ *
  * Built by `dmlconform directml setup` with mingw-w64; mingw ships d3d12.h and dxgi.h but no
  * DirectML.h, so the few DirectML declarations the runner needs are written out below (from
  * the interface definitions published in Microsoft's DirectML.h).
@@ -15,7 +22,10 @@
  * Protocol (little-endian). Request: u32 magic 'DMLQ', u32 command, u64 payload length,
  * payload. Reply: u32 magic 'DMLA', u32 command, u64 payload length, payload.
  *   INFO  (1): payload u32 n, n x u32 feature levels (highest first), u32 m, m x u32 data types.
- *              Reply: text lines "key=value".
+ *              Reply: text lines "key=value" (adapter, max_feature_level, data_type_N, then
+ *              wave_ops / wave_lanes_min / wave_lanes_max / total_lanes as DirectML sees them
+ *              and device_wave_ops / device_wave_lanes_min / ..._max / device_total_lanes as
+ *              the device itself answers).
  *   RUN   (2): payload u32 mode (0 create, 1 create+compile, 2 execute), u32 execution flags,
  *              u64 arena length, arena, u32 relocation count, u64 offsets, u32 input count,
  *              per input u64 size (NO_BINDING for a null tensor), u32 owned (1 when the tensor
@@ -37,10 +47,12 @@
 #include <initguid.h>
 #include <d3d12.h>
 #include <dxgi1_4.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 /* ---------------------------------------------------------------------------------------- */
 /* DirectML declarations: only what the runner calls.                                        */
@@ -274,6 +286,87 @@ static void release(void *unknown)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* WaveOps as DirectML sees it                                                               */
+
+#define WAVE_OPS_DEVICE (-1) /* no --wave-ops: the device's own answer, untouched */
+#define WAVE_OPS_OFF 0
+#define MAX_WAVE_LANES 128u /* D3D12: a wave has 4 to 128 lanes */
+#define CHECK_FEATURE_SUPPORT_SLOT 13
+
+typedef HRESULT(STDMETHODCALLTYPE *CheckFeatureSupportFn)(ID3D12Device *, D3D12_FEATURE, void *, UINT);
+
+static int g_wave_lanes = WAVE_OPS_DEVICE;             /* WAVE_OPS_OFF, or the lanes to report */
+static CheckFeatureSupportFn g_device_check_feature;    /* the device's own CheckFeatureSupport */
+
+/* The vtable slot the wrapper replaces must be CheckFeatureSupport's: the design measured slot 13. */
+typedef char check_feature_support_is_slot_13[
+    offsetof(ID3D12DeviceVtbl, CheckFeatureSupport) == CHECK_FEATURE_SUPPORT_SLOT * sizeof(void *) ? 1 : -1];
+
+/* Every feature passes through; OPTIONS1 gets the WaveOps answer --wave-ops asked for. Why this
+ * and not a fake device object: DirectML queries the device for ID3D12Device1..5 and vkd3d's
+ * functions take the device back, so only the real object with one edited answer is safe. */
+static HRESULT STDMETHODCALLTYPE check_feature_support(ID3D12Device *self, D3D12_FEATURE feature, void *data, UINT size)
+{
+    HRESULT hr = g_device_check_feature(self, feature, data, size);
+    if (FAILED(hr) || feature != D3D12_FEATURE_D3D12_OPTIONS1 || !data ||
+        size != sizeof(D3D12_FEATURE_DATA_D3D12_OPTIONS1))
+        return hr;
+    D3D12_FEATURE_DATA_D3D12_OPTIONS1 *o = data;
+    if (g_wave_lanes == WAVE_OPS_OFF) {
+        o->WaveOps = FALSE;
+        return hr;
+    }
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    UINT lanes = (UINT)g_wave_lanes, cores = si.dwNumberOfProcessors ? si.dwNumberOfProcessors : 1;
+    o->WaveOps = TRUE;
+    o->WaveLaneCountMin = o->WaveLaneCountMax = lanes;
+    /* lavapipe runs waves on CPU threads: one wave in flight per core is the honest total */
+    if (o->TotalLaneCount < lanes * cores) o->TotalLaneCount = lanes * cores;
+    return hr;
+}
+
+/* Put check_feature_support into g_d3d's vtable (before DirectML sees the device). The vtable
+ * is the driver's read-only data, shared by every device of the process (the runner makes one). */
+static void install_wave_ops(void)
+{
+    void **slot = (void **)g_d3d->lpVtbl + CHECK_FEATURE_SUPPORT_SLOT;
+    DWORD was, ignored;
+    g_device_check_feature = (CheckFeatureSupportFn)*slot;
+    if (g_wave_lanes == WAVE_OPS_DEVICE) return;
+    if (!VirtualProtect(slot, sizeof *slot, PAGE_EXECUTE_READWRITE, &was))
+        die("VirtualProtect(ID3D12Device vtable) for --wave-ops", HRESULT_FROM_WIN32(GetLastError()));
+    *slot = (void *)check_feature_support;
+    VirtualProtect(slot, sizeof *slot, was, &ignored);
+}
+
+/* --wave-ops=off or --wave-ops=LANES (4..128, a power of two); 0 on a malformed value. */
+static int parse_wave_ops(const wchar_t *arg)
+{
+    static const wchar_t prefix[] = L"--wave-ops=";
+    size_t n = wcslen(prefix);
+    if (wcsncmp(arg, prefix, n) != 0) return 0;
+    if (wcscmp(arg + n, L"off") == 0) { g_wave_lanes = WAVE_OPS_OFF; return 1; }
+    wchar_t *end = NULL;
+    unsigned long lanes = wcstoul(arg + n, &end, 10);
+    if (end == arg + n || *end || lanes < 4 || lanes > MAX_WAVE_LANES || (lanes & (lanes - 1))) return 0;
+    g_wave_lanes = (int)lanes;
+    return 1;
+}
+
+/* OPTIONS1 through `fn` as "PREFIXwave_ops=..\\n..." lines; returns the characters written. */
+static int describe_waves(char *text, size_t room, const char *prefix, CheckFeatureSupportFn fn)
+{
+    D3D12_FEATURE_DATA_D3D12_OPTIONS1 o;
+    memset(&o, 0, sizeof o);
+    if (FAILED(fn(g_d3d, D3D12_FEATURE_D3D12_OPTIONS1, &o, sizeof o)))
+        return snprintf(text, room, "%swave_ops=unknown\n", prefix);
+    return snprintf(text, room, "%swave_ops=%d\n%swave_lanes_min=%u\n%swave_lanes_max=%u\n%stotal_lanes=%u\n",
+                    prefix, o.WaveOps ? 1 : 0, prefix, o.WaveLaneCountMin, prefix, o.WaveLaneCountMax,
+                    prefix, o.TotalLaneCount);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 
 static void setup(const wchar_t *dll_path)
 {
@@ -291,6 +384,7 @@ static void setup(const wchar_t *dll_path)
     }
     hr = D3D12CreateDevice((IUnknown *)adapter, D3D_FEATURE_LEVEL_11_0, &IID_ID3D12Device, (void **)&g_d3d);
     if (FAILED(hr)) die("D3D12CreateDevice", hr);
+    install_wave_ops(); /* DirectML reads OPTIONS1 when its device is created */
     release(adapter);
     release(factory);
 
@@ -346,6 +440,8 @@ static void do_info(Cursor *c)
         HRESULT hr = g_dml->lpVtbl->CheckFeatureSupport(g_dml, DML_FEATURE_TENSOR_DATA_TYPE_SUPPORT, sizeof q, &q, sizeof d, &d);
         n += snprintf(text + n, sizeof text - n, "data_type_%u=%d\n", types[i], SUCCEEDED(hr) && d.IsSupported);
     }
+    n += describe_waves(text + n, sizeof text - n, "", g_d3d->lpVtbl->CheckFeatureSupport);
+    n += describe_waves(text + n, sizeof text - n, "device_", g_device_check_feature);
     reply_header(CMD_INFO, (UINT64)n);
     write_exact(text, (size_t)n);
 }
@@ -590,8 +686,8 @@ done:
 
 int wmain(int argc, wchar_t **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: runner.exe PATH\\TO\\DirectML.dll\n");
+    if (argc < 2 || argc > 3 || (argc == 3 && !parse_wave_ops(argv[2]))) {
+        fprintf(stderr, "usage: runner.exe PATH\\TO\\DirectML.dll [--wave-ops=off|LANES (4..128, a power of two)]\n");
         return 2;
     }
     g_in = GetStdHandle(STD_INPUT_HANDLE);

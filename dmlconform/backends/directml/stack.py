@@ -23,6 +23,13 @@ from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION, release
 SETUP_COMMAND = "dmlconform directml setup"
 #: The compiler setup builds the runner with (Debian's gcc-mingw-w64-x86-64).
 MINGW_GCC = "x86_64-w64-mingw32-gcc"
+#: The wave size the runner reports with ``wave_ops`` on: 32, NVIDIA's and a common AMD and Intel
+#: one. DirectML picks some FLOAT32 reductions by the WaveOps answer (every GPU reports WaveOps;
+#: vkd3d 1.6 does not), and by the lane count too: measured on 1.15.4, MVN1 (2, 3, 17, 33) over
+#: {2, 3} is bit-identical at 16, 32, 64 and 128 lanes but takes the no-wave reduction at 8 (bit
+#: for bit) and 4 (the same error), while BATCH_NORMALIZATION_TRAINING over 2 x 65537 takes the
+#: wave one at 8 lanes already.
+WAVE_LANES = 32
 
 
 class StackMissing(RuntimeError):
@@ -64,6 +71,11 @@ def build_runner(log: provision.Log = None) -> Path:
     return exe
 
 
+def wave_ops_flag(wave_ops: bool) -> str:
+    """The runner's ``--wave-ops`` argument (runner.c: LANES, or off)."""
+    return f"--wave-ops={WAVE_LANES if wave_ops else 'off'}"
+
+
 def windows_path(path: Path) -> str:
     """A Linux path as Wine's Z: drive shows it (Wine maps Z: to /)."""
     return "Z:" + str(path.resolve()).replace("/", "\\")
@@ -82,10 +94,14 @@ class Stack:
     def file_version(self) -> str:
         return provision.file_version(self.dll)
 
-    def command(self, display: str) -> RunnerCommand:
+    def command(self, display: str, wave_ops: bool = True) -> RunnerCommand:
+        """How to start a runner on ``display``; ``wave_ops`` is what the device tells DirectML
+        (on: WaveOps with :data:`WAVE_LANES` lanes, as a GPU; off: none, this stack's truth)."""
         env = provision.environment(self.prefix, self.icd_json, display)
         return RunnerCommand(
-            ["wine", str(self.runner), windows_path(self.dll)], env, cwd=str(self.runner.parent)
+            ["wine", str(self.runner), windows_path(self.dll), wave_ops_flag(wave_ops)],
+            env,
+            cwd=str(self.runner.parent),
         )
 
     def describe(self) -> dict[str, str]:
@@ -149,12 +165,14 @@ def locate(version: str | None = None, dll: str | Path | None = None) -> Stack:
 
 class Session:
     """A started runner and its private X server. One per process (each pytest-xdist worker
-    has its own); both die with the process that started them."""
+    has its own); both die with the process that started them. ``wave_ops`` defaults to on, what
+    DirectML sees on a GPU (the backend's default too)."""
 
-    def __init__(self, stack: Stack, start_timeout: float = 120.0) -> None:
+    def __init__(self, stack: Stack, start_timeout: float = 120.0, wave_ops: bool = True) -> None:
         self.stack = stack
+        self.wave_ops = wave_ops
         self._xvfb, display = provision.start_xvfb()
-        self.runner = Runner(stack.command(display), start_timeout=start_timeout)
+        self.runner = Runner(stack.command(display, wave_ops), start_timeout=start_timeout)
 
     def close(self) -> None:
         try:
