@@ -172,3 +172,17 @@ def test_model_names():
     assert coefficients(tol, "FLOAT32", None, None).model == "default"
     with pytest.raises(ValueError, match="unknown tolerance model"):
         coefficients(tol, "FLOAT32", None, {"model": "loose"})
+
+
+def test_the_numpy_and_compiled_exactness_tests_agree():
+    from dmlconform.tolerance.exact import _exact_rows_numpy
+    from dmlconform.tolerance.exact_kernels import exact_rows as compiled
+
+    rng = np.random.default_rng(5)
+    for m in (2, 3, 5, 64, 4097):
+        rows = np.concatenate(
+            [exact_rows(rng, 8, m, m, "FLOAT32", 1e-5), rng.standard_normal((3, m)), np.full((1, m), np.nan)]
+        )
+        rows[-1, :] = 1.0
+        rows[-1, -1] = 2.0  # mean 1 + 1/m: exact for m a power of two only
+        assert np.array_equal(_exact_rows_numpy(rows, 2.0**24), compiled(rows, 2.0**24)), m

@@ -307,7 +307,7 @@ def test_tier_run_records_and_reports(tmp_path: Path) -> None:
     sized = [c for c in results["cases"] if re.search(r"-n\d+-\d{4}\]$", c["id"])]
     # boundary lengths up to 4097 (two slices: 8194 elements <= 9000), two regimes each
     assert sorted({c["reduction_length"] for c in sized}) == [31, 33, 255, 257, 1023, 1025, 4095, 4097]
-    assert len(sized) == 16
+    assert len(sized) == 24  # eight lengths x three regimes (large_offset, standard_normal, exact_statistics)
     assert all(c["elements"] == 2 * c["reduction_length"] for c in sized)
     seeded = [c for c in results["cases"] if c not in sized]
     assert all(

@@ -129,7 +129,7 @@ _RUN_EXPORT = frozenset({"run", "export"})
 OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "backend",
-        "backend under test: a registered name (reference, numpy, onnxruntime, torch, directml, or one "
+        "backend under test: a registered name (reference, numpy, gpu-style, onnxruntime, torch, directml, or one "
         "registered under the entry-point group dmlconform.backends) or package.module:Class",
         metavar="NAME",
         commands=frozenset({"run", "replay", "emulate"}),

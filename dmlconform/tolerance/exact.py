@@ -18,75 +18,49 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
-
-@nb.njit(cache=True, nogil=True)
-def _lowest_bit_exponent(v: float) -> int:
-    """e such that 2^e is the lowest set bit of |v| (v finite, non-zero)."""
-    m, e = math.frexp(abs(v))  # |v| = m 2^e, 0.5 <= m < 1: m 2^53 is an integer
-    mant = np.int64(m * 9007199254740992.0)
-    low = mant & -mant
-    return e - 53 + math.frexp(float(low))[1] - 1
+#: below this many elements the test runs in numpy: a small run does not load numba for it
+COMPILED_FROM = 1 << 16
 
 
-@nb.njit(cache=True, nogil=True)
-def _gcd(a: np.int64, b: np.int64) -> np.int64:
-    while b:
-        a, b = b, a % b
-    return a
+def _lowest_bit_exponents(v: np.ndarray) -> np.ndarray:
+    """Per element of finite, non-zero ``v`` (float64): e such that 2^e is its lowest set bit."""
+    m, e = np.frexp(np.abs(v))
+    mant = (m * 9007199254740992.0).astype(np.int64)
+    return e - 53 + np.frexp((mant & -mant).astype(np.float64))[1] - 1
 
 
-@nb.njit(cache=True, nogil=True)
-def exact_rows(rows: np.ndarray, limit: float) -> np.ndarray:
-    """Per row of ``rows`` (K, n), float64: True where its sums in a precision whose exact
-    integers reach ``limit`` are exact in any order (the module docstring)."""
-    k_len, n = rows.shape
-    out = np.zeros(k_len, np.bool_)
-    for k in range(k_len):
-        q = 100000
-        finite = True
-        for i in range(n):
-            v = rows[k, i]
-            if not math.isfinite(v):
-                finite = False
-                break
-            if v != 0.0:
-                q = min(q, _lowest_bit_exponent(v))
-        if not finite:
+def _exact_rows_numpy(rows: np.ndarray, limit: float) -> np.ndarray:
+    """``exact_kernels.exact_rows`` in numpy (small inputs)."""
+    n = rows.shape[1]
+    out = np.zeros(rows.shape[0], bool)
+    for k, row in enumerate(rows):
+        if not np.isfinite(row).all():
             continue
-        if q == 100000:  # all zeros
+        nonzero = row[row != 0]
+        if nonzero.size == 0:
             out[k] = True
             continue
-        step = math.ldexp(1.0, -q)
-        total = 0.0
-        absolute = 0.0
-        for i in range(n):
-            v = rows[k, i] * step  # an integer, exact in float64
-            total += v
-            absolute += abs(v)
-            if absolute > limit:
-                break
-        if absolute > limit:
+        ints = row * 2.0 ** -int(_lowest_bit_exponents(nonzero).min())
+        total = float(ints.sum())
+        if float(np.abs(ints).sum()) > limit:
             continue
-        # the mean T q / n is exact where n / gcd(T, n) is a power of two 2^k: the deviations
-        # are then integers on the lattice q / 2^k, e_i = k_i 2^k - T / g
-        g = _gcd(abs(np.int64(total)), np.int64(n))
-        r = np.int64(n) // g
-        centre = total / g  # the mean on that lattice
+        g = math.gcd(int(abs(total)), n)
+        r = n // g
+        centre = total / g
         if r & (r - 1) or abs(centre) > limit:
             continue
-        squares = 0.0
-        for i in range(n):
-            d = rows[k, i] * step * r - centre
-            squares += d * d
-            if squares > limit:
-                break
-        out[k] = squares <= limit
+        out[k] = float(np.sum((ints * r - centre) ** 2)) <= limit
     return out
 
 
 def exact_slices(rows: np.ndarray, u: float) -> np.ndarray:
-    """:func:`exact_rows` for working unit roundoff ``u`` (its exact integers reach 1 / u)."""
-    return exact_rows(np.ascontiguousarray(rows, dtype=np.float64), 1.0 / u)
+    """Per row of ``rows`` (K, n): True where its sums in a working precision of unit roundoff
+    ``u`` (exact integers up to 1 / u) are exact in any order (the module docstring)."""
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    if rows.size < COMPILED_FROM:
+        return _exact_rows_numpy(rows, 1.0 / u)
+    from dmlconform.tolerance.exact_kernels import exact_rows
+
+    return exact_rows(rows, 1.0 / u)

@@ -203,12 +203,21 @@ def exact_where_summed_exactly(
     what is left is the division by n (or a product with its rounded reciprocal) and a running
     mean's rounding (Welford), each growth term 1. A coarser working precision than float32 has
     no such guarantee."""
-    if ss.exact is None or u > UNIT_ROUNDOFF["FLOAT32"] or not np.any(ss.exact):
+    if not summed(co) or ss.exact is None or u > UNIT_ROUNDOFF["FLOAT32"] or not np.any(ss.exact):
         return st
     mean, var = np.abs(ss.mean), ss.var
-    e_mean = co.mean * u * mean
+    # the division of an exact sum by n; a spread term for a kernel that scales each term by 1 / n
+    # before it adds (no longer a sum of lattice values)
+    e_mean = co.mean * u * (mean + np.sqrt(var))
     e_var = co.variance * u * (variance_rounds(ss, n) * var + mean * np.sqrt(var)) + e_mean**2
     return StatisticsErrors(np.where(ss.exact, e_mean, st.e_mean), np.where(ss.exact, e_var, st.e_var))
+
+
+def summed(co: Coefficients) -> bool:
+    """The model admits sums in some order only (its growth capped by blocks or chains): exactness
+    in any summation order holds the statistics to their division. The ``lenient`` model also
+    admits a running mean (Welford), whose updates round on any data: it keeps its growth."""
+    return co.growth_cap == "blocked"
 
 
 def variance_rounds(ss: SliceStatistics, n: int) -> np.ndarray:
@@ -298,7 +307,7 @@ def divisor_error(
     if not plan.normalize_variance:
         return np.zeros_like(ss.var)
     steps = co.pointwise * u
-    if ss.exact is not None and u <= UNIT_ROUNDOFF["FLOAT32"] and np.any(ss.exact):
+    if summed(co) and ss.exact is not None and u <= UNIT_ROUNDOFF["FLOAT32"] and np.any(ss.exact):
         counted = exact_divisor_rounding(plan, ss, plan.reduction_length, co, u)
         steps = np.where(ss.exact, np.minimum(counted, steps), steps)
     return st.e_var / (2.0 * (ss.var + plan.epsilon)) + steps

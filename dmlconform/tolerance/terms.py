@@ -362,7 +362,7 @@ def storage_roundoff(co: Coefficients) -> float:
 def cap(full: Any, one_block: Any, co: Coefficients, n: int) -> Any:
     """A growth term under the model's cap.
 
-    ``growth_cap: blocked`` (the strict model) is the accuracy of blocked summation: any order
+    ``growth_cap: blocked`` (the tight and default models) is the accuracy of blocked summation: any order
     within blocks of ``block`` terms (a sequential loop included), pairwise across blocks, so
     a term is at most its value for one block (``one_block``) plus log2(n / block). Terms that
     only a sequential loop needs (sqrt(n), repeated values, correlated rounding) are thus
