@@ -151,6 +151,33 @@ def pytest_configure(config: pytest.Config) -> None:
     session = ConformanceSession(config, settings, handle)
     session.targeted = targeted
     config.pluginmanager.register(session, PLUGIN_NAME)
+    show_case_ids(config)
+
+
+def show_case_ids(config: pytest.Config) -> None:
+    """Print a case as ``numeric[...]`` where pytest prints a node id relative to the current
+    directory (the short summary's ``FAILED`` lines, ``-v``'s lines), not as the path of the suite
+    file inside the installed package (``../venv/lib/python3.11/site-packages/dmlconform/suite/
+    test_conformance.py::...``): the bare id is what a user pastes back (:func:`suite_argument`
+    points it at the suite). pytest has no hook for that text; it asks the config's
+    ``cwd_relative_nodeid``, so this config's method is wrapped. Node ids other than the suite's
+    cases (a plain pytest run's own tests beside them) pass through unchanged, and so does what
+    pytest stores (``--lf``'s cache, junit.xml, results.json keep the real node id)."""
+    import dataclasses
+
+    original = config.cwd_relative_nodeid
+    root = config.rootpath
+
+    def cwd_relative_nodeid(nodeid: Any) -> Any:
+        path, sep, name = str(nodeid).partition("::")
+        # (the suite file outside the rootdir, as under plain pytest in a project, has path "")
+        if not (sep and _CASE_ID.match(name) and (not path or (root / path).resolve() == SUITE_FILE)):
+            return original(nodeid)
+        if isinstance(nodeid, str):  # pytest before 9.2 passes the id as a string
+            return name
+        return dataclasses.replace(nodeid, path=name, names=(), params=None)
+
+    config.cwd_relative_nodeid = cwd_relative_nodeid  # type: ignore[method-assign]
 
 
 def remove_reproducers(failures: Path) -> None:
