@@ -106,9 +106,11 @@ def run(args: argparse.Namespace) -> int:
     if code == pytest.ExitCode.INTERRUPTED:
         from dmlconform.runner import plugin as pytest_plugin
 
+        terminated = pytest_plugin.terminated_by == "SIGTERM"
         if (report_dir / "results.json").is_file():
-            print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
-        return 143 if pytest_plugin.terminated_by == "SIGTERM" else 130  # 128 + the signal
+            how = "terminated (SIGTERM)" if terminated else "interrupted"
+            print(f"dmlconform: {how}: report of the cases that ran written to {report_dir} (incomplete)")
+        return 143 if terminated else 130  # 128 + the signal
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
             if args.shrink and code == pytest.ExitCode.TESTS_FAILED:

@@ -534,6 +534,21 @@ class ConformanceSession:
         finally:
             self.lifeline.stop()
 
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter has kept the interrupt to show it
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """A run ended by SIGTERM is not a Ctrl-C: pytest would show the KeyboardInterrupt that
+        :class:`SigtermTrap` raises, with the trap's own line as the place it stopped (noise, to
+        someone who sent a signal on purpose). The summary says the run was terminated, and
+        ``dmlconform run`` prints one line; a Ctrl-C is left to pytest as ever."""
+        if self.sigterm.signal_name is None:
+            return
+        # pytest has no public way to keep quiet about an interrupt: its reporter shows the one it
+        # kept through this method (at the session's end, or at unconfigure), so this reporter's
+        # is replaced; a pytest without it shows the interrupt as before, and nothing breaks
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and hasattr(reporter, "_report_keyboardinterrupt"):
+            reporter._report_keyboardinterrupt = lambda: None
+
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         global terminated_by
         terminated_by = self.sigterm.signal_name
