@@ -196,6 +196,21 @@ def remove_reproducers(failures: Path) -> None:
         failures.rmdir()  # only when empty
 
 
+def discard_report(report_dir: Path, created: tuple[Path, ...]) -> None:
+    """Remove what a run wrote into a report directory it made, when the run ended in a usage
+    error: the placeholder results.json, pytest's junit.xml, the pages, the journal, then the
+    directories it made (deepest first) where they are empty. An empty report directory, or one
+    holding the report of no case, would read as a run."""
+    from dmlconform.runner import watch
+
+    for name in ("results.json", "junit.xml", "index.html", "summary.md", watch.JOURNAL):
+        with contextlib.suppress(OSError):
+            (report_dir / name).unlink(missing_ok=True)
+    for directory in created:
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only when empty: what a user put there stays
+
+
 _CASE_ID = re.compile(r"^(numeric|validation|metamorphic)\[[^\]]+\]$")
 
 
@@ -332,6 +347,8 @@ class ConformanceSession:
         self.deselected = 0  # of those, how many -k / -m / --deselect / --lf / case ids left out
         self.targeted = False  # the command line named cases (node ids): a part of the selection
         self.completion: dict[str, Any] = {}
+        self.session_started = False
+        self.discard = False  # the run ended in a usage error: no report (see discard_report)
         self.sigterm = SigtermTrap()  # SIGTERM ends the run as Ctrl-C does, report written
         self.lifeline = Lifeline()  # the report of a run whose process dies before writing it
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
@@ -367,6 +384,7 @@ class ConformanceSession:
 
         global terminated_by
         terminated_by = None
+        self.session_started = True
         self.sigterm.install()
         report_dir = self.settings.report_dir
         if _is_worker(self.config) or report_dir is None:
@@ -529,6 +547,10 @@ class ConformanceSession:
         self.mark_junit_incomplete()
         if self.settings.report_dir is None:
             return
+        if self.settings.created_dirs and self.usage_error(exitstatus):
+            self.discard = True  # removed at unconfigure, once junitxml has written its file too
+            self.lifeline.stop()
+            return
         try:
             self.write(session)
         finally:
@@ -554,6 +576,17 @@ class ConformanceSession:
         terminated_by = self.sigterm.signal_name
         self.sigterm.restore()
         self.lifeline.stop()  # a session that never finished (a usage error after it started)
+        s = self.settings
+        if s.report_dir is not None and s.created_dirs and (self.discard or not self.session_started):
+            discard_report(s.report_dir, s.created_dirs)
+
+    def usage_error(self, exitstatus: int) -> bool:
+        """Whether the session ended in a usage error: pytest's own (a pasted id that names no
+        case), or, under ``dmlconform run``, a selection that left no case (exit 2 there)."""
+        code = int(exitstatus)
+        return code == pytest.ExitCode.USAGE_ERROR or (
+            code == pytest.ExitCode.NO_TESTS_COLLECTED and under_cli(self.config)
+        )
 
     def mark_junit_incomplete(self) -> None:
         """Testsuite properties in junit.xml for an incomplete run, whose test counts a CI page
