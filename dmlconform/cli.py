@@ -9,6 +9,7 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 VERBS = (
     "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch",
@@ -17,8 +18,25 @@ VERBS = (
 
 
 class _Parser(argparse.ArgumentParser):
+    #: The action an argument list that names none means: ``report DIR`` is ``report render DIR``.
+    #: A verb grown into actions keeps its older form working without a parser of its own.
+    implicit_action: str | None = None
+
     def error(self, message: str) -> None:  # argparse exits 2 on usage errors; keep it one line
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self.implicit_action is not None and args is not None:
+            args = self._with_action(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _with_action(self, args: list[str]) -> list[str]:
+        """``args`` with :attr:`implicit_action` put first when they start with no action and no
+        option (``-h`` still asks for this parser's help)."""
+        actions = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not actions or not args or args[0] in actions or args[0].startswith("-"):
+            return args
+        return [str(self.implicit_action), *args]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +110,9 @@ def os_error_line(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # as parse_args would, but naming the verb and action they were given to
+        parser.exit(2, f"{prog(args)}: error: unrecognized arguments: {' '.join(extra)}\n")
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

@@ -60,6 +60,11 @@ def test_help_describes_exits_defaults_and_choices(name: str, parser: argparse.A
     for action in parser._actions:
         if not action.option_strings or isinstance(action, TAKES_NO_VALUE):
             continue
+        if action.help == argparse.SUPPRESS:  # a hidden alias: an older spelling of a shown option
+            assert any(a.dest == action.dest and a.help != argparse.SUPPRESS for a in parser._actions), (
+                f"{name} {action.option_strings}: hidden, and the alias of no shown option"
+            )
+            continue
         flag = action.option_strings[-1]
         helps = (action.help or "").lower()
         if not action.required and not isinstance(action, argparse._AppendAction):
