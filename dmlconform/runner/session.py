@@ -88,6 +88,9 @@ class RunOption:
     check: Callable[[Any, str], str | None] | None = None
     helps: Mapping[str, str] = field(default_factory=dict)
     required: frozenset[str] = frozenset()
+    #: the short flag of the same idea on every verb (``-l`` is validate's and generate's
+    #: --feature-level); the CLI's only: pytest's own short flags are taken (-l is --showlocals)
+    short: str | None = None
 
     @property
     def dest(self) -> str:
@@ -159,6 +162,7 @@ OPTIONS: tuple[RunOption, ...] = (
         "feature-level",
         "feature level to test up to (default: the backend's)",
         metavar="FL",
+        short="-l",
         commands=frozenset({"run", "export", "emulate"}),
         helps={
             "export": "feature level to export up to (default: the highest)",
@@ -288,7 +292,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         kwargs = o.kwargs(command, False if o.flag else None)
         if command in o.required:
             kwargs["required"] = True
-        parser.add_argument(o.spelled(), **kwargs)
+        parser.add_argument(*([o.short] if o.short else []), o.spelled(), **kwargs)
 
 
 def add_pytest_options(group: Any) -> None:
