@@ -1,7 +1,8 @@
 """The ``dmlconform`` command. Each verb lives in ``dmlconform/commands/<verb>.py`` with
 ``register(subparsers)`` and ``run(args) -> int``; this module only dispatches, so verbs can be
 added without touching the others. Exit codes: 0 ok, 1 a finding (illegal desc, failed case,
-regression), 2 unusable input or usage error. Errors are one line, never a traceback."""
+regression), 2 unusable input or usage error, 130 Ctrl-C, and run's 143 for SIGTERM
+(:data:`EXIT_STATUS`). Errors are one line, never a traceback."""
 
 from __future__ import annotations
 
@@ -15,6 +16,35 @@ VERBS = (
     "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch",
     "directml",
 )  # fmt: skip
+
+
+#: What each verb's exit status means besides 0 (done) and 2 (unusable input or a usage error, one
+#: line on stderr); every verb exits 130 on Ctrl-C. The top-level help prints it; a verb added to
+#: VERBS needs its line here (tests/test_cli_help.py checks).
+EXIT_STATUS = {
+    "validate": "1 a desc is illegal",
+    "spec": "lint: 1 problems found",
+    "generate": "only 0 or 2",
+    "execute": "only 0 or 2",
+    "run": "1 a case failed (and no expectation said it would); 143 terminated (SIGTERM)",
+    "replay": "1 the case still fails",
+    "shrink": "1 the case does not fail on this backend",
+    "report": "diff: 1 regressions or lost cases",
+    "spec_diff": "with --exit-code: 1 there are differences",
+    "dxdispatch": "check: 1 a case failed or errored",
+    "directml": "setup, info: 1 the self-test failed",
+}
+
+
+def exit_status_help() -> str:
+    """The top-level help's table of exit statuses, verb by verb."""
+    lines = [
+        "exit status: 0 done, 2 unusable input or a usage error (one line on stderr), 130 interrupted",
+        "(Ctrl-C), for every verb; besides:",
+    ]
+    width = max(len(v) for v in EXIT_STATUS) + 2
+    lines += [f"  {verb.replace('_', '-'):<{width}}{text}" for verb, text in EXIT_STATUS.items()]
+    return "\n".join(lines)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlconform",
         description="A conformance suite and spec-driven validator for DirectML's normalization operators. "
-        "Exit status of every verb: 0 ok, 1 a finding (an illegal desc, a failed case, a regression), "
-        "2 unusable input or a usage error (one line on stderr). 'dmlconform VERB --help' for each.",
+        "'dmlconform VERB --help' for each verb.",
+        epilog=exit_status_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the epilog is a table
     )
     parser.add_argument("--version", action="version", version="dmlconform 0.1.0")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)

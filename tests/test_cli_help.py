@@ -7,6 +7,7 @@ import argparse
 import re
 
 import pytest
+from helpers import REPO
 
 from dmlconform.backends.base import list_backends
 from dmlconform.cli import build_parser
@@ -147,3 +148,38 @@ def test_the_plugin_takes_no_short_flag() -> None:
 
     add_pytest_options(Group())
     assert "--dml-feature-level" in Group.names and all(n.startswith("--dml-") for n in Group.names)
+
+
+def test_top_level_help_says_what_each_verb_returns() -> None:
+    """Every verb has its line in the exit-status table; run's 143 (SIGTERM) and Ctrl-C's 130 are
+    there, not only 0, 1 and 2."""
+    from dmlconform.cli import VERBS
+
+    text = build_parser().format_help()
+    table = text[text.index("exit status:") :]
+    assert "130 interrupted" in " ".join(table.split())
+    rows = {line.split()[0]: line for line in table.splitlines() if line.startswith("  ")}
+    for verb in VERBS:
+        assert verb.replace("_", "-") in rows, f"{verb} has no exit status line"
+    assert "143 terminated (SIGTERM)" in rows["run"] and "1 " in rows["run"]
+
+
+def test_run_help_leads_to_the_expectations_and_the_broken_backends() -> None:
+    from dmlconform.backends.base import load_backend
+
+    text = " ".join(dict(PARSERS)["dmlconform run"].format_help().split())
+    assert "examples/expect-*.txt" in text
+    assert {p.name for p in (REPO / "examples").glob("expect-*.txt")} >= {
+        "expect-onnxruntime.txt",
+        "expect-torch.txt",
+    }
+    named = re.search(r"--backend (dmlconform\.backends\.broken:\w+)", text)
+    assert named, text
+    assert load_backend(named.group(1)).name.startswith("broken:")  # the named one loads as shown
+
+
+def test_directml_versions_check_help_states_no_timing() -> None:
+    """--check's help said 'about 2 s' where the README said 1.3 s: it says what it does instead."""
+    parser = dict(PARSERS)["dmlconform directml versions"]
+    (check,) = [a for a in parser._actions if "--check" in a.option_strings]
+    assert not re.search(r"\d+(\.\d+)? ?s\b", check.help or "") and "known data" in (check.help or "")

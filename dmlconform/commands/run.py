@@ -20,6 +20,18 @@ from dmlconform.runner.session import SettingsError, add_arguments, check_values
 from dmlconform.runner.session import pytest_argv as session_pytest_argv
 
 
+#: Where a user goes next from ``run --help``: the expectations files and the broken backends.
+EPILOG = (
+    "Known failures: --expect FILE marks cases expected to fail ('<id or glob>  # reason' per line); "
+    "the known findings of the built-in backends are the examples/expect-*.txt files of the source "
+    "tree (expect-onnxruntime.txt, expect-torch.txt, expect-directml-*.txt), and docs/running.md "
+    "describes the format. To watch the suite catch a bug: --backend "
+    "dmlconform.backends.broken:UnbiasedVariance, or any class of dmlconform/backends/broken.py, each "
+    "the numpy backend with one bug real implementations have had (its docstring says which cases "
+    "expose it). After --, pytest's own options: -- -n auto (parallel), -- -x, -- --lf."
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "run",
@@ -28,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and write its report. Exit status: 0 nothing failed unexpectedly, 1 something did, 2 usage "
         "error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); an interrupted run still writes "
         "the report of the cases that ran.",
+        epilog=EPILOG,
     )
     add_arguments(p, "run")  # the run options, declared once in runner/session.py
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
