@@ -19,7 +19,6 @@ from dmlconform.cli import add_spec_dir
 from dmlconform.runner.session import SettingsError, add_arguments, check_values, command_line, given
 from dmlconform.runner.session import pytest_argv as session_pytest_argv
 
-
 #: Where a user goes next from ``run --help``: the expectations files and the broken backends.
 EPILOG = (
     "Known failures: --expect FILE marks cases expected to fail ('<id or glob>  # reason' per line); "
