@@ -1,7 +1,8 @@
 """The ``dmlconform`` command. Each verb lives in ``dmlconform/commands/<verb>.py`` with
 ``register(subparsers)`` and ``run(args) -> int``; this module only dispatches, so verbs can be
 added without touching the others. Exit codes: 0 ok, 1 a finding (illegal desc, failed case,
-regression), 2 unusable input or usage error. Errors are one line, never a traceback."""
+regression), 2 unusable input or usage error, 130 Ctrl-C, and run's 143 for SIGTERM
+(:data:`EXIT_STATUS`). Errors are one line, never a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 VERBS = (
     "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch",
@@ -16,17 +18,64 @@ VERBS = (
 )  # fmt: skip
 
 
+#: What each verb's exit status means besides 0 (done) and 2 (unusable input or a usage error, one
+#: line on stderr); every verb exits 130 on Ctrl-C. The top-level help prints it; a verb added to
+#: VERBS needs its line here (tests/test_cli_help.py checks).
+EXIT_STATUS = {
+    "validate": "1 a desc is illegal",
+    "spec": "lint: 1 problems found",
+    "generate": "only 0 or 2",
+    "execute": "only 0 or 2",
+    "run": "1 a case failed (and no expectation said it would); 143 terminated (SIGTERM)",
+    "replay": "1 the case still fails",
+    "shrink": "1 the case does not fail on this backend",
+    "report": "diff: 1 regressions or lost cases",
+    "spec_diff": "with --exit-code: 1 there are differences",
+    "dxdispatch": "check: 1 a case failed or errored",
+    "directml": "setup, info: 1 the self-test failed",
+}
+
+
+def exit_status_help() -> str:
+    """The top-level help's table of exit statuses, verb by verb."""
+    lines = [
+        "exit status: 0 done, 2 unusable input or a usage error (one line on stderr), 130 interrupted",
+        "(Ctrl-C), for every verb; besides:",
+    ]
+    width = max(len(v) for v in EXIT_STATUS) + 2
+    lines += [f"  {verb.replace('_', '-'):<{width}}{text}" for verb, text in EXIT_STATUS.items()]
+    return "\n".join(lines)
+
+
 class _Parser(argparse.ArgumentParser):
+    #: The action an argument list that names none means: ``report DIR`` is ``report render DIR``.
+    #: A verb grown into actions keeps its older form working without a parser of its own.
+    implicit_action: str | None = None
+
     def error(self, message: str) -> None:  # argparse exits 2 on usage errors; keep it one line
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self.implicit_action is not None and args is not None:
+            args = self._with_action(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _with_action(self, args: list[str]) -> list[str]:
+        """``args`` with :attr:`implicit_action` put first when they start with no action and no
+        option (``-h`` still asks for this parser's help)."""
+        actions = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if not actions or not args or args[0] in actions or args[0].startswith("-"):
+            return args
+        return [str(self.implicit_action), *args]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dmlconform",
         description="A conformance suite and spec-driven validator for DirectML's normalization operators. "
-        "Exit status of every verb: 0 ok, 1 a finding (an illegal desc, a failed case, a regression), "
-        "2 unusable input or a usage error (one line on stderr). 'dmlconform VERB --help' for each.",
+        "'dmlconform VERB --help' for each verb.",
+        epilog=exit_status_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the epilog is a table
     )
     parser.add_argument("--version", action="version", version="dmlconform 0.1.0")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
@@ -92,7 +141,9 @@ def os_error_line(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # as parse_args would, but naming the verb and action they were given to
+        parser.exit(2, f"{prog(args)}: error: unrecognized arguments: {' '.join(extra)}\n")
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

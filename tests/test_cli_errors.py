@@ -47,6 +47,40 @@ def test_run_refuses_an_unusable_report_directory(tmp_path: Path, where: str, re
     assert (tmp_path / "afile").read_text() == "not a directory"
 
 
+@pytest.mark.parametrize(
+    "late",
+    [
+        ["--dtypes", "BOGUS"],  # found once the spec is loaded
+        ["--expect", "missing.txt"],  # once the backend is loaded
+        ["--tolerance", "nope=1"],
+        ["--", "-k", "no_case_has_this_name"],  # by pytest: no case selected
+        ["--", "numeric[MEAN_VARIANCE_NORMALIZATION1-2_1-FLOAT32-9999]"],  # by pytest: no such case
+    ],
+    ids=["dtypes", "expect", "tolerance", "no-case-selected", "no-such-case"],
+)
+@pytest.mark.parametrize("report", [["--report", "r/deeper"], []], ids=["report", "default-report"])
+def test_a_late_usage_error_leaves_no_report_directory(
+    tmp_path: Path, late: list[str], report: list[str]
+) -> None:
+    """Arguments found bad after start-up (past argparse) leave neither the report directory nor
+    the directories made for it; one that existed before stays, with what it held."""
+    proc = dmlconform("run", "--backend", "reference", *NUMERIC, *report, *late, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "reports").exists()
+    assert "report: " not in proc.stdout  # no report announced either
+
+
+def test_a_late_usage_error_keeps_a_report_directory_that_was_there(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    proc = dmlconform(
+        "run", "--backend", "reference", *NUMERIC, "--report", "mine/r", "--dtypes", "X", cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
 def test_an_unwritable_directory_is_found_by_writing_not_by_permission_bits(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("")
     assert "exists and is not a directory" in (directory_problem(tmp_path / "f") or "")

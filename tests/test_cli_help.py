@@ -7,6 +7,7 @@ import argparse
 import re
 
 import pytest
+from helpers import REPO
 
 from dmlconform.backends.base import list_backends
 from dmlconform.cli import build_parser
@@ -60,6 +61,11 @@ def test_help_describes_exits_defaults_and_choices(name: str, parser: argparse.A
     for action in parser._actions:
         if not action.option_strings or isinstance(action, TAKES_NO_VALUE):
             continue
+        if action.help == argparse.SUPPRESS:  # a hidden alias: an older spelling of a shown option
+            assert any(a.dest == action.dest and a.help != argparse.SUPPRESS for a in parser._actions), (
+                f"{name} {action.option_strings}: hidden, and the alias of no shown option"
+            )
+            continue
         flag = action.option_strings[-1]
         helps = (action.help or "").lower()
         if not action.required and not isinstance(action, argparse._AppendAction):
@@ -74,3 +80,106 @@ def test_run_help_lists_the_registered_backends() -> None:
     for backend in list_backends():
         assert backend in text, f"backend {backend} not listed in run --help"
     assert "package.module:Class" in text
+
+
+#: One idea, one spelling on every verb: the long option, its short flag. Found by what the option
+#: holds (a feature level's metavar is FL; an output's dest is out), so a verb added later with
+#: its own spelling of either is caught too.
+def _idea(action: argparse.Action) -> tuple[str, str] | None:
+    if action.metavar == "FL":
+        return "--feature-level", "-l"
+    if action.dest == "out":
+        return "--out", "-o"
+    return None
+
+
+#: Spellings that name an idea another spelling names on the other verbs: still accepted (hidden
+#: aliases), never shown.
+RETIRED = {"--max-time", "--output", "--level"}
+
+
+def test_one_idea_has_one_spelling_on_every_verb() -> None:
+    checked = set()
+    for name, parser in PARSERS:
+        for action in parser._actions:
+            if action.help == argparse.SUPPRESS or not action.option_strings:
+                continue
+            assert not RETIRED & set(action.option_strings), f"{name}: {action.option_strings} shown"
+            idea = _idea(action)
+            if idea is not None:
+                assert set(idea) <= set(action.option_strings), f"{name}: {action.option_strings}"
+                checked.add((name, idea[0]))
+    for verb in ("validate", "generate", "run", "dxdispatch export", "dxdispatch check", "spec-diff"):
+        assert (f"dmlconform {verb}", "--feature-level") in checked, verb
+    for verb in ("generate", "execute", "shrink", "report diff", "report merge", "report releases"):
+        assert (f"dmlconform {verb}", "--out") in checked, verb
+    # the time a shrink may take: one name on both verbs that shrink
+    for verb in ("run", "shrink"):
+        assert any("--shrink-time" in a.option_strings for a in dict(PARSERS)[f"dmlconform {verb}"]._actions)
+
+
+@pytest.mark.parametrize(
+    ("argv", "dest", "value"),
+    [
+        (["run", "--backend", "reference", "-l", "5_1"], "feature_level", "5_1"),
+        (["shrink", "d", "--max-time", "5"], "shrink_time", 5.0),
+        (["shrink", "d", "--shrink-time", "5"], "shrink_time", 5.0),
+        (["report", "diff", "a", "b", "--output", "f"], "out", "f"),
+        (["execute", "d.yaml", "--output", "o.npz"], "out", "o.npz"),
+        (["spec-diff", "--from-spec", "s", "--level", "5_1"], "level", "5_1"),
+        (["spec-diff", "--from-spec", "s", "-l", "5_1"], "level", "5_1"),
+    ],
+)
+def test_short_flags_and_older_spellings_parse(argv: list[str], dest: str, value: object) -> None:
+    """-l on run as on validate and generate; each older spelling lands where the shown one does."""
+    assert getattr(build_parser().parse_args(argv), dest) == value
+
+
+def test_the_plugin_takes_no_short_flag() -> None:
+    """pytest's -l is --showlocals (and pytest refuses a plugin's lowercase short flag): the plugin's
+    options stay --dml-* only, while the CLI's --feature-level has -l."""
+    from dmlconform.runner.session import add_pytest_options
+
+    class Group:
+        names: list[str] = []
+
+        def addoption(self, *names: str, **kwargs: object) -> None:
+            self.names += names
+
+    add_pytest_options(Group())
+    assert "--dml-feature-level" in Group.names and all(n.startswith("--dml-") for n in Group.names)
+
+
+def test_top_level_help_says_what_each_verb_returns() -> None:
+    """Every verb has its line in the exit-status table; run's 143 (SIGTERM) and Ctrl-C's 130 are
+    there, not only 0, 1 and 2."""
+    from dmlconform.cli import VERBS
+
+    text = build_parser().format_help()
+    table = text[text.index("exit status:") :]
+    assert "130 interrupted" in " ".join(table.split())
+    rows = {line.split()[0]: line for line in table.splitlines() if line.startswith("  ")}
+    for verb in VERBS:
+        assert verb.replace("_", "-") in rows, f"{verb} has no exit status line"
+    assert "143 terminated (SIGTERM)" in rows["run"] and "1 " in rows["run"]
+
+
+def test_run_help_leads_to_the_expectations_and_the_broken_backends() -> None:
+    from dmlconform.backends.base import load_backend
+
+    text = " ".join(dict(PARSERS)["dmlconform run"].format_help().split())
+    assert "examples/expect-*.txt" in text
+    assert {p.name for p in (REPO / "examples").glob("expect-*.txt")} >= {
+        "expect-onnxruntime.txt",
+        "expect-torch.txt",
+    }
+    named = re.search(r"--backend (dmlconform\.backends\.broken:\w+)", text)
+    assert named, text
+    assert load_backend(named.group(1)).name.startswith("broken:")  # the named one loads as shown
+
+
+def test_directml_versions_check_help_states_no_timing() -> None:
+    """--check's help said 'about 2 s' where the README said 1.3 s: it says what it does instead."""
+    parser = dict(PARSERS)["dmlconform directml versions"]
+    (check,) = [a for a in parser._actions if "--check" in a.option_strings]
+    assert not re.search(r"\d+(\.\d+)? ?s\b", check.help or "") and "known data" in (check.help or "")

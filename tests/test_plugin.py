@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_suite
+from helpers import HERE, SPEC, run_suite
+
+from dmlconform.runner.cases import Selection, collect
+from dmlconform.runner.checks import run_case
+from dmlconform.runner.guard import ProcessGuard, ThreadGuard
 
 pytest_plugins = ["pytester"]
 
@@ -95,6 +99,62 @@ def test_misbehaving_backend_fails_only_its_cases(
         else:
             assert rec["outcome"] == "passed" and rec["message"] is None
     assert "Traceback" not in result.stdout.str()
+
+
+def backends_line(text: str) -> int:
+    """The line of tests/test_plugin_backends.py that holds ``text``: read from the file, not from
+    the traceback under test."""
+    lines = (Path(HERE) / "test_plugin_backends.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def _fp16_case() -> Any:
+    cases = collect(SPEC, Selection(level="2_1", operators=("MEAN_VARIANCE_NORMALIZATION1",), cases=1))
+    return next(c for c in cases if c.kind == "numeric" and c.data_type == "FLOAT16")
+
+
+@pytest.mark.parametrize("guard", ["thread", "process"])
+@pytest.mark.parametrize(
+    ("backend", "raising", "where", "exception"),
+    [
+        ("Raises", 'raise RuntimeError("kaboom', "misbehave", "RuntimeError: kaboom in the fp16 kernel"),
+        # raised inside numpy: named at the backend's own line that called it
+        (
+            "RaisesInNumpy",
+            "np.reshape(out, out.size + 1)",
+            "_reshape_to_nothing",
+            "ValueError: cannot reshape",
+        ),
+    ],
+)
+def test_a_raising_backend_is_named_at_its_line(
+    guard: str, backend: str, raising: str, where: str, exception: str
+) -> None:
+    """The message names the file, line and function; the traceback comes along in full, from a
+    worker process as from a thread."""
+    from test_plugin_backends import Raises, RaisesInNumpy
+
+    line = backends_line(raising)
+    if guard == "thread":
+        g: Any = ThreadGuard({"Raises": Raises, "RaisesInNumpy": RaisesInNumpy}[backend](), 60)
+    else:
+        g = ProcessGuard(f"test_plugin_backends:{backend}", {}, 60)
+    try:
+        result = run_case(_fp16_case(), g, SPEC)
+    finally:
+        g.close()
+    assert result.status == "failed"
+    assert result.message.startswith(f"backend execute() raised {exception}"), result.message
+    assert result.message.endswith(f" (at test_plugin_backends.py:{line} in {where})"), result.message
+    tb = result.traceback or ""
+    assert tb.startswith("Traceback (most recent call last):") and exception in tb.splitlines()[-1]
+    assert f'test_plugin_backends.py", line {line}, in {where}' in tb
+    assert (
+        f'test_plugin_backends.py", line {backends_line("self.misbehave(desc, outputs)")}, in execute' in tb
+    )
+    assert "guard.py" not in tb and "worker.py" not in tb  # the harness's frames are left out
+    if backend == "RaisesInNumpy":  # the frames below the backend's own are in the traceback
+        assert re.search(r'numpy.*\.py", line \d+, in', tb), tb
 
 
 def test_hang_times_out_and_run_continues(pytester: pytest.Pytester, tmp_path: Path) -> None:

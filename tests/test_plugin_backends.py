@@ -41,6 +41,19 @@ class Raises(_OnFp16):
         raise RuntimeError("kaboom in the fp16 kernel")
 
 
+def _reshape_to_nothing(outputs: dict[str, np.ndarray]) -> Any:
+    out = outputs["OutputTensor"]
+    return np.reshape(out, out.size + 1)  # numpy raises, in its own frames below this line
+
+
+class RaisesInNumpy(_OnFp16):
+    """Raises inside numpy, two frames of its own module above: the message names the innermost
+    of its own frames (the line its author changes), the traceback every frame."""
+
+    def misbehave(self, desc: OperatorDesc, outputs: dict[str, np.ndarray]) -> Any:
+        return _reshape_to_nothing(outputs)
+
+
 class WrongShape(_OnFp16):
     def misbehave(self, desc: OperatorDesc, outputs: dict[str, np.ndarray]) -> Any:
         return {k: v.reshape(-1) for k, v in outputs.items()}

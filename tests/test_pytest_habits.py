@@ -50,9 +50,10 @@ def test_suite_argument_points_pasted_ids_at_the_suite() -> None:
 def test_a_failure_id_pastes_back(tmp_path: Path, pasted: str) -> None:
     first = dmlconform("run", "--backend", ACCEPTS_ALL, *SMALL, "--report", "all", cwd=tmp_path)
     assert first.returncode == 1
-    if pasted == "<printed>":  # as the console's "FAILED <path>::<id>" line shows it
+    if pasted == "<printed>":  # as the console's "FAILED <id>" line shows it
         line = next(x for x in first.stdout.splitlines() if x.startswith("FAILED ") and CASE in x)
         pasted = line.split()[1]
+        assert pasted == CASE, line  # the bare id, not the suite file's path inside the package
     again = dmlconform("run", "--backend", ACCEPTS_ALL, *SMALL, "--report", "one", "--", pasted, cwd=tmp_path)
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
     one = results(tmp_path / "one")
@@ -91,6 +92,8 @@ def test_last_failed_under_plain_pytest(tmp_path: Path) -> None:
     first = pytest_run("--dml-report", "r1")
     assert first.returncode == 1, first.stdout[-2000:]
     failed = {c["id"] for c in results(tmp_path / "r1")["cases"] if c["outcome"] == "failed"}
+    printed = {x.split()[1] for x in first.stdout.splitlines() if x.startswith("FAILED ")}
+    assert printed == failed, first.stdout[-2000:]  # bare ids under plain pytest too
     lf = pytest_run("--dml-report", "r2", "--lf")
     assert {c["id"] for c in results(tmp_path / "r2")["cases"]} == failed, lf.stdout[-2000:]
     one = pytest_run("--dml-report", "r3", f"::{CASE}")

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import SMALL, dmlconform
+from helpers import HERE, SMALL, dmlconform
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,39 @@ def test_replay_bad_directory_is_a_usage_error(failed_case: Path, tmp_path: Path
         proc = dmlconform("replay", str(target), "--backend", "reference", cwd=tmp_path)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.startswith("dmlconform replay: error:")
+
+
+def _raising_line() -> int:
+    """Where test_plugin_backends.Raises raises, read from its file (not from any traceback)."""
+    lines = (Path(HERE) / "test_plugin_backends.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if 'raise RuntimeError("kaboom' in line)
+
+
+def test_a_raising_backend_says_where_in_the_console_the_reproducer_and_replay(tmp_path: Path) -> None:
+    """The console and results.json name the raising frame; case.json holds the whole traceback,
+    and replay (in-process and isolated) prints it."""
+    where = f"(at test_plugin_backends.py:{_raising_line()} in misbehave)"
+    message = f"backend execute() raised RuntimeError: kaboom in the fp16 kernel {where}"
+    run = dmlconform(
+        "run", "--backend", "test_plugin_backends:Raises", *SMALL, "--kinds", "numeric", "--report", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert message in run.stdout
+    case = next(
+        c for c in json.loads((tmp_path / "out" / "results.json").read_text())["cases"] if c["reproducer"]
+    )
+    assert case["message"] == message
+    saved = json.loads((tmp_path / "out" / case["reproducer"] / "case.json").read_text())
+    tb = saved["traceback"]
+    assert tb.startswith("Traceback (most recent call last):")
+    assert f'test_plugin_backends.py", line {_raising_line()}, in misbehave' in tb
+    assert tb.splitlines()[-1] == "RuntimeError: kaboom in the fp16 kernel"
+    for isolate in ([], ["--isolate"]):
+        replay = dmlconform("replay", str(tmp_path / "out" / case["reproducer"]), *isolate, cwd=tmp_path)
+        assert replay.returncode == 1, replay.stderr
+        assert f"result:  FAILED: {message}" in replay.stdout
+        assert tb in replay.stdout, replay.stdout  # the same frames, from a thread or a worker
 
 
 FIELD_CASES = sorted((Path(__file__).parent / "fixtures" / "cases").iterdir())

@@ -145,7 +145,7 @@ def test_unusable_results(tmp_path: Path, content: str | None, capsys: pytest.Ca
         load_results(tmp_path)
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("dmlconform report: error:")
+    assert err.count("\n") == 1 and err.startswith("dmlconform report render: error:")
 
 
 def test_cli_report_dir(report_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -156,10 +156,68 @@ def test_cli_report_dir(report_dir: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["report", str(report_dir / "results.json")]) == 0
 
 
-def test_cli_usage_errors(report_dir: Path) -> None:
-    assert main(["report", "diff", str(report_dir)]) == 2
-    assert main(["report", str(report_dir), str(report_dir)]) == 2
-    assert main(["report", str(report_dir), "--format", "json"]) == 2
+def exit_code(argv: list[str]) -> int:
+    """``main(argv)``'s exit status: returned, or raised by argparse (a usage error)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["diff", "{r}"], "dmlconform report diff: error: the following arguments are required: NEW"),
+        (["{r}", "{r}"], "dmlconform report render: error: unrecognized arguments: {r}"),
+        (
+            ["{r}", "--format", "json"],
+            "dmlconform report render: error: unrecognized arguments: --format json",
+        ),
+        (["merge", "{r}"], "dmlconform report merge: error: merge needs -o/--out DIR"),
+        (["releases", "{r}", "--factor", "2"], "dmlconform report releases: error: unrecognized arguments"),
+        ([], "dmlconform report: error: the following arguments are required: ACTION"),
+    ],
+)
+def test_cli_usage_errors(
+    report_dir: Path, argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each action takes its own options only, and says so in one line naming itself."""
+    r = str(report_dir)
+    assert exit_code(["report", *(a.format(r=r) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(line.format(r=r)) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("action", ["render", "diff", "merge", "releases"])
+def test_each_report_action_has_its_own_help(action: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``report ACTION --help`` is that action's: its usage line, its positionals, its options."""
+    assert exit_code(["report", action, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: dmlconform report {action} ")
+    assert "Exit status" in " ".join(text.split())
+    wanted = {
+        "render": ["DIR"],
+        "diff": ["OLD NEW", "--factor F", "-o FILE, --out FILE", "--allow-lost"],
+        "merge": ["R [R ...]", "-o DIR, --out DIR", "--allow-incomplete"],
+        "releases": ["R [R ...]", "-o FILE, --out FILE", "--format"],
+    }[action]
+    for piece in wanted:
+        assert piece in text, (piece, text)
+    if action != "diff":
+        assert "--factor" not in text and "--allow-lost" not in text
+
+
+def test_report_help_lists_every_action(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_code(["report", "--help"]) == 0
+    text = capsys.readouterr().out
+    for action in ("render", "diff", "merge", "releases"):
+        assert f"\n    {action} " in text, text
+
+
+def test_report_render_is_report_dir(report_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (report_dir / "index.html").unlink(missing_ok=True)
+    assert main(["report", "render", str(report_dir)]) == 0
+    assert (report_dir / "index.html").is_file()
 
 
 # --------------------------------------------------------------------------- diff

@@ -192,6 +192,25 @@ def test_usage_errors_exit_2_one_line(tmp_path: Path, args: list[str], message: 
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
 
 
+def test_run_takes_l_for_the_feature_level(tmp_path: Path) -> None:
+    """-l, as validate and generate spell it; the recorded command spells it out."""
+    args = [
+        "--operators",
+        "MEAN_VARIANCE_NORMALIZATION1",
+        "--cases",
+        "1",
+        "--tier",
+        "smoke",
+        "--kinds",
+        "numeric",
+    ]
+    proc = dmlconform("run", "--backend", "reference", "-l", "2_1", *args, "--report", "r", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results["feature_level"] == "2_1" and "--feature-level 2_1" in results["command"]
+    assert {c["feature_level"] for c in results["cases"]} == {"2_1"}
+
+
 def test_xdist_matches_serial(tmp_path: Path) -> None:
     serial = dmlconform(
         "run", "--backend", "test_plugin_backends:WrongValues", *SMALL, "--report", "s", cwd=tmp_path

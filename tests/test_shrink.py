@@ -345,9 +345,11 @@ def test_shrink_cli_writes_where_told_and_says_what_it_removed(
     assert "does not fail" in capsys.readouterr().err
     assert main(["shrink", str(tmp_path / "missing")]) == 2
     assert main(["shrink", str(out), "--out", str(out)]) == 2
-    assert main(["shrink", str(out), "--max-time", "-1"]) == 2
+    assert main(["shrink", str(out), "--shrink-time", "-1"]) == 2
+    assert main(["shrink", str(out), "--max-time", "-1"]) == 2  # the older spelling, hidden
     err = capsys.readouterr().err
-    assert "Traceback" not in err and err.count("dmlconform shrink: error:") == 3
+    assert "Traceback" not in err and err.count("dmlconform shrink: error:") == 4
+    assert err.count("--shrink-time must not be negative") == 2
 
 
 def test_a_shrunk_case_id_says_it_is_shrunk(failed_run: Path) -> None:

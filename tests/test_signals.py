@@ -49,8 +49,13 @@ def test_sigterm_keeps_the_results_and_writes_the_report(tmp_path: Path, times: 
     for _ in range(times):
         proc.send_signal(signal.SIGTERM)
     code = proc.wait(120)
-    text = "".join(out)
+    text = _all_of(out)
     assert code == 143, text[-2000:]
+    # quiet: one line says so, not pytest's Ctrl-C banner nor the signal handler's line
+    assert text.rstrip().splitlines()[-1] == (
+        f"dmlconform: terminated (SIGTERM): report of the cases that ran written to {tmp_path / 'r'} (incomplete)"
+    ), text[-2000:]
+    assert "KeyboardInterrupt" not in text and "lifeline.py" not in text and "Traceback" not in text
     data = json.loads((tmp_path / "r" / "results.json").read_text())
     assert data["complete"] is False and data["status"] == "interrupted"
     assert data["stop_reason"] == "terminated (SIGTERM)"
@@ -59,6 +64,15 @@ def test_sigterm_keeps_the_results_and_writes_the_report(tmp_path: Path, times: 
     assert summary.splitlines()[0].endswith(": INCOMPLETE RUN") and "terminated (SIGTERM)" in summary
     assert "INCOMPLETE" in (tmp_path / "r" / "index.html").read_text()
     assert (tmp_path / "r" / "junit.xml").is_file() and not (tmp_path / "r" / watch.JOURNAL).exists()
+
+
+def _all_of(out: list[str], timeout: float = 30) -> str:
+    """The run's whole output: run_until's reader thread appends until the pipe closes, which
+    may come a moment after the process has exited."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not "".join(out).rstrip().endswith("(incomplete)"):
+        time.sleep(0.1)
+    return "".join(out)
 
 
 def _env() -> dict[str, str]:

@@ -64,7 +64,11 @@ def register(sub: Any) -> None:
         "feature level, whether it is installed and whether it runs under this stack). Exit status: 0.",
     )
     versions_p.add_argument(
-        "--check", action="store_true", help="self-test every installed release now (about 2 s each)"
+        "--check",
+        action="store_true",
+        help="self-test every installed release now: start its runner, read the feature level DirectML "
+        "reports and run one operator on known data against the reference (default: show the last "
+        "recorded self-test)",
     )
     versions_p.set_defaults(run=run_versions)
     from dmlconform.commands import directml_releases

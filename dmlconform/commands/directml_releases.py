@@ -34,7 +34,7 @@ def register(verbs: Any) -> None:
     )
     _versions_argument(accept_p)
     accept_p.add_argument(
-        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"answers directory (default {DEFAULT_OUT})"
+        "-o", "--out", default=DEFAULT_OUT, metavar="DIR", help=f"answers directory (default {DEFAULT_OUT})"
     )
     _corpus_arguments(accept_p)
     accept_p.set_defaults(run=run_accept)
@@ -48,7 +48,7 @@ def register(verbs: Any) -> None:
     )
     _versions_argument(sweep_p)
     sweep_p.add_argument(
-        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"sweep directory (default {DEFAULT_OUT})"
+        "-o", "--out", default=DEFAULT_OUT, metavar="DIR", help=f"sweep directory (default {DEFAULT_OUT})"
     )
     _corpus_arguments(sweep_p)
     sweep_p.add_argument(
@@ -87,7 +87,7 @@ def register(verbs: Any) -> None:
     publish_p.add_argument(
         "sweep_dir", nargs="?", default=DEFAULT_OUT, metavar="DIR", help=f"default {DEFAULT_OUT}"
     )
-    publish_p.add_argument("--out", default=DEFAULT_DOC, metavar="FILE", help=f"default {DEFAULT_DOC}")
+    publish_p.add_argument("-o", "--out", default=DEFAULT_DOC, metavar="FILE", help=f"default {DEFAULT_DOC}")
     publish_p.set_defaults(run=run_publish)
 
 

@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dxdispatch -S)",
     )
     c.add_argument(
-        "--feature-level", metavar="FL", help="judge acceptance at this level (default: the version's)"
+        "-l", "--feature-level", metavar="FL", help="judge acceptance at this level (default: the version's)"
     )
     add_spec_dir(c)
     c.set_defaults(run=run_check)

@@ -1,4 +1,4 @@
-"""``dmlconform execute DESC [--inputs in.npz] [--output out.npz]``: run the reference executor.
+"""``dmlconform execute DESC [--inputs in.npz] [-o out.npz]``: run the reference executor.
 
 Inputs come from an .npz whose member names are the desc's input tensor members; without
 ``--inputs`` they are standard-normal with a fixed seed (``--seed``), so a desc alone is enough to
@@ -29,8 +29,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("desc", metavar="DESC", help="desc file (YAML or JSON)")
     p.add_argument("--inputs", metavar="NPZ", help="input arrays by member name (default: standard normal)")
-    p.add_argument("--output", metavar="NPZ", help="write the outputs here (default: print a summary)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    p.add_argument("-o", "--out", metavar="NPZ", help="write the outputs here (default: print a summary)")
+    # the name before every verb's output was -o/--out: still taken, not shown
+    p.add_argument("--output", dest="out", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="seed of the generated inputs (default 0)"
+    )
     add_spec_dir(p)
     p.set_defaults(run=run)
 
@@ -116,12 +120,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"{args.inputs or 'inputs'}: {exc}")
     except PlanError as exc:
         return _fail(f"{args.desc}: {exc}")
-    if args.output:
+    if args.out:
         try:
-            np.savez(Path(args.output), **{k: np.ascontiguousarray(v) for k, v in outputs.items()})
+            np.savez(Path(args.out), **{k: np.ascontiguousarray(v) for k, v in outputs.items()})
         except OSError as exc:
-            return _fail(f"{args.output}: cannot write: {exc.strerror or exc}")
-        print(f"wrote {', '.join(outputs)} to {args.output}")
+            return _fail(f"{args.out}: cannot write: {exc.strerror or exc}")
+        print(f"wrote {', '.join(outputs)} to {args.out}")
         return 0
     for name, value in outputs.items():
         v = value.astype(np.float64)

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("operator", metavar="OPERATOR", help="e.g. MEAN_VARIANCE_NORMALIZATION1")
     p.add_argument(
-        "--feature-level", "-l", required=True, metavar="FL", help="e.g. 5_2 or DML_FEATURE_LEVEL_5_2"
+        "-l", "--feature-level", required=True, metavar="FL", help="e.g. 5_2 or DML_FEATURE_LEVEL_5_2"
     )
     p.add_argument("--illegal", action="store_true", help="descs that break exactly one rule each")
     p.add_argument("--count", "-n", type=int, default=20, metavar="N", help="how many descs (default 20)")
@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
         help="input regime for --with-data, one of " + ", ".join(REGIMES) + " (default: each desc's "
         "applicable regimes in rotation)",
     )
-    p.add_argument("--out", "-o", required=True, metavar="DIR", help="directory to write (created if absent)")
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory to write (created if absent)")
     add_spec_dir(p)
     p.set_defaults(run=run)
 

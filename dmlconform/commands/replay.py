@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"result:  SKIPPED: {result.message}")
         return 2
     print(f"result:  FAILED: {result.message}")
+    if result.traceback:  # the backend raised: the message names one frame, this is all of them
+        print(result.traceback)
     return 1
 
 

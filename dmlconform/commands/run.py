@@ -19,6 +19,17 @@ from dmlconform.cli import add_spec_dir
 from dmlconform.runner.session import SettingsError, add_arguments, check_values, command_line, given
 from dmlconform.runner.session import pytest_argv as session_pytest_argv
 
+#: Where a user goes next from ``run --help``: the expectations files and the broken backends.
+EPILOG = (
+    "Known failures: --expect FILE marks cases expected to fail ('<id or glob>  # reason' per line); "
+    "the known findings of the built-in backends are the examples/expect-*.txt files of the source "
+    "tree (expect-onnxruntime.txt, expect-torch.txt, expect-directml-*.txt), and docs/running.md "
+    "describes the format. To watch the suite catch a bug: --backend "
+    "dmlconform.backends.broken:UnbiasedVariance, or any class of dmlconform/backends/broken.py, each "
+    "the numpy backend with one bug real implementations have had (its docstring says which cases "
+    "expose it). After --, pytest's own options: -- -n auto (parallel), -- -x, -- --lf."
+)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -28,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and write its report. Exit status: 0 nothing failed unexpectedly, 1 something did, 2 usage "
         "error, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); an interrupted run still writes "
         "the report of the cases that ran.",
+        epilog=EPILOG,
     )
     add_arguments(p, "run")  # the run options, declared once in runner/session.py
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
@@ -106,9 +118,11 @@ def run(args: argparse.Namespace) -> int:
     if code == pytest.ExitCode.INTERRUPTED:
         from dmlconform.runner import plugin as pytest_plugin
 
+        terminated = pytest_plugin.terminated_by == "SIGTERM"
         if (report_dir / "results.json").is_file():
-            print(f"dmlconform: results of the cases that ran (an incomplete run) in {report_dir}")
-        return 143 if pytest_plugin.terminated_by == "SIGTERM" else 130  # 128 + the signal
+            how = "terminated (SIGTERM)" if terminated else "interrupted"
+            print(f"dmlconform: {how}: report of the cases that ran written to {report_dir} (incomplete)")
+        return 143 if terminated else 130  # 128 + the signal
     if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         if (report_dir / "results.json").is_file():
             if args.shrink and code == pytest.ExitCode.TESTS_FAILED:

@@ -31,15 +31,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "case_dir", metavar="FAILURE_DIR", help="a reproducer directory (desc.yaml, inputs.npz, case.json)"
     )
     p.add_argument(
-        "--out", metavar="DIR", help="where to write the shrunk reproducer (default FAILURE_DIR/shrunk)"
+        "-o", "--out", metavar="DIR", help="where to write the shrunk reproducer (default FAILURE_DIR/shrunk)"
     )
     add_backend_arguments(p)
     p.add_argument(
-        "--max-time",
+        "--shrink-time",
         type=float,
         default=60.0,
         metavar="S",
-        help="stop after S seconds with the smallest case so far (default 60)",
+        help="stop after S seconds with the smallest case so far (default 60; run --shrink's is the same "
+        "option, for all its failures)",
+    )
+    # the option's name before it was run --shrink-time's too: still taken, not shown
+    p.add_argument(
+        "--max-time", dest="shrink_time", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_spec_dir(p)
@@ -67,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from dmlconform.shrink.files import shrink_dir
     from dmlconform.shrink.search import NotFailing
 
-    if args.max_time < 0:
-        return _err("--max-time must not be negative")
+    if args.shrink_time < 0:
+        return _err("--shrink-time must not be negative")
     case_dir = Path(args.case_dir)
     out = Path(args.out) if args.out else case_dir / "shrunk"
     if out.resolve() == case_dir.resolve():
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             options=options,
             isolate=args.isolate,
             timeout=given(args, "replay")["timeout"],
-            max_seconds=args.max_time,
+            max_seconds=args.shrink_time,
             progress=progress,
         )
     except ValueError as exc:

@@ -1,5 +1,5 @@
 """``dmlconform spec-diff [OPERATOR...] --from A --to B`` and
-``dmlconform spec-diff [OPERATOR...] --from-spec DIR_A [--to-spec DIR_B] [--level L]``.
+``dmlconform spec-diff [OPERATOR...] --from-spec DIR_A [--to-spec DIR_B] [-l FL]``.
 
 The help text is DESCRIPTION below (plain text: argparse shows it as written).
 """
@@ -54,8 +54,14 @@ def register(sub: Any) -> None:
         "--to-spec", metavar="DIR_B", help="... with this one (default: --spec-dir or the bundled spec)"
     )
     p.add_argument(
-        "--level", metavar="L", help="with --from-spec: compare at this level only (default: every level)"
+        "-l",
+        "--feature-level",
+        dest="level",
+        metavar="FL",
+        help="with --from-spec: compare at this feature level only (default: every level)",
     )
+    # its name before every verb spelled a feature level -l/--feature-level: still taken, not shown
+    p.add_argument("--level", dest="level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument(
         "--format",
         choices=sorted(RENDERERS),
@@ -80,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if spec_mode:
             if args.from_level or args.to_level:
-                return _fail("--from/--to compare levels; with --from-spec/--to-spec use --level")
+                return _fail("--from/--to compare levels; with --from-spec/--to-spec use --feature-level")
             if not args.from_spec:
                 return _fail("--to-spec needs --from-spec")
             spec_a = load_spec(args.from_spec)
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             if args.level:
-                return _fail("--level goes with --from-spec; for a level range use --from and --to")
+                return _fail("--feature-level goes with --from-spec; for a level range use --from and --to")
             if not args.from_level or not args.to_level:
                 return _fail("give --from A and --to B (feature levels), or --from-spec DIR_A")
             spec = load_spec(args.spec_dir)

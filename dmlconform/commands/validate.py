@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
         "files", nargs="+", metavar="FILE", help="desc files (YAML or JSON) or directories of them"
     )
     p.add_argument(
-        "--feature-level", "-l", required=True, metavar="FL", help="e.g. 5_2, 5.2 or DML_FEATURE_LEVEL_5_2"
+        "-l", "--feature-level", required=True, metavar="FL", help="e.g. 5_2, 5.2 or DML_FEATURE_LEVEL_5_2"
     )
     p.add_argument(
         "--format",

@@ -39,6 +39,9 @@ class CaseResult:
     inputs: dict[str, np.ndarray] | None = None
     rules: list[str] = field(default_factory=list)
     regime: str | None = None
+    #: the backend's formatted traceback when it raised (the message names only the raising
+    #: frame): saved in the reproducer's case.json and printed by replay
+    traceback: str | None = None
 
 
 class _Fail(Exception):
@@ -328,6 +331,7 @@ def run_case(
         result.status, result.message = "skipped", f"backend does not support this case: {exc}"
     except BackendFailure as exc:
         result.status, result.message = "failed", str(exc)
+        result.traceback = exc.traceback
     return result
 
 

@@ -13,7 +13,10 @@ Two guards share one interface, ``call(method, desc, inputs) -> (value, info)``:
   more, which would dominate a run of hundreds of small cases.
 
 Backend exceptions are translated: ``Rejected`` and ``Unsupported`` pass through (they are
-verdicts), anything else becomes :class:`BackendFailure` with a one-line message.
+verdicts), anything else becomes :class:`BackendFailure` with a one-line message that names
+where the backend raised (``(at mybackend.py:42 in execute)``) and carries the whole formatted
+traceback, which a case keeps for its reproducer (a traceback object does not cross the worker's
+pipe, so both guards turn it into text the same way: :func:`raised`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import struct
 import subprocess
 import sys
 import threading
+import traceback
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -35,13 +40,75 @@ from dmlconform.errors import Rejected, Unsupported
 
 
 class BackendFailure(Exception):
-    """The backend misbehaved on one case (raised, hung, crashed, returned garbage)."""
+    """The backend misbehaved on one case (raised, hung, crashed, returned garbage).
+
+    ``traceback``: the backend's formatted traceback when it raised (None otherwise): too long for
+    the one-line message, kept for the case's reproducer and ``replay``."""
+
+    def __init__(self, message: str, traceback: str | None = None):
+        super().__init__(message)
+        self.traceback = traceback
 
 
 def describe_exception(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A backend's exception as plain text, the same from a thread and from the worker process:
+    ``summary`` (``ZeroDivisionError: division by zero``), ``where`` (``mybackend.py:42 in
+    execute``: the raising frame in the backend's own code; None when no frame is known) and the
+    formatted ``traceback``."""
+
+    summary: str
+    where: str | None
+    traceback: str
+
+    def failure(self, method: str) -> BackendFailure:
+        at = f" (at {self.where})" if self.where else ""
+        return BackendFailure(f"backend {method}() raised {self.summary}{at}", self.traceback)
+
+
+#: The harness's own files, whose frames lead into a backend call and are left out of its traceback.
+_HARNESS_FILES = frozenset(
+    os.path.normcase(os.path.abspath(os.path.join(os.path.dirname(__file__), name)))
+    for name in ("guard.py", "worker.py")
+)
+
+
+def _in_harness(tb: TracebackType) -> bool:
+    return os.path.normcase(os.path.abspath(tb.tb_frame.f_code.co_filename)) in _HARNESS_FILES
+
+
+def _frame_line(tb: TracebackType) -> str:
+    return (
+        f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+    )
+
+
+def raised(exc: BaseException, backend: Any = None) -> Raised:
+    """``exc`` as :class:`Raised`. The traceback starts at the first frame outside the guard (the
+    backend's ``execute``, ``check`` or ``supports``). ``where`` is the innermost frame of the
+    backend's own package (``type(backend).__module__``'s top level): an exception raised inside
+    numpy or the standard library is named at the backend's line that called it, which is the
+    line a backend's author changes; the full traceback still shows the frames below it. Without
+    a frame of that package (or a backend), the innermost frame."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and _in_harness(tb):
+        tb = tb.tb_next
+    frames = []
+    walk = tb
+    while walk is not None:
+        frames.append(walk)
+        walk = walk.tb_next
+    package = type(backend).__module__.split(".")[0] if backend is not None else None
+    own = [f for f in frames if package and f.tb_frame.f_globals.get("__name__", "").split(".")[0] == package]
+    frame = (own or frames or [None])[-1]
+    text = "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n")
+    return Raised(describe_exception(exc), _frame_line(frame) if frame is not None else None, text)
 
 
 @dataclass
@@ -149,7 +216,7 @@ class ThreadGuard:
         self.isolate_flag = isolate_flag  # named in the hang message: the command's own option
 
     def call(self, method: str, desc: Any, inputs: Any = None) -> tuple[Any, Any]:
-        box: dict[str, Any] = {}
+        box: dict[str, Any] = {"backend": self.backend}
 
         def target() -> None:
             try:
@@ -188,7 +255,7 @@ def _unbox(box: dict[str, Any], method: str) -> tuple[Any, Any]:
         raise exc
     if isinstance(exc, KeyboardInterrupt):
         raise exc
-    raise BackendFailure(f"backend {method}() raised {describe_exception(exc)}") from None
+    raise raised(exc, box.get("backend")).failure(method) from None
 
 
 # ------------------------------------------------------------------------------------------
@@ -313,6 +380,8 @@ class ProcessGuard:
             raise Rejected(value)
         if status == "unsupported":
             raise Unsupported(value)
+        if isinstance(value, Raised):
+            raise value.failure(method)
         raise BackendFailure(f"backend {method}() raised {value}")
 
     def supports(self, desc: Any) -> str | None:

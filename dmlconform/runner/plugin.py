@@ -151,6 +151,33 @@ def pytest_configure(config: pytest.Config) -> None:
     session = ConformanceSession(config, settings, handle)
     session.targeted = targeted
     config.pluginmanager.register(session, PLUGIN_NAME)
+    show_case_ids(config)
+
+
+def show_case_ids(config: pytest.Config) -> None:
+    """Print a case as ``numeric[...]`` where pytest prints a node id relative to the current
+    directory (the short summary's ``FAILED`` lines, ``-v``'s lines), not as the path of the suite
+    file inside the installed package (``../venv/lib/python3.11/site-packages/dmlconform/suite/
+    test_conformance.py::...``): the bare id is what a user pastes back (:func:`suite_argument`
+    points it at the suite). pytest has no hook for that text; it asks the config's
+    ``cwd_relative_nodeid``, so this config's method is wrapped. Node ids other than the suite's
+    cases (a plain pytest run's own tests beside them) pass through unchanged, and so does what
+    pytest stores (``--lf``'s cache, junit.xml, results.json keep the real node id)."""
+    import dataclasses
+
+    original = config.cwd_relative_nodeid
+    root = config.rootpath
+
+    def cwd_relative_nodeid(nodeid: Any) -> Any:
+        path, sep, name = str(nodeid).partition("::")
+        # (the suite file outside the rootdir, as under plain pytest in a project, has path "")
+        if not (sep and _CASE_ID.match(name) and (not path or (root / path).resolve() == SUITE_FILE)):
+            return original(nodeid)
+        if isinstance(nodeid, str):  # pytest before 9.2 passes the id as a string
+            return name
+        return dataclasses.replace(nodeid, path=name, names=(), params=None)
+
+    config.cwd_relative_nodeid = cwd_relative_nodeid  # type: ignore[method-assign]
 
 
 def remove_reproducers(failures: Path) -> None:
@@ -167,6 +194,21 @@ def remove_reproducers(failures: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
     with contextlib.suppress(OSError):
         failures.rmdir()  # only when empty
+
+
+def discard_report(report_dir: Path, created: tuple[Path, ...]) -> None:
+    """Remove what a run wrote into a report directory it made, when the run ended in a usage
+    error: the placeholder results.json, pytest's junit.xml, the pages, the journal, then the
+    directories it made (deepest first) where they are empty. An empty report directory, or one
+    holding the report of no case, would read as a run."""
+    from dmlconform.runner import watch
+
+    for name in ("results.json", "junit.xml", "index.html", "summary.md", watch.JOURNAL):
+        with contextlib.suppress(OSError):
+            (report_dir / name).unlink(missing_ok=True)
+    for directory in created:
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only when empty: what a user put there stays
 
 
 _CASE_ID = re.compile(r"^(numeric|validation|metamorphic)\[[^\]]+\]$")
@@ -305,6 +347,8 @@ class ConformanceSession:
         self.deselected = 0  # of those, how many -k / -m / --deselect / --lf / case ids left out
         self.targeted = False  # the command line named cases (node ids): a part of the selection
         self.completion: dict[str, Any] = {}
+        self.session_started = False
+        self.discard = False  # the run ended in a usage error: no report (see discard_report)
         self.sigterm = SigtermTrap()  # SIGTERM ends the run as Ctrl-C does, report written
         self.lifeline = Lifeline()  # the report of a run whose process dies before writing it
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
@@ -340,6 +384,7 @@ class ConformanceSession:
 
         global terminated_by
         terminated_by = None
+        self.session_started = True
         self.sigterm.install()
         report_dir = self.settings.report_dir
         if _is_worker(self.config) or report_dir is None:
@@ -502,16 +547,46 @@ class ConformanceSession:
         self.mark_junit_incomplete()
         if self.settings.report_dir is None:
             return
+        if self.settings.created_dirs and self.usage_error(exitstatus):
+            self.discard = True  # removed at unconfigure, once junitxml has written its file too
+            self.lifeline.stop()
+            return
         try:
             self.write(session)
         finally:
             self.lifeline.stop()
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter has kept the interrupt to show it
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """A run ended by SIGTERM is not a Ctrl-C: pytest would show the KeyboardInterrupt that
+        :class:`SigtermTrap` raises, with the trap's own line as the place it stopped (noise, to
+        someone who sent a signal on purpose). The summary says the run was terminated, and
+        ``dmlconform run`` prints one line; a Ctrl-C is left to pytest as ever."""
+        if self.sigterm.signal_name is None:
+            return
+        # pytest has no public way to keep quiet about an interrupt: its reporter shows the one it
+        # kept through this method (at the session's end, or at unconfigure), so this reporter's
+        # is replaced; a pytest without it shows the interrupt as before, and nothing breaks
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and hasattr(reporter, "_report_keyboardinterrupt"):
+            reporter._report_keyboardinterrupt = lambda: None
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         global terminated_by
         terminated_by = self.sigterm.signal_name
         self.sigterm.restore()
         self.lifeline.stop()  # a session that never finished (a usage error after it started)
+        s = self.settings
+        if s.report_dir is not None and s.created_dirs and (self.discard or not self.session_started):
+            discard_report(s.report_dir, s.created_dirs)
+
+    def usage_error(self, exitstatus: int) -> bool:
+        """Whether the session ended in a usage error: pytest's own (a pasted id that names no
+        case), or, under ``dmlconform run``, a selection that left no case (exit 2 there)."""
+        code = int(exitstatus)
+        return code == pytest.ExitCode.USAGE_ERROR or (
+            code == pytest.ExitCode.NO_TESTS_COLLECTED and under_cli(self.config)
+        )
 
     def mark_junit_incomplete(self) -> None:
         """Testsuite properties in junit.xml for an incomplete run, whose test counts a CI page

@@ -122,8 +122,8 @@ def save_reproducer(
     extra: dict[str, Any] | None = None,
 ) -> None:
     """Write ``desc.yaml``, ``inputs.npz`` and ``case.json`` (the record plus what ``replay``
-    needs: the case, the backend, the tolerance; ``extra`` adds fields) into ``out``; sets
-    ``record.replay``."""
+    needs: the case, the backend, the tolerance; the backend's traceback when it raised;
+    ``extra`` adds fields) into ``out``; sets ``record.replay``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "desc.yaml").write_text(case.desc.to_yaml(), encoding="utf-8")
     arrays = {k: np.asarray(v) for k, v in (result.inputs or {}).items() if v is not None}
@@ -134,6 +134,8 @@ def save_reproducer(
     case_json["case"] = case.to_dict()
     case_json["backend"] = {"name": backend, "options": dict(options)}
     case_json["tolerance"] = dict(tolerance or {})
+    if result.traceback:  # the backend raised: where, in full (the message names one frame)
+        case_json["traceback"] = result.traceback
     case_json.update(extra or {})
     (out / "case.json").write_text(json.dumps(jsonable(case_json), indent=1), encoding="utf-8")
 

@@ -88,6 +88,9 @@ class RunOption:
     check: Callable[[Any, str], str | None] | None = None
     helps: Mapping[str, str] = field(default_factory=dict)
     required: frozenset[str] = frozenset()
+    #: the short flag of the same idea on every verb (``-l`` is validate's and generate's
+    #: --feature-level); the CLI's only: pytest's own short flags are taken (-l is --showlocals)
+    short: str | None = None
 
     @property
     def dest(self) -> str:
@@ -159,6 +162,7 @@ OPTIONS: tuple[RunOption, ...] = (
         "feature-level",
         "feature level to test up to (default: the backend's)",
         metavar="FL",
+        short="-l",
         commands=frozenset({"run", "export", "emulate"}),
         helps={
             "export": "feature level to export up to (default: the highest)",
@@ -288,7 +292,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         kwargs = o.kwargs(command, False if o.flag else None)
         if command in o.required:
             kwargs["required"] = True
-        parser.add_argument(o.spelled(), **kwargs)
+        parser.add_argument(*([o.short] if o.short else []), o.spelled(), **kwargs)
 
 
 def add_pytest_options(group: Any) -> None:
@@ -542,6 +546,9 @@ class Settings:
     max_elements: int | None = None  # None: the tier's default
     notes: list[str] = field(default_factory=list)  # said in the header (dmlconform: note: ...)
     isolate_flag: str = "--isolate"  # how the user asks for isolation, for messages
+    #: the directories this run made for its report (missing_dirs), removed again when the run
+    #: ends in a usage error: arguments found bad after start-up leave no empty report behind
+    created_dirs: tuple[Path, ...] = ()
 
     def selection(self) -> Any:
         """The ``runner.cases.Selection`` of this run: what collection covers (before --shard)."""
@@ -579,10 +586,6 @@ def resolve_settings(
     except SpecError as exc:  # --spec-dir (DMLCONFORM_SPEC_DIR) names no usable spec
         raise SettingsError(str(exc)) from None
     report = values.get("report")
-    if report and check_report:
-        problem = directory_problem(Path(report).resolve(), spelled("report"))
-        if problem:
-            raise SettingsError(problem)
     check_values(values, prefix)
     asked_name = values.get("feature_level")
     opened = open_backend(
@@ -623,6 +626,12 @@ def resolve_settings(
         check_tolerance(spec, tolerance)
     except ValueError as exc:
         raise SettingsError(str(exc).replace("backend option", "tolerance override")) from None
+    created: tuple[Path, ...] = ()
+    if report and check_report:  # last: a usage error above leaves no directory behind
+        created = missing_dirs(Path(report).resolve())
+        problem = directory_problem(Path(report).resolve(), spelled("report"))
+        if problem:
+            raise SettingsError(problem)
     settings = Settings(
         backend=values["backend"],
         options=opened.options,
@@ -645,8 +654,15 @@ def resolve_settings(
         max_elements=selection.max_elements,
         notes=notes,
         isolate_flag=spelled("isolate"),
+        created_dirs=created,
     )
     return settings, opened.handle
+
+
+def missing_dirs(path: Path) -> tuple[Path, ...]:
+    """``path`` and those of its parents that do not exist yet, deepest first: what making
+    ``path`` creates, and what a run that ends in a usage error removes again."""
+    return tuple(p for p in (path, *path.parents) if not p.exists())
 
 
 def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> list[str]:

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.runner.guard import backend_info, describe_exception, invoke, read_frame, write_frame
+from dmlconform.runner.guard import backend_info, describe_exception, invoke, raised, read_frame, write_frame
 
 
 def _serve(proto_in: Any, proto_out: Any) -> int:
@@ -45,7 +45,7 @@ def _serve(proto_in: Any, proto_out: Any) -> int:
         except Unsupported as exc:
             reply = ("unsupported", str(exc))
         except BaseException as exc:  # noqa: BLE001 - report everything, keep serving
-            reply = ("raised", describe_exception(exc))
+            reply = ("raised", raised(exc, backend))  # the traceback as text: it crosses the pipe
         try:
             write_frame(proto_out, reply)
         except Exception as exc:  # e.g. a result that does not pickle
