@@ -121,6 +121,7 @@ def run_command(version: str, settings: SweepSettings, report: Path) -> list[str
         str(settings.seed),
         "--report",
         str(report),
+        "--no-known-findings",  # every failure shows: findings.yaml classifies them, release by release
     ]
 
 

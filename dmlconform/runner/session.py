@@ -195,7 +195,7 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "expect",
         "known findings file, added to the backend's own (findings *.yaml, or '<id or glob>  # reason' "
-        "per line; docs/running.md)",
+        "per line; default: none; docs/running.md)",
         metavar="FILE",
         path=True,
     ),
