@@ -277,14 +277,18 @@ def settle(
     Of the expectations covering it (in file order), the first that explains a failure makes it
     a known finding (xfailed): a ``fails`` one whose ``message`` (if any) matches, a ``meets``
     one whose model ``rejudge`` passes. A failure none explains stays a failure; when one covered
-    it, the message says which bound it broke. A pass under a ``fails`` expectation is xpassed
-    (the entry is stale), under a ``meets`` one simply passed."""
+    it, the message says which bound it broke. A pass under a ``fails`` expectation without a
+    ``message`` is xpassed (the entry may be stale), under any other simply passed."""
     covering = [e for e in expectations if e.covers(facts)]
     if not covering or status == "skipped":
         return Settled(status, message)
     if status == "passed":
+        # a pass under a plain ``fails`` entry means it may be stale; one bounded by ``message``
+        # says how its cases fail when they do (F12: some descs of the kind are refused), and a
+        # ``meets`` one how far they may err: a pass is a pass there
         first = covering[0]
-        return Settled("xpassed" if first.fails else "passed", None, None, first)
+        stale = first.fails and first.message is None
+        return Settled("xpassed" if stale else "passed", None, None, first)
     broken: list[str] = []
     for e in covering:
         if e.fails:
