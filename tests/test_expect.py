@@ -258,3 +258,37 @@ def test_known_findings_counts_only_xfailed_cases() -> None:
     counts = known_findings(records)
     assert counts == {"F1": 2, "F9": 1}
     assert findings_line(counts) == "F1 (2 cases), F9 (1 case)"
+
+
+@pytest.mark.parametrize(("n", "same"), [(2 * 3 * 17, True), (8192, True), (8192 * 4 + 5, False)])
+def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: int, same: bool) -> None:
+    """The classes judge ``tight`` again only where its budgets can differ from ``default``'s:
+    checked against the budgets the tolerance model computes under each."""
+    import numpy as np
+
+    from dmlconform import execute, kernels
+    from dmlconform.generation.data import make_inputs
+    from dmlconform.runner.checks import same_budgets
+    from dmlconform.specification.desc import parse_desc
+    from dmlconform.specification.model import load_spec
+
+    spec = load_spec()
+    desc = parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {
+                "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, n]},
+                "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, n]},
+                "AxisCount": 1, "Axes": [3], "NormalizeVariance": True, "Epsilon": 1e-5,
+            },
+        }
+    )  # fmt: skip
+    tol = spec.operator(desc.operator).tolerance
+    assert same_budgets(tol, desc, "FLOAT32", "default", "tight", {}) == same
+    inputs = dict(make_inputs(desc, "large_offset", 7))
+    ref = execute(desc, inputs)
+    model = kernels.resolve(kernels.kernel_of(desc, spec).budgets)
+    budgets = [
+        model(desc, ref, inputs, spec, {"model": m}).by_member["OutputTensor"] for m in ("default", "tight")
+    ]
+    assert np.array_equal(*budgets) == same

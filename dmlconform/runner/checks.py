@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
 from dmlconform.tolerance import compare as judge
 from dmlconform.tolerance import degenerate, overflow_within, ulp_distance
-from dmlconform.tolerance.terms import MODEL_ALIASES
+from dmlconform.tolerance.terms import MODEL_ALIASES, block_length, coefficients
 
 #: The accuracy classes, tightest first (``CaseResult.accuracy_class``; report/classes.py): the
 #: tolerance models a case is judged under to say how accurate a backend is. ``default`` is the
@@ -493,11 +493,43 @@ def classify(
     for model in tries:
         if model not in known or (model in MODEL_DATA_TYPES and data_type not in MODEL_DATA_TYPES[model]):
             continue
-        judged = result.judge_under({"model": model})
+        if same_budgets(op_tolerance, desc, data_type, base, model, tolerance):
+            result.models[model] = passed  # the same budgets: the same verdict, nothing to judge
+            judged: tuple[bool, Any] | None = (passed, None)
+        else:
+            judged = result.judge_under({"model": model})
         if judged is not None and judged[0]:
             met = model
             break
     result.accuracy_class = met
+
+
+def same_budgets(
+    op_tolerance: dict[str, Any],
+    desc: OperatorDesc,
+    data_type: str | None,
+    a: str,
+    b: str,
+    tolerance: dict | None,
+) -> bool:
+    """Whether models ``a`` and ``b`` give every element of this desc the same budget, so that
+    one verdict serves both (the cost of the classes: ``tight`` differs from ``default`` only in
+    the threads a GPU kernel may cut a sum into, which lengthen a sequential chain past the
+    block only for sums longer than the desc's tensors here): their coefficients differ in the
+    name and ``threads`` alone, and no sum of at most the largest tensor's element count gets
+    a longer chain than one block under either."""
+    if not data_type or data_type not in (op_tolerance.get("coefficients") or {}):
+        return False
+    try:
+        ca = coefficients(op_tolerance, data_type, None, {**(tolerance or {}), "model": a})
+        cb = coefficients(op_tolerance, data_type, None, {**(tolerance or {}), "model": b})
+    except ValueError:
+        return False
+    if replace(ca, model="", threads=None) != replace(cb, model="", threads=None):
+        return False
+    n = max((t.element_count for t in desc.tensors().values()), default=0)
+    one_block = min(n, int(max(ca.block, 1.0)))
+    return block_length(ca, n) == block_length(cb, n) == one_block
 
 
 def _validation(case: Case, guard: Any, spec: Spec, result: CaseResult) -> None:
