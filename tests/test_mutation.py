@@ -3,7 +3,7 @@ the correct ones except for findings its report explains.
 
 Broken backends run the numeric and metamorphic items with 2 cases per group (each mutant is
 numeric, and each is already caught with 1; the default is 8); the reference and numpy backends run the real default run. onnxruntime and torch
-run the default too, with their expectations files (examples/expect-*.txt) whose every line
+run the default too, with their known findings (dmlconform/known_findings/*.yaml) whose every entry
 gives the reason; a failure not listed there must still be a value finding (worst element,
 budget, reproducer), never a crash, a wrong shape or a harness error.
 """
@@ -126,19 +126,17 @@ def _explained(report: Path) -> None:
 @pytest.mark.parametrize(
     ("backend", "expect"),
     [
-        ("numpy", "expect-example.txt"),
-        ("onnxruntime", "expect-onnxruntime.txt"),
-        ("torch", "expect-torch.txt"),
+        ("numpy", ["--dml-expect", str(EXAMPLES / "expect-example.txt")]),
+        ("onnxruntime", []),  # its known findings (dmlconform/known_findings/) apply by default
+        ("torch", []),
     ],
 )
 def test_real_backends_fail_only_with_explained_findings(
-    pytester: pytest.Pytester, tmp_path: Path, backend: str, expect: str
+    pytester: pytest.Pytester, tmp_path: Path, backend: str, expect: list[str]
 ) -> None:
     if backend != "numpy":
         pytest.importorskip(backend)
     report = tmp_path / "r"
-    result = run_suite(
-        pytester, f"--dml-backend={backend}", f"--dml-expect={EXAMPLES / expect}", f"--dml-report={report}"
-    )
+    result = run_suite(pytester, f"--dml-backend={backend}", *expect, f"--dml-report={report}")
     _explained(report)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

@@ -318,3 +318,86 @@ def test_a_case_holds_no_tensors_once_it_is_done(pytester: pytest.Pytester) -> N
     assert result.ret == pytest.ExitCode.OK
     assert len(partial_backends.STILL_ALIVE) >= 4
     assert not any(partial_backends.STILL_ALIVE), partial_backends.STILL_ALIVE
+
+
+BOUND = (
+    "findings:\n"
+    "  - id: K1\n"
+    "    reason: FLOAT16 outputs a few ULP off\n"
+    "    when: {data_type: FLOAT16, kind: numeric, operator: MVN1}\n"
+    "    meets: {model: default, ulp_scale: 64}\n"
+)
+
+
+def test_a_case_within_its_findings_bound_is_a_known_finding(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    expect = tmp_path / "findings.yaml"
+    expect.write_text(BOUND)
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester, "--dml-backend=test_plugin_backends:NearlyFp16", f"--dml-expect={expect}",
+        f"--dml-report={report}", *NUMERIC,
+    )  # fmt: skip
+    recs = records(report)
+    xfailed = [r for r in recs.values() if r["outcome"] == "xfailed"]
+    assert result.ret == 0 and xfailed, [r["message"] for r in recs.values()]
+    assert all(r["known_finding"] == "K1" and r["models"]["model=default, ulp_scale=64"] for r in xfailed)
+    assert all(r["data_type"] == "FLOAT16" for r in xfailed)
+    data = json.loads((report / "results.json").read_text())
+    assert data["known_findings"] == {"K1": len(xfailed)}
+    assert f"known findings hit: K1 ({len(xfailed)} case" in result.stdout.str()
+    assert f"**K1** ({len(xfailed)} case" in (report / "summary.md").read_text()
+
+
+def test_a_case_outside_its_findings_bound_fails_naming_it(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    expect = tmp_path / "findings.yaml"
+    expect.write_text(BOUND)
+    report = tmp_path / "r"
+    result = run_suite(
+        pytester, "--dml-backend=test_plugin_backends:WrongValues", f"--dml-expect={expect}",
+        f"--dml-report={report}", *NUMERIC,
+    )  # fmt: skip
+    failed = [r for r in records(report).values() if r["outcome"] == "failed"]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and len(failed) == 2
+    assert all(
+        "outside K1's bound: fails the model=default, ulp_scale=64 model too" in r["message"] for r in failed
+    )
+    assert all(
+        r["known_finding"] is None and r["expectation"] == "FLOAT16 outputs a few ULP off" for r in failed
+    )
+
+
+def test_a_backends_known_findings_apply_by_default_and_not_with_the_flag(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dmlconform.runner import expect
+
+    known = tmp_path / "known"
+    known.mkdir()
+    (known / "nearly.yaml").write_text(BOUND)
+    monkeypatch.setattr(expect, "KNOWN_DIR", known)
+    args = ["--dml-backend=test_plugin_backends:NearlyFp16", *NUMERIC]
+    on = run_suite(pytester, *args, f"--dml-report={tmp_path / 'on'}")
+    assert on.ret == 0 and "known findings applied (nearly.yaml: K1" in on.stdout.str()
+    assert "xfailed" in set(outcomes(tmp_path / "on").values())
+    off = run_suite(pytester, *args, "--dml-no-known-findings", f"--dml-report={tmp_path / 'off'}")
+    assert off.ret == pytest.ExitCode.TESTS_FAILED
+    assert "xfailed" not in set(outcomes(tmp_path / "off").values())
+    assert "known findings applied" not in off.stdout.str()
+
+
+def test_numeric_cases_record_their_accuracy_class(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    report = tmp_path / "r"
+    result = run_suite(pytester, "--dml-backend=reference", f"--dml-report={report}", *NUMERIC)
+    assert result.ret == 0
+    recs = [r for r in records(report).values() if r["kind"] == "numeric"]
+    # the reference rounds once: it meets the tight model, judged after the default one passed
+    assert recs and all(r["models"] == {"default": True, "tight": True} for r in recs)
+    assert all(r["accuracy_class"] == "tight" for r in recs)
+    data = json.loads((report / "results.json").read_text())
+    assert data["accuracy_classes"] == {MVN1_FULL: {"FLOAT16": "tight", "FLOAT32": "tight"}}
+    assert f"| {MVN1_FULL} | tight | tight |" in (report / "summary.md").read_text()
+
+
+MVN1_FULL = "MEAN_VARIANCE_NORMALIZATION1"

@@ -560,3 +560,29 @@ def test_overview_before_the_long_lists(report_dir: Path) -> None:
     }
     assert max(at.values()) < body.index('<section id="failures">') < body.index('<section id="cases">')
     assert re.search(r'<table class="cases" id="case-table">\s*<colgroup>', body)  # a fixed layout
+
+
+def test_diff_names_an_accuracy_class_that_got_worse(
+    tmp_path: Path, baseline: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old_doc = copy.deepcopy(baseline)
+    p0, p1, _ = baseline["_passing"]
+    for i in (p0, p1):
+        old_doc["cases"][i]["accuracy_class"] = "tight"
+    new_doc = copy.deepcopy(old_doc)
+    case = new_doc["cases"][p0]
+    case["accuracy_class"] = "default"  # still passing: only its class is weaker
+    op, dt = case["operator"], case["data_type"]
+    others = [c for c in old_doc["cases"] if c["operator"] == op and c["data_type"] == dt and c is not case]
+    assert all(c.get("accuracy_class") in (None, "tight") for c in others if c["kind"] == "numeric")
+    old = _write(tmp_path / "old", old_doc)
+    new = _write(tmp_path / "new", new_doc)
+
+    diff = diff_results(load_results(old), load_results(new))
+    assert [(c.operator, c.data_type, c.before, c.after) for c in diff.worse_classes] == [
+        (op, dt, "tight", "default")
+    ]
+    assert not diff_results(load_results(new), load_results(old)).worse_classes
+    main(["report", "diff", str(old), str(new)])
+    out = capsys.readouterr().out
+    assert "Accuracy classes that got worse" in out and f"{op} {dt}: tight -> default" in out

@@ -415,7 +415,7 @@ def _lrn_torch_forward(p: semantics.LocalResponsePlan, x: torch.Tensor) -> torch
 def _lrn_torch(p: Any, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
     """F.local_response_norm across channels. Its window for an even size reaches one channel
     further below (floor(n/2)) than the spec's (one further above): a documented difference
-    (examples/expect-torch.txt)."""
+    (dmlconform/known_findings/torch.yaml)."""
     with torch.no_grad():
         return {p.output: _lrn_torch_forward(p, t(p.input))}, "local_response_norm"
 

@@ -148,6 +148,7 @@ def run_command(version: str, settings: SweepSettings, report: Path, wave_ops: s
         str(settings.seed),
         "--report",
         str(report),
+        "--no-known-findings",  # every failure shows: findings.yaml classifies them, release by release
     ]
 
 

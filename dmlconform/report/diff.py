@@ -20,6 +20,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dmlconform.report.classes import accuracy_classes, worse_classes
 from dmlconform.report.model import CaseRecord, Results, Stack
 
 DEFAULT_FACTOR = 1.5
@@ -63,6 +64,17 @@ class ErrorChange:
 
 
 @dataclass
+class ClassChange:
+    """An operator x data type whose accuracy class got weaker (report/classes.py): the
+    tightest tolerance model all its cases meet is a looser one now (tight -> default, ...)."""
+
+    operator: str
+    data_type: str
+    before: str
+    after: str
+
+
+@dataclass
 class StackChange:
     """A fact of the backend's stack (``versions`` key ``<backend>.<fact>``) that differs between
     the runs: the comparison is then also one of, say, two DirectML releases or two drivers."""
@@ -95,6 +107,8 @@ class Diff:
     skipped_now: list[str] = field(default_factory=list)
     old_ran: int = 0
     allow_lost: bool = False
+    # operator x data types whose accuracy class got weaker (named; the gate is the cases')
+    worse_classes: list[ClassChange] = field(default_factory=list)
 
     @property
     def has_regressions(self) -> bool:
@@ -140,6 +154,10 @@ class Diff:
         if self.lost_line():
             lines.append(str(self.lost_line()))
         lines += [f"{title}: {_stack_line(changes)}" for title, changes in _by_stack(self.stack_changes)]
+        if self.worse_classes:
+            lines.append("")
+            lines.append("Accuracy classes that got worse (the tightest model every case meets):")
+            lines += [f"  {c.operator} {c.data_type}: {c.before} -> {c.after}" for c in self.worse_classes]
         if self.regressions:
             lines.append("")
             lines.append("Regressions:")
@@ -192,6 +210,18 @@ class Diff:
             lines += ["", f"**{_md(str(self.lost_line()))}**"]
         for title, changes in _by_stack(self.stack_changes):
             lines += ["", f"**{_md(title)} changed**: " + _stack_line(changes, code=True)]
+        if self.worse_classes:
+            lines += [
+                "",
+                "### Accuracy classes that got worse",
+                "",
+                "| operator | data type | before | after |",
+            ]
+            lines.append("|---|---|---|---|")
+            lines += [
+                f"| {_md(c.operator)} | {_md(c.data_type)} | {c.before} | {c.after} |"
+                for c in self.worse_classes
+            ]
         for title, changes in (
             ("Regressions", self.regressions),
             ("Fixed", self.fixed),
@@ -265,6 +295,12 @@ def diff_results(
             if case.failing:
                 diff.unrun.append(_change(case, None))
     diff.stack_changes = stack_changes(old.stacks, new.stacks)
+    diff.worse_classes = [
+        ClassChange(*change)
+        for change in worse_classes(
+            accuracy_classes(c.raw for c in old.cases), accuracy_classes(c.raw for c in new.cases)
+        )
+    ]
     diff.error_changes.sort(key=lambda e: (not e.worse, -_log_ratio(e), e.id))
     return diff
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dmlconform.report.classes import accuracy_classes, known_findings
 from dmlconform.report.model import Results, ResultsError, load_results, results_path
 
 # Fields that differ between the shards of one run (or are recomputed from the cases); every other
@@ -31,6 +32,8 @@ PER_RUN_FIELDS = frozenset(
         "cases",
         "summary",
         "coverage",
+        "known_findings",
+        "accuracy_classes",
         "command",
         "started",
         "finished",
@@ -359,6 +362,8 @@ def merge_reports(
         "deselected": sum(int(d.get("deselected") or 0) for d in datas),
         "shard": None,
         "summary": _summarize(records),
+        "known_findings": known_findings(records),
+        "accuracy_classes": accuracy_classes(records),
         "cases": records,
         "coverage": _merge_coverage(parts),
     }

@@ -143,6 +143,9 @@ class CaseRecord(record.CaseRecord):
             desc=data.get("desc") if isinstance(data.get("desc"), dict) else None,
             info=data.get("info") if isinstance(data.get("info"), dict) else None,
             expectation=_text(data.get("expectation")),
+            known_finding=_text(data.get("known_finding")),
+            models=data.get("models") if isinstance(data.get("models"), dict) else None,
+            accuracy_class=_text(data.get("accuracy_class")),
             raw=data,
         )
 

@@ -43,6 +43,9 @@ class CaseRecord:
     reproducer: str | None = None  # failures/<case>, relative to the report
     replay: str | None = None  # the command that replays the reproducer
     expectation: str | None = None  # the reason of the expected-failure entry that matched
+    known_finding: str | None = None  # the finding (F1, O1, ...) an xfailed case is known as
+    models: dict[str, bool] | None = None  # tolerance model -> whether the outputs meet it
+    accuracy_class: str | None = None  # the tightest model of the ladder the case meets, or "none"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of results.json (only the declared fields, in order)."""

@@ -22,6 +22,7 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
+from dmlconform.report.classes import LADDER, accuracy_classes, known_findings
 from dmlconform.report.model import (
     FAILING,
     NOTABLE,
@@ -1107,6 +1108,21 @@ def build_context(results: Results) -> dict[str, Any]:
         "top_failures": notable[:SUMMARY_TOP_FAILURES],
         "skip_reasons": skip_reasons({"outcome": c.outcome, "message": c.message} for c in results.cases),
         "levels_sorted": _levels_sorted,
+        **classes_context(results),
+    }
+
+
+def classes_context(results: Results) -> dict[str, Any]:
+    """The known findings the run hit and the accuracy class per operator x data type
+    (report/classes.py), computed from the cases as written."""
+    raw = [c.raw or {"outcome": c.outcome, "kind": c.kind} for c in results.cases]
+    table = accuracy_classes(raw)
+    types = sorted({dt for row in table.values() for dt in row}, key=lambda t: (t != "FLOAT32", t))
+    return {
+        "known_findings": known_findings(raw),
+        "accuracy_classes": table,
+        "class_types": types,
+        "class_ladder": LADDER,
     }
 
 

@@ -8,7 +8,8 @@ one line that says what was expected and what came back; a reader should not nee
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from dmlconform import kernels
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation import data
 from dmlconform.reference import execute
+from dmlconform.report.classes import LADDER, NONE
 from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
 from dmlconform.runner.tiers import memory_shortfall
@@ -26,6 +28,17 @@ from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
 from dmlconform.tolerance import compare as judge
 from dmlconform.tolerance import degenerate, overflow_within, ulp_distance
+from dmlconform.tolerance.terms import MODEL_ALIASES, block_length, coefficients
+
+#: The accuracy classes, tightest first (``CaseResult.accuracy_class``; report/classes.py): the
+#: tolerance models a case is judged under to say how accurate a backend is. ``default`` is the
+#: one a run requires; ``tight`` is tried on a pass, the looser ones on a failure.
+ACCURACY_LADDER = LADDER
+NO_CLASS = NONE
+#: Models that change a verdict only for these data types (others meet them as they meet default).
+MODEL_DATA_TYPES = {"fp16-statistics": ("FLOAT16",)}
+
+Rejudge = Callable[[dict[str, Any]], tuple[bool, dict[str, Any]]]
 
 
 @dataclass
@@ -42,6 +55,32 @@ class CaseResult:
     #: the backend's formatted traceback when it raised (the message names only the raising
     #: frame): saved in the reproducer's case.json and printed by replay
     traceback: str | None = None
+    #: the tolerance models (labels: :func:`model_label`) the outputs were judged under -> met
+    models: dict[str, bool] = field(default_factory=dict)
+    #: the class: the tightest model of :data:`ACCURACY_LADDER` the case meets (``none`` when it
+    #: meets none judged); None when no tolerance judged it (validation, a rejected desc)
+    accuracy_class: str | None = None
+    #: judges the same outputs under other tolerance overrides, (passed, errors) (None: nothing
+    #: compared): what an expectation's ``meets`` bound asks; held only while the case is settled
+    rejudge: Rejudge | None = field(default=None, repr=False, compare=False)
+
+    def judge_under(self, overrides: dict[str, Any]) -> tuple[bool, dict[str, Any]] | None:
+        """(passed, errors) of the outputs under ``overrides`` (remembered in :attr:`models`),
+        or None when the case compared nothing a tolerance judges."""
+        if self.rejudge is None:
+            return None
+        passed, errors = self.rejudge(overrides)
+        self.models[model_label(overrides)] = passed
+        return passed, errors
+
+
+def model_label(overrides: dict[str, Any]) -> str:
+    """How a set of tolerance overrides is named in records and messages: the model's name alone
+    (``fp16-statistics``) when that is all it sets, else ``key=value`` pairs in key order."""
+    model = overrides.get("model")
+    if model is not None and len(overrides) == 1:
+        return MODEL_ALIASES.get(str(model), str(model))
+    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
 
 
 class _Fail(Exception):
@@ -415,12 +454,102 @@ def _numeric(
     got = _execute(guard, spec, case.desc, result.inputs, result)
     ref = ref if ref is not None else _reference(case.desc, result.inputs)
     require_judged(ref, list(got), "numeric case")
+    expected = {k: ref[k] for k in got}
     passed, errors = compare(
-        spec, case.desc, got, {k: ref[k] for k in got}, result.inputs, overrides=tolerance, budgets=budgets
+        spec, case.desc, got, expected, result.inputs, overrides=tolerance, budgets=budgets
     )
     result.errors = errors
+    result.rejudge = _rejudger(spec, case.desc, got, expected, result.inputs, 1.0, (), tolerance)
+    classify(result, spec, case.desc, case.data_type, passed, tolerance)
     if not passed:
         raise _Fail(failure_message(errors))
+
+
+def _rejudger(
+    spec: Spec,
+    desc: OperatorDesc,
+    actual: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    inputs: dict[str, np.ndarray],
+    scale: float,
+    also_inputs: tuple[dict[str, np.ndarray], ...],
+    tolerance: dict | None,
+) -> Rejudge:
+    """A function judging these outputs again under other overrides (the run's, with the
+    given keys replaced): the backend runs once, whatever models the case is judged under."""
+
+    def rejudge(overrides: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        merged = {**(tolerance or {}), **overrides}
+        return compare(spec, desc, actual, expected, inputs, scale, also_inputs, merged)
+
+    return rejudge
+
+
+def classify(
+    result: CaseResult,
+    spec: Spec,
+    desc: OperatorDesc,
+    data_type: str | None,
+    passed: bool,
+    tolerance: dict | None,
+) -> None:
+    """Record which models of :data:`ACCURACY_LADDER` the outputs meet, and the case's class.
+
+    Judged only as far as the class needs: a pass under ``default`` is tried under ``tight``; a
+    failure under the looser models in turn (``fp16-statistics`` only for the data types it
+    changes) until one is met. A run whose overrides name another model records that one only."""
+    op_tolerance = spec.operator(desc.operator).tolerance or {}
+    required = str(op_tolerance.get("required", "default"))
+    asked = str((tolerance or {}).get("model", required))
+    base = MODEL_ALIASES.get(asked, asked)
+    result.models[base] = passed
+    known = set(op_tolerance.get("models") or ())
+    if base != "default" or result.rejudge is None:
+        result.accuracy_class = base if passed else None
+        return
+    at = ACCURACY_LADDER.index(base)
+    tries = ACCURACY_LADDER[:at] if passed else ACCURACY_LADDER[at + 1 :]
+    met = base if passed else NO_CLASS
+    for model in tries:
+        if model not in known or (model in MODEL_DATA_TYPES and data_type not in MODEL_DATA_TYPES[model]):
+            continue
+        if same_budgets(op_tolerance, desc, data_type, base, model, tolerance):
+            result.models[model] = passed  # the same budgets: the same verdict, nothing to judge
+            judged: tuple[bool, Any] | None = (passed, None)
+        else:
+            judged = result.judge_under({"model": model})
+        if judged is not None and judged[0]:
+            met = model
+            break
+    result.accuracy_class = met
+
+
+def same_budgets(
+    op_tolerance: dict[str, Any],
+    desc: OperatorDesc,
+    data_type: str | None,
+    a: str,
+    b: str,
+    tolerance: dict | None,
+) -> bool:
+    """Whether models ``a`` and ``b`` give every element of this desc the same budget, so that
+    one verdict serves both (the cost of the classes: ``tight`` differs from ``default`` only in
+    the threads a GPU kernel may cut a sum into, which lengthen a sequential chain past the
+    block only for sums longer than the desc's tensors here): their coefficients differ in the
+    name and ``threads`` alone, and no sum of at most the largest tensor's element count gets
+    a longer chain than one block under either."""
+    if not data_type or data_type not in (op_tolerance.get("coefficients") or {}):
+        return False
+    try:
+        ca = coefficients(op_tolerance, data_type, None, {**(tolerance or {}), "model": a})
+        cb = coefficients(op_tolerance, data_type, None, {**(tolerance or {}), "model": b})
+    except ValueError:
+        return False
+    if replace(ca, model="", threads=None) != replace(cb, model="", threads=None):
+        return False
+    n = max((t.element_count for t in desc.tensors().values()), default=0)
+    one_block = min(n, int(max(ca.block, 1.0)))
+    return block_length(ca, n) == block_length(cb, n) == one_block
 
 
 def _validation(case: Case, guard: Any, spec: Spec, result: CaseResult) -> None:
@@ -641,10 +770,11 @@ def _metamorphic(
     require_judged(ref_a, keys, what)
     require_finite(a, base, a_inputs, keys, what, ref_a)
     require_finite(b, b_desc, b_inputs, keys, what)
-    passed, errors = compare(
-        spec, base, {k: a[k] for k in keys}, {k: b[k] for k in keys}, budget_inputs, 2.0, also, tolerance
-    )
+    actual, expected = {k: a[k] for k in keys}, {k: b[k] for k in keys}
+    passed, errors = compare(spec, base, actual, expected, budget_inputs, 2.0, also, tolerance)
     result.errors = errors
+    result.rejudge = _rejudger(spec, base, actual, expected, budget_inputs, 2.0, also, tolerance)
+    classify(result, spec, base, case.data_type, passed, tolerance)
     if not passed:
         raise _Fail(failure_message(errors, what))
 

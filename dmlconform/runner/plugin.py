@@ -34,7 +34,7 @@ from dmlconform.errors import Rejected, Unsupported
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import collect, in_shard, operator_data_types, selected_operators
 from dmlconform.runner.checks import run_case
-from dmlconform.runner.expect import match
+from dmlconform.runner.expect import CaseFacts, Settled, settle
 from dmlconform.runner.lifeline import Lifeline, SigtermTrap
 from dmlconform.runner.session import (
     OpenedBackend,
@@ -293,7 +293,10 @@ class ConformanceItem(pytest.Item):
                 f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}"
             )
             raise HarnessError(self.record.message) from exc
+        settled = self.settle(session.settings.expectations, result)
         self.record = case_record(self.case, self.nodeid, result)
+        self.record.message = settled.message
+        self.record.known_finding = settled.finding
         s = session.settings
         if result.status == "failed" and s.report_dir is not None:
             try:
@@ -301,11 +304,34 @@ class ConformanceItem(pytest.Item):
                     s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance
                 )
             except OSError as exc:
-                self.record.message = f"{result.message} (reproducer not written: {exc})"
-        if result.status == "failed":
+                self.record.message = f"{settled.message} (reproducer not written: {exc})"
+        if settled.outcome in ("xfailed", "xpassed"):
+            # decided here, not at collection: a bound is judged on the outputs, and predicates
+            # such as the regime are known once the case ran
+            self.add_marker(pytest.mark.xfail(reason=self.expectation or "expected", strict=False))
+        if settled.outcome in ("failed", "xfailed"):
             raise ConformanceFailure(failure_text(self.record, session.settings, self.name))
-        if result.status == "skipped":
+        if settled.outcome == "skipped":
             pytest.skip(result.message or "skipped")
+
+    def settle(self, expectations: list[Any], result: Any) -> Settled:
+        """The case's outcome under the run's expectations (``runner.expect.settle``); sets
+        :attr:`expectation` to the reason of the one that covered it."""
+        if not expectations:
+            return Settled(result.status, result.message)
+        from dmlconform.runner.checks import failure_message
+
+        def rejudge(overrides: dict[str, Any]) -> tuple[bool, str | None] | None:
+            judged = result.judge_under(overrides)
+            if judged is None:
+                return None
+            return judged[0], None if judged[0] else failure_message(judged[1])
+
+        facts = CaseFacts.of(self.case, self.nodeid, result.regime)
+        settled = settle(expectations, facts, result.status, result.message, rejudge)
+        if settled.expectation is not None:
+            self.expectation = settled.expectation.reason
+        return settled
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, (ConformanceFailure, HarnessError)):
@@ -445,17 +471,6 @@ class ConformanceSession:
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.lifeline.write({"start": nodeid})  # the case a crash will be blamed on
-
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        exp = self.settings.expectations
-        if not exp:
-            return
-        for item in items:
-            if isinstance(item, ConformanceItem):
-                e = match(exp, item.name, item.nodeid)
-                if e is not None:
-                    item.expectation = e.reason
-                    item.add_marker(pytest.mark.xfail(reason=e.reason, strict=False))
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -742,7 +757,16 @@ class ConformanceSession:
             "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, "
             "{xfailed} xfailed, {xpassed} xpassed, {errors} errors".format(**sm)
         )
+        self.write_known_findings(tr)
         self.write_skip_reasons(tr)
+
+    def write_known_findings(self, tr: Any) -> None:
+        """The known findings the run's xfailed cases were explained by, with their counts."""
+        from dmlconform.report.classes import findings_line, known_findings
+
+        hit = known_findings(self.records.values())
+        if hit:
+            tr.write_line(f"dmlconform: known findings hit: {findings_line(hit)}")
 
     def write_skip_reasons(self, tr: Any) -> None:
         """The skipped cases, counted by reason (the ten most frequent)."""

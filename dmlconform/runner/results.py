@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform import __version__
+from dmlconform.report.classes import accuracy_classes, known_findings
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.checks import CaseResult
@@ -92,6 +93,8 @@ def case_record(case: Case, nodeid: str, result: CaseResult | None) -> CaseRecor
         elements=elements,
         errors=jsonable(r.errors) if r and r.errors else None,
         info=jsonable(r.info) if r and r.info is not None else None,
+        models=dict(r.models) if r and r.models else None,
+        accuracy_class=r.accuracy_class if r else None,
     )
 
 
@@ -286,6 +289,8 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "versions": dict(meta.versions),
         "tolerance": {"overrides": dict(meta.tolerance), "model": meta.tolerance.get("model", "strict")},
         "summary": summarize(records),
+        "known_findings": known_findings(records),
+        "accuracy_classes": accuracy_classes(records),
         "cases": records,
         "coverage": coverage(spec, meta.operators, records),
     }

@@ -198,9 +198,16 @@ OPTIONS: tuple[RunOption, ...] = (
     ),
     RunOption(
         "expect",
-        "expected failures file ('<id or glob>  # reason' per line; default: none)",
+        "known findings file, added to the backend's own (findings *.yaml, or '<id or glob>  # reason' "
+        "per line; default: none; docs/running.md)",
         metavar="FILE",
         path=True,
+    ),
+    RunOption(
+        "no-known-findings",
+        "judge without the backend's shipped known findings (dmlconform/known_findings/<backend>.yaml)",
+        type=None,
+        default=False,
     ),
     RunOption(
         "timeout",
@@ -575,7 +582,7 @@ def resolve_settings(
     whether the report directory must be writable (not asked of an xdist worker)."""
     from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import Shard
-    from dmlconform.runner.expect import ExpectError, load_expectations
+    from dmlconform.runner.expect import ExpectError, known_findings, load_expectations
     from dmlconform.specification.model import SpecError, load_spec
 
     def spelled(dest: str) -> str:
@@ -612,12 +619,16 @@ def resolve_settings(
             f"no selected operator supports {', '.join(selection.data_types)} at feature level {level} or below "
             f"(they support {have}): nothing to run"
         )
-    expectations = []
-    if values.get("expect"):
-        try:
-            expectations = load_expectations(values["expect"])
-        except ExpectError as exc:
-            raise SettingsError(str(exc)) from None
+    expectations: list[Any] = []
+    try:
+        if values.get("expect"):
+            expectations = load_expectations(values["expect"], spec)
+        if not values.get("no_known_findings"):
+            known, note = known_findings(info.name or values["backend"], info.versions, spec)
+            expectations += known
+            notes += [note] if note else []
+    except ExpectError as exc:
+        raise SettingsError(str(exc)) from None
     tolerance = {
         **(getattr(info, "tolerance", None) or {}),
         **parse_pairs(values.get("tolerance"), "tolerance override"),

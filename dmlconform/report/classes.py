@@ -1,0 +1,78 @@
+"""Accuracy classes and known findings, summed over a run's cases (docs/results-json.md).
+
+A case's class is the tightest tolerance model of :data:`LADDER` its outputs meet (the runner
+judges it under ``default``, then ``tight`` on a pass or the looser models on a failure). A
+backend's class for an operator x data type is the weakest over its cases: the tightest model
+that every one of them meets. It is declared here, in the report package, because the report and
+``report diff`` compute it from results.json without the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: The accuracy classes, tightest first; ``none``: meets none of them
+LADDER = ("tight", "default", "fp16-statistics", "lenient")
+NONE = "none"
+#: Outcomes of a case whose outputs were judged (a skipped case says nothing about accuracy)
+JUDGED = ("passed", "failed", "xfailed", "xpassed")
+
+
+def rank(cls: str) -> int:
+    """A class's place on the ladder (larger is weaker; ``none`` and unknown names weakest)."""
+    return LADDER.index(cls) if cls in LADDER else len(LADDER)
+
+
+def case_class(record: Mapping[str, Any]) -> str | None:
+    """A numeric or metamorphic case's class: its recorded one, ``none`` for a failure no model
+    judged (a rejected legal desc, a wrong shape: it meets no model), None when it says nothing."""
+    if record.get("kind") == "validation" or record.get("outcome") not in JUDGED:
+        return None
+    cls = record.get("accuracy_class")
+    if cls:
+        return str(cls)
+    return NONE if record.get("outcome") in ("failed", "xfailed") else None
+
+
+def accuracy_classes(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """{operator: {data type: class}}: per operator x data type the weakest class of its cases."""
+    table: dict[str, dict[str, str]] = {}
+    for r in records:
+        cls = case_class(r)
+        if cls is None:
+            continue
+        row = table.setdefault(str(r.get("operator") or "?"), {})
+        dt = str(r.get("data_type") or "-")
+        if dt not in row or rank(cls) > rank(row[dt]):
+            row[dt] = cls
+    return {op: dict(sorted(row.items())) for op, row in sorted(table.items())}
+
+
+def known_findings(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """{finding: cases}: how many cases each known finding explained (xfailed), most first."""
+    counts: dict[str, int] = {}
+    for r in records:
+        finding = r.get("known_finding")
+        if finding and r.get("outcome") == "xfailed":
+            counts[str(finding)] = counts.get(str(finding), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def findings_line(counts: Mapping[str, int]) -> str:
+    """``F1 (123 cases), F9 (14 cases)``."""
+    return ", ".join(f"{f} ({n} case{'s' if n != 1 else ''})" for f, n in counts.items())
+
+
+def worse_classes(
+    old: Mapping[str, Mapping[str, str]], new: Mapping[str, Mapping[str, str]]
+) -> list[tuple[str, str, str, str]]:
+    """(operator, data type, old class, new class) for every operator x data type of both runs
+    whose class got weaker."""
+    out = []
+    for op, row in new.items():
+        for dt, cls in row.items():
+            before = (old.get(op) or {}).get(dt)
+            if before is not None and rank(cls) > rank(before):
+                out.append((op, dt, before, cls))
+    return out

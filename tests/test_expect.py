@@ -1,0 +1,294 @@
+"""Expectations files: the findings (YAML) format's predicates and bounds, the case-id format,
+the outcome a covered case settles to, and the accuracy classes summed from records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dmlconform.report.classes import accuracy_classes, findings_line, known_findings, worse_classes
+from dmlconform.runner.expect import (
+    CaseFacts,
+    ExpectError,
+    known_findings_file,
+    load_expectations,
+    parse_expectations,
+    parse_findings,
+    settle,
+)
+
+
+def facts(**kw: Any) -> CaseFacts:
+    base: dict[str, Any] = {
+        "id": "numeric[LOCAL_RESPONSE_NORMALIZATION_GRAD-6_4-FLOAT32-0003]",
+        "kind": "numeric",
+        "operator": "LOCAL_RESPONSE_NORMALIZATION_GRAD",
+        "level": "6_4",
+        "data_type": "FLOAT32",
+        "regime": "standard_normal",
+        "reduction_length": 3,
+        "members": {"LocalSize": 4, "CrossChannel": True, "Alpha": 0.5},
+    }
+    base.update(kw)
+    return CaseFacts(**base)
+
+
+def one(text: str) -> Any:
+    (bound,) = parse_findings(text, "f.yaml")
+    return bound
+
+
+@given(local_size=st.integers(1, 64), data_type=st.sampled_from(["FLOAT32", "FLOAT16"]))
+@settings(max_examples=60, deadline=None)
+def test_member_parity_and_short_operator_name(local_size: int, data_type: str) -> None:
+    bound = one(
+        "findings:\n  - {id: F9, reason: even window, when: {operator: LRNG, LocalSize: even}, fails: true}\n"
+    )
+    f = facts(members={"LocalSize": local_size}, data_type=data_type)
+    assert bound.covers(f) == (local_size % 2 == 0)
+    assert not bound.covers(facts(operator="LOCAL_RESPONSE_NORMALIZATION", members={"LocalSize": 2}))
+
+
+@given(n=st.integers(1, 1 << 22))
+@settings(max_examples=80, deadline=None)
+def test_reduction_length_range_is_inclusive(n: int) -> None:
+    bound = one(
+        "findings:\n"
+        "  - id: F2\n    reason: long sums\n"
+        "    when: {data_type: FLOAT32, reduction_length: {min: 65535, max: 1048576}}\n"
+        "    meets: lenient\n"
+    )
+    assert bound.covers(facts(reduction_length=n)) == (65535 <= n <= 1048576)
+
+
+def test_every_predicate_must_hold_and_a_list_of_mappings_is_any_of() -> None:
+    bound = one(
+        "findings:\n"
+        "  - id: F12\n    reason: refused\n    fails: true\n"
+        "    when:\n"
+        "      - {operator: LP, P: 1}\n"
+        "      - {operator: LP, P: 2, reduction_length: 1}\n"
+    )
+    lp = {"operator": "LP_NORMALIZATION", "id": "numeric[LP_NORMALIZATION-6_4-FLOAT32-0000]"}
+    assert bound.covers(facts(**lp, members={"P": 1}, reduction_length=7))
+    assert bound.covers(facts(**lp, members={"P": 2}, reduction_length=1))
+    assert not bound.covers(facts(**lp, members={"P": 2}, reduction_length=7))
+    assert not bound.covers(facts(members={"P": 1}))  # another operator
+
+
+def test_case_fields_levels_relations_and_presence() -> None:
+    bound = one(
+        "findings:\n"
+        "  - id: F5\n    reason: one-element MVN1 NaN\n    fails: true\n"
+        "    when: {kind: metamorphic, feature_level: {min: '6_0'}, relation: output-is-mvn1-over-scale-ones,\n"
+        "           reduction_length: 1, ScaleTensor: absent}\n"
+    )
+    f = facts(
+        kind="metamorphic",
+        operator="BATCH_NORMALIZATION_TRAINING",
+        relation="output-is-mvn1-over-scale-ones",
+        reduction_length=1,
+        members={},
+    )
+    assert bound.covers(f)
+    assert not bound.covers(facts(**{**f.__dict__, "level": "5_1"}))
+    assert not bound.covers(facts(**{**f.__dict__, "members": {"ScaleTensor": object()}}))
+    assert not bound.covers(facts(**{**f.__dict__, "reduction_length": 2}))
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("findings:\n  - id: F1\n    when: {data_type: FLOAT16}\n    meets: default\n", 2, "has no reason"),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when: {data_type: FLOAT16}\n    fails: true\n",
+            4,
+            "would hide any regression",
+        ),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when: {operator: LRNG}\n    fails: true\n",
+            4,
+            "whole operators",
+        ),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when:\n      data_type: FLOAT16\n      Nope: 1\n    meets: default\n",
+            6,
+            "Nope: not a case field",
+        ),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when: {operator: NOT_AN_OP, P: 1}\n    fails: true\n",
+            4,
+            "operator",
+        ),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when: {data_type: FLOAT16}\n    meets: no-such-model\n",
+            5,
+            "unknown tolerance model 'no-such-model'",
+        ),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when: {data_type: FLOAT16}\n    meets: default\n    fails: true\n",
+            2,
+            "either 'fails: true'",
+        ),
+        (
+            "findings:\n  - id: F1\n    reason: r\n    when: {feature_level: 6_4, P: 1}\n    fails: true\n",
+            4,
+            "quoted string",
+        ),
+        ("findings:\n  - id: F1\n    reason: r\n  when: x\n", 4, "not valid YAML"),
+    ],
+)
+def test_a_bad_findings_file_is_one_line_with_file_and_line(text: str, line: int, message: str) -> None:
+    with pytest.raises(ExpectError) as info:
+        parse_findings(text, "bad.yaml")
+    text_of = str(info.value)
+    assert text_of.startswith(f"bad.yaml:{line}: "), text_of
+    assert message in text_of and "\n" not in text_of
+
+
+def test_meets_rejudges_both_ways() -> None:
+    bound = one(
+        "findings:\n  - {id: F1, reason: stats, when: {data_type: FLOAT16}, meets: fp16-statistics}\n"
+    )
+    f16 = facts(data_type="FLOAT16")
+    asked: list[dict[str, Any]] = []
+
+    def within(overrides: dict[str, Any]) -> tuple[bool, str | None]:
+        asked.append(overrides)
+        return True, None
+
+    s = settle([bound], f16, "failed", "abs error 0.01 > budget 0.001", within)
+    assert (s.outcome, s.finding) == ("xfailed", "F1") and asked == [{"model": "fp16-statistics"}]
+    assert "within F1's bound" in str(s.message)
+
+    s = settle([bound], f16, "failed", "abs error 9 > budget 0.001", lambda o: (False, "abs error 9 > 0.002"))
+    assert s.outcome == "failed" and s.finding is None
+    assert "outside F1's bound" in str(s.message) and "fp16-statistics" in str(s.message)
+
+    s = settle([bound], f16, "failed", "backend rejected a legal desc", lambda o: None)
+    assert s.outcome == "failed" and "judges no outputs" in str(s.message)
+    # a pass under a bound is a pass, not a stale expectation; an uncovered case is untouched
+    assert settle([bound], f16, "passed", None, within).outcome == "passed"
+    assert settle([bound], facts(), "failed", "m", within).outcome == "failed"
+
+
+def test_fails_with_a_message_bound_and_first_explaining_wins() -> None:
+    found = parse_findings(
+        "findings:\n"
+        "  - {id: F12, reason: refused, when: {operator: LP, P: 1}, fails: true, message: rejected a legal desc}\n"
+        "  - {id: F1, reason: stats, when: {data_type: FLOAT16}, meets: fp16-statistics}\n",
+        "f.yaml",
+    )
+    lp = facts(operator="LP_NORMALIZATION", data_type="FLOAT16", members={"P": 1})
+    refused = settle(
+        found, lp, "failed", "backend rejected a legal desc: E_INVALIDARG", lambda o: (False, "x")
+    )
+    assert (refused.outcome, refused.finding) == ("xfailed", "F12")
+    wrong = settle(found, lp, "failed", "abs error 3 > budget 1", lambda o: (True, None))
+    assert (wrong.outcome, wrong.finding) == ("xfailed", "F1")  # F12 does not explain it, F1 does
+    worse = settle(found, lp, "failed", "abs error 3 > budget 1", lambda o: (False, "still 3"))
+    assert (
+        worse.outcome == "failed"
+        and "not F12's" in str(worse.message)
+        and "outside F1's" in str(worse.message)
+    )
+    # a pass under an entry bounded by its message is a pass (how its cases fail when they do);
+    # under a plain ``fails`` entry it is xpassed: the entry may be stale
+    assert settle(found, lp, "passed", None).outcome == "passed"
+    plain = parse_findings(
+        "findings:\n  - {id: F9, reason: even window, when: {operator: LRNG, LocalSize: even}, fails: true}\n"
+    )
+    assert settle(plain, facts(), "passed", None).outcome == "xpassed"
+
+
+def test_case_id_format_still_works_and_names_its_finding(tmp_path: Path) -> None:
+    path = tmp_path / "expect.txt"
+    path.write_text("numeric[LOCAL_RESPONSE_NORMALIZATION_GRAD-*]  # F9: even window\n")
+    (e,) = load_expectations(path)
+    assert e.finding == "F9" and e.where == f"{path}:1"
+    s = settle([e], facts(), "failed", "anything at all")
+    assert (s.outcome, s.finding) == ("xfailed", "F9")
+    with pytest.raises(ExpectError, match=r"expect\.txt:1: this is the findings \(YAML\) format"):
+        parse_expectations("findings:\n", f"{tmp_path}/expect.txt")
+
+
+def test_shipped_findings_files_load_against_the_spec() -> None:
+    for backend in ("directml", "torch", "onnxruntime"):
+        path = known_findings_file(backend)
+        assert path is not None and path.parent.name == "known_findings"
+        found = load_expectations(path)
+        assert found and all(b.reason and b.finding for b in found)
+    assert known_findings_file("numpy") is None
+    assert known_findings_file("../etc/passwd") is None
+
+
+def test_accuracy_class_is_the_weakest_of_an_operator_x_data_type() -> None:
+    def rec(op: str, dt: str, outcome: str, cls: str | None, kind: str = "numeric") -> dict[str, Any]:
+        return {"operator": op, "data_type": dt, "outcome": outcome, "accuracy_class": cls, "kind": kind}
+
+    records = [
+        rec("MVN", "FLOAT32", "passed", "tight"),
+        rec("MVN", "FLOAT32", "passed", "default"),
+        rec("MVN", "FLOAT16", "passed", "tight"),
+        rec("MVN", "FLOAT16", "xfailed", "fp16-statistics"),
+        rec("LP", "FLOAT32", "passed", "tight"),
+        rec("LP", "FLOAT32", "failed", None),  # a rejected desc meets no model
+        rec("LRN", "FLOAT32", "skipped", None),
+        rec("LRN", "FLOAT32", "passed", None, kind="validation"),
+    ]
+    table = accuracy_classes(records)
+    assert table == {"LP": {"FLOAT32": "none"}, "MVN": {"FLOAT16": "fp16-statistics", "FLOAT32": "default"}}
+    old = {"MVN": {"FLOAT32": "tight", "FLOAT16": "fp16-statistics"}, "LP": {"FLOAT32": "none"}}
+    assert worse_classes(old, table) == [("MVN", "FLOAT32", "tight", "default")]
+    assert worse_classes(table, old) == []
+
+
+def test_known_findings_counts_only_xfailed_cases() -> None:
+    records = [
+        {"outcome": "xfailed", "known_finding": "F1"},
+        {"outcome": "xfailed", "known_finding": "F1"},
+        {"outcome": "xfailed", "known_finding": "F9"},
+        {"outcome": "failed", "known_finding": None},
+        {"outcome": "xpassed", "known_finding": None},
+    ]
+    counts = known_findings(records)
+    assert counts == {"F1": 2, "F9": 1}
+    assert findings_line(counts) == "F1 (2 cases), F9 (1 case)"
+
+
+@pytest.mark.parametrize(("n", "same"), [(2 * 3 * 17, True), (8192, True), (8192 * 4 + 5, False)])
+def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: int, same: bool) -> None:
+    """The classes judge ``tight`` again only where its budgets can differ from ``default``'s:
+    checked against the budgets the tolerance model computes under each."""
+    import numpy as np
+
+    from dmlconform import execute, kernels
+    from dmlconform.generation.data import make_inputs
+    from dmlconform.runner.checks import same_budgets
+    from dmlconform.specification.desc import parse_desc
+    from dmlconform.specification.model import load_spec
+
+    spec = load_spec()
+    desc = parse_desc(
+        {
+            "type": "MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {
+                "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, n]},
+                "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 1, n]},
+                "AxisCount": 1, "Axes": [3], "NormalizeVariance": True, "Epsilon": 1e-5,
+            },
+        }
+    )  # fmt: skip
+    tol = spec.operator(desc.operator).tolerance
+    assert same_budgets(tol, desc, "FLOAT32", "default", "tight", {}) == same
+    inputs = dict(make_inputs(desc, "large_offset", 7))
+    ref = execute(desc, inputs)
+    model = kernels.resolve(kernels.kernel_of(desc, spec).budgets)
+    budgets = [
+        model(desc, ref, inputs, spec, {"model": m}).by_member["OutputTensor"] for m in ("default", "tight")
+    ]
+    assert np.array_equal(*budgets) == same
