@@ -22,7 +22,8 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from dmlconform.report.classes import LADDER, accuracy_classes, known_findings
+from dmlconform.report.classes import LADDER, accuracy_classes
+from dmlconform.report.classes import known_findings as finding_counts
 from dmlconform.report.model import (
     FAILING,
     NOTABLE,
@@ -1119,7 +1120,7 @@ def classes_context(results: Results) -> dict[str, Any]:
     table = accuracy_classes(raw)
     types = sorted({dt for row in table.values() for dt in row}, key=lambda t: (t != "FLOAT32", t))
     return {
-        "known_findings": known_findings(raw),
+        "known_findings": finding_counts(raw),
         "accuracy_classes": table,
         "class_types": types,
         "class_ladder": LADDER,
