@@ -168,11 +168,9 @@ def test_run_help_leads_to_the_expectations_and_the_broken_backends() -> None:
     from dmlconform.backends.base import load_backend
 
     text = " ".join(dict(PARSERS)["dmlconform run"].format_help().split())
-    assert "examples/expect-*.txt" in text
-    assert {p.name for p in (REPO / "examples").glob("expect-*.txt")} >= {
-        "expect-onnxruntime.txt",
-        "expect-torch.txt",
-    }
+    for named_file in re.findall(r"(?:examples|dmlconform/known_findings)/[\w.*-]+", text):
+        assert list(REPO.glob(named_file)), named_file  # every file the help names exists
+    assert "dmlconform/known_findings/*.yaml" in text and "--no-known-findings" in text
     named = re.search(r"--backend (dmlconform\.backends\.broken:\w+)", text)
     assert named, text
     assert load_backend(named.group(1)).name.startswith("broken:")  # the named one loads as shown

@@ -21,9 +21,10 @@ from dmlconform.runner.session import pytest_argv as session_pytest_argv
 
 #: Where a user goes next from ``run --help``: the expectations files and the broken backends.
 EPILOG = (
-    "Known failures: --expect FILE marks cases expected to fail ('<id or glob>  # reason' per line); "
-    "the known findings of the built-in backends are the examples/expect-*.txt files of the source "
-    "tree (expect-onnxruntime.txt, expect-torch.txt, expect-directml-*.txt), and docs/running.md "
+    "Known findings: each built-in backend's apply by default (dmlconform/known_findings/*.yaml: each "
+    "bounds its cases by desc predicates and a tolerance model they must still meet, or says they "
+    "fail); --expect FILE adds yours (examples/expect-example.yaml, or the one-glob-per-line "
+    "examples/expect-example.txt), --no-known-findings judges without them; docs/running.md "
     "describes the format. To watch the suite catch a bug: --backend "
     "dmlconform.backends.broken:UnbiasedVariance, or any class of dmlconform/backends/broken.py, each "
     "the numpy backend with one bug real implementations have had (its docstring says which cases "
