@@ -51,6 +51,12 @@ from typing import Any
 
 import yaml
 
+from dmlconform.generation.data import REGIMES
+from dmlconform.runner.cases import apply_when
+from dmlconform.runner.tiers import elements_and_length
+from dmlconform.specification.model import UnknownLevel, UnknownOperator, load_spec
+from dmlconform.tolerance import coefficients
+
 
 class ExpectError(ValueError):
     """An expectations file that cannot be used (``path:line: message``)."""
@@ -92,8 +98,6 @@ class CaseFacts:
     @classmethod
     def of(cls, case: Any, nodeid: str = "", regime: str | None = None) -> CaseFacts:
         """The facts of a ``runner.cases.Case`` (``regime``: the one its inputs came from)."""
-        from dmlconform.runner.cases import apply_when
-        from dmlconform.runner.tiers import elements_and_length
 
         ran = apply_when(case.desc, case.relation) if case.relation else case.desc
         length = elements_and_length(ran)[1] if case.kind != "validation" else None
@@ -447,7 +451,6 @@ def _read_findings(text: str, source: str) -> Any:
 
 def parse_findings(text: str, source: str = "<findings>", spec: Any = None) -> list[Bound]:
     """The findings format (see the module's docstring); :class:`ExpectError` with file:line."""
-    from dmlconform.specification.model import load_spec
 
     spec = spec or load_spec()
     doc = _read_findings(text, source)
@@ -552,8 +555,6 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
         elif key == "expected":
             cond[key] = Test("any_of", _names(value, {"legal", "illegal"}, key, bad))
         elif key == "regime":
-            from dmlconform.generation.data import REGIMES
-
             cond[key] = Test("any_of", _names(value, set(REGIMES), key, bad))
         elif key == "feature_level":
             cond[key] = _level_test(value, spec, bad)
@@ -574,7 +575,6 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
 
 
 def _operators(value: Any, spec: Any, bad: Callable[[str, str], ExpectError]) -> list[Any]:
-    from dmlconform.specification.model import UnknownOperator
 
     names = value if isinstance(value, list) else [value]
     out = []
@@ -599,7 +599,6 @@ def _names(value: Any, known: set[str], key: str, bad: Callable[[str, str], Expe
 
 
 def _level_test(value: Any, spec: Any, bad: Callable[[str, str], ExpectError]) -> Test:
-    from dmlconform.specification.model import UnknownLevel
 
     def level(v: Any) -> str:
         if not isinstance(v, str):
@@ -647,7 +646,6 @@ def _meets(
 ) -> dict[str, Any]:
     """The tolerance overrides of ``meets`` (a model name, or overrides such as {model: default,
     ulp_scale: 16}), checked against every covered operator's tolerance section."""
-    from dmlconform.tolerance import coefficients
 
     if isinstance(value, str) and value.strip():
         overrides: dict[str, Any] = {"model": value.strip()}

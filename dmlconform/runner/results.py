@@ -287,7 +287,7 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "selection": jsonable(meta.selection),
         "spec_hash": meta.spec_hash,
         "versions": dict(meta.versions),
-        "tolerance": {"overrides": dict(meta.tolerance), "model": meta.tolerance.get("model", "strict")},
+        "tolerance": {"overrides": dict(meta.tolerance), "model": meta.tolerance.get("model", "default")},
         "summary": summarize(records),
         "known_findings": known_findings(records),
         "accuracy_classes": accuracy_classes(records),
