@@ -16,8 +16,6 @@ and the regime cannot claim exactness its data does not have.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 #: below this many elements the test runs in numpy: a small run does not load numba for it
@@ -32,27 +30,25 @@ def _lowest_bit_exponents(v: np.ndarray) -> np.ndarray:
 
 
 def _exact_rows_numpy(rows: np.ndarray, limit: float) -> np.ndarray:
-    """``exact_kernels.exact_rows`` in numpy (small inputs)."""
+    """``exact_kernels.exact_rows`` in numpy, vectorized over rows (small inputs)."""
     n = rows.shape[1]
-    out = np.zeros(rows.shape[0], bool)
-    for k, row in enumerate(rows):
-        if not np.isfinite(row).all():
-            continue
-        nonzero = row[row != 0]
-        if nonzero.size == 0:
-            out[k] = True
-            continue
-        ints = row * 2.0 ** -int(_lowest_bit_exponents(nonzero).min())
-        total = float(ints.sum())
-        if float(np.abs(ints).sum()) > limit:
-            continue
-        g = math.gcd(int(abs(total)), n)
-        r = n // g
-        centre = total / g
-        if r & (r - 1) or abs(centre) > limit:
-            continue
-        out[k] = float(np.sum((ints * r - centre) ** 2)) <= limit
-    return out
+    finite = np.isfinite(rows).all(axis=1)
+    clean = np.where(np.isfinite(rows), rows, 0.0)
+    nonzero = clean != 0
+    low = np.where(nonzero, _lowest_bit_exponents(np.where(nonzero, clean, 1.0)), np.iinfo(np.int64).max)
+    q = low.min(axis=1)
+    empty = ~nonzero.any(axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ints = clean * np.ldexp(1.0, np.where(empty, 0, -q).astype(np.int64))[:, None]
+        total = ints.sum(axis=1)
+        within = np.abs(ints).sum(axis=1) <= limit
+        g = np.gcd(np.where(within, np.abs(total), 0).astype(np.int64), n)
+        r = n // np.maximum(g, 1)
+        centre = np.where(within, total / np.maximum(g, 1), 0.0)
+        squares = ((ints * r[:, None] - centre[:, None]) ** 2).sum(axis=1)
+    power = (r & (r - 1)) == 0
+    exact = within & power & (np.abs(centre) <= limit) & (squares <= limit)
+    return finite & (empty | exact)
 
 
 def exact_slices(rows: np.ndarray, u: float) -> np.ndarray:
