@@ -203,7 +203,7 @@ def exact_where_summed_exactly(
     what is left is the division by n (or a product with its rounded reciprocal) and a running
     mean's rounding (Welford), each growth term 1. A coarser working precision than float32 has
     no such guarantee."""
-    if not summed(co) or ss.exact is None or u > UNIT_ROUNDOFF["FLOAT32"] or not np.any(ss.exact):
+    if not exact_applies(ss, co, u):
         return st
     mean, var = np.abs(ss.mean), ss.var
     # the division of an exact sum by n; a spread term for a kernel that scales each term by 1 / n
@@ -211,6 +211,12 @@ def exact_where_summed_exactly(
     e_mean = co.mean * u * (mean + np.sqrt(var))
     e_var = co.variance * u * (variance_rounds(ss, n) * var + mean * np.sqrt(var)) + e_mean**2
     return StatisticsErrors(np.where(ss.exact, e_mean, st.e_mean), np.where(ss.exact, e_var, st.e_var))
+
+
+def exact_applies(ss: SliceStatistics, co: Coefficients, u: float) -> bool:
+    """Some slice is summed exactly (``ss.exact``), in float32 or finer, under a model that admits
+    sums only: where the exact-slice terms replace the growth terms."""
+    return summed(co) and u <= UNIT_ROUNDOFF["FLOAT32"] and ss.exact is not None and bool(np.any(ss.exact))
 
 
 def summed(co: Coefficients) -> bool:
@@ -258,16 +264,17 @@ def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> Stati
     return StatisticsErrors(e_mean, e_var)
 
 
-def on_grid(plan: Plan, y: np.ndarray, ss: SliceStatistics, out_dtype: np.dtype) -> np.ndarray | None:
+def on_grid(plan: Plan, y: np.ndarray, exact: np.ndarray | None, out_dtype: np.dtype) -> np.ndarray | None:
     """Slices (keepdims) summed exactly whose outputs y (float64, before rounding; no activation)
     lie within 1/16 of an ULP of a number of the output type: where a sound implementation's steps
-    are exact, it returns those numbers, and its small errors round back to them."""
-    if ss.exact is None or not np.any(ss.exact) or plan.activation not in (None, "ACTIVATION_IDENTITY"):
+    are exact, it returns those numbers, and its small errors round back to them. ``exact``: the
+    slices summed exactly, keepdims."""
+    if exact is None or not np.any(exact) or plan.activation not in (None, "ACTIVATION_IDENTITY"):
         return None
     with np.errstate(invalid="ignore", over="ignore"):
         rounded = y.astype(out_dtype).astype(np.float64)
         close = np.abs(y - rounded) <= ulp_of(rounded, out_dtype) / 16.0
-    return ss.exact & np.all(close, axis=plan.axes, keepdims=True)
+    return exact & np.all(close, axis=plan.axes, keepdims=True)
 
 
 def grid_slices(
@@ -283,8 +290,7 @@ def grid_slices(
         z = (x - mean) / sd if plan.normalize_variance else x - mean
         y = as_f64(inputs, plan.scale, 1.0) * z + as_f64(inputs, plan.bias, 0.0)
         y = y + as_f64(inputs, plan.fused_add, 0.0)
-    exact = np.reshape(ss.exact, np.shape(mean))
-    grid = on_grid(plan, y, SliceStatistics(mean, sd, sd, sd, exact), out_dtype)
+    grid = on_grid(plan, y, np.reshape(ss.exact, np.shape(mean)), out_dtype)
     return None if grid is None else np.ravel(grid)
 
 
@@ -307,7 +313,7 @@ def divisor_error(
     if not plan.normalize_variance:
         return np.zeros_like(ss.var)
     steps = co.pointwise * u
-    if summed(co) and ss.exact is not None and u <= UNIT_ROUNDOFF["FLOAT32"] and np.any(ss.exact):
+    if exact_applies(ss, co, u):
         counted = exact_divisor_rounding(plan, ss, plan.reduction_length, co, u)
         steps = np.where(ss.exact, np.minimum(counted, steps), steps)
     return st.e_var / (2.0 * (ss.var + plan.epsilon)) + steps
@@ -449,7 +455,7 @@ def budgets(
         residual,
         rounding,
         straddles,
-        on_grid(plan, y, ss, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)),
+        on_grid(plan, y, ss.exact, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)),
     )
     stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, overrides, u)
     result.update(stats_budgets)
