@@ -108,6 +108,13 @@ def _corpus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--illegal", type=int, default=6, metavar="N", help="illegal descs per level and rule (default 6)"
     )
+    p.add_argument(
+        "--edges",
+        type=int,
+        default=1,
+        metavar="N",
+        help="legal descs per level and data type whose every rule edge is a probe (default 1; 0: none)",
+    )
 
 
 def _err(verb: str, message: str) -> int:
@@ -140,7 +147,7 @@ def run_accept(args: argparse.Namespace) -> int:
     except KeyError as exc:
         return _err("accept", str(exc).strip("'\""))
     spec = load_spec()
-    settings = acc.Settings(seed=args.seed, legal=args.legal, illegal=args.illegal)
+    settings = acc.Settings(seed=args.seed, legal=args.legal, illegal=args.illegal, edges=args.edges)
     start = time.monotonic()
     probes = acc.corpus(spec, settings)
     print(f"corpus: {len(probes)} probes (seed {args.seed}) in {time.monotonic() - start:.1f} s")
@@ -209,6 +216,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         seed=args.seed,
         legal=args.legal,
         illegal=args.illegal,
+        edges=args.edges,
         tier=args.tier,
         wave_ops=WAVE_OPS if args.wave_ops == "both" else (args.wave_ops,),
     )

@@ -28,7 +28,10 @@ def register(sub: Any) -> None:
         help="write generated legal or illegal desc files (and inputs)",
         description="Write desc files made by the seeded generators (the same command line writes the "
         "same files): legal descs built from the support tables and rules, or with --illegal descs "
-        "that each break exactly one rule (named in the file name and its first line). Exit status: "
+        "that each break exactly one rule (named in the file name and its first line), or with --edges "
+        "the whole edge corpus: every legal desc at the edge of a rule (a range's end, the least and "
+        "largest alignment and buffer, unusual strides, NaN and infinite scalars, 2^32 - 1 elements) "
+        "made from --count legal descs per data type. Exit status: "
         "0 written, 2 unusable input (unknown operator, level or regime, an --out that is a file or "
         "cannot be written).",
     )
@@ -36,8 +39,21 @@ def register(sub: Any) -> None:
     p.add_argument(
         "-l", "--feature-level", required=True, metavar="FL", help="e.g. 5_2 or DML_FEATURE_LEVEL_5_2"
     )
-    p.add_argument("--illegal", action="store_true", help="descs that break exactly one rule each")
-    p.add_argument("--count", "-n", type=int, default=20, metavar="N", help="how many descs (default 20)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--illegal", action="store_true", help="descs that break exactly one rule each")
+    kind.add_argument(
+        "--edges",
+        action="store_true",
+        help="the edge corpus: legal descs at each rule's edge (--count bases)",
+    )
+    p.add_argument(
+        "--count",
+        "-n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how many descs (default 20); with --edges, legal descs per data type to take edges of (default 1)",
+    )
     p.add_argument("--seed", type=int, default=0, metavar="S", help="generator seed (default 0)")
     p.add_argument("--with-data", action="store_true", help="also write inputs as <name>.npz (legal descs)")
     p.add_argument(
@@ -50,6 +66,11 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--out", required=True, metavar="DIR", help="directory to write (created if absent)")
     add_spec_dir(p)
     p.set_defaults(run=run)
+
+
+def _slug(rule: str) -> str:
+    """A rule id (or ``member:Epsilon``) as a file-name part."""
+    return rule.replace(":", "-")
 
 
 def _error(message: str) -> int:
@@ -69,12 +90,14 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(exc))
     except KeyError as exc:
         return _error(str(exc.args[0]) if exc.args else str(exc))
+    if args.count is None:
+        args.count = 1 if args.edges else 20
     if args.count < 0:
         return _error("--count must be >= 0")
     if args.regime is not None and args.regime not in data.REGIMES:
         return _error(f"unknown regime {args.regime!r} (known: {', '.join(data.REGIMES)})")
-    if args.illegal and args.with_data:
-        return _error("--with-data applies to legal descs only")
+    if (args.illegal or args.edges) and args.with_data:
+        return _error("--with-data applies to legal descs only (not to --illegal or --edges)")
     out = Path(args.out)
     problem = directory_problem(out, "--out")
     if problem:
@@ -85,6 +108,17 @@ def run(args: argparse.Namespace) -> int:
         items = (
             (d, f"# expect: illegal rule={rule}\n", f"{stem}_{level.name}_{i:04d}_illegal_{rule}")
             for i, (d, rule) in enumerate(generate.illegal_descs(op.name, level, args.seed, args.count, spec))
+        )
+    elif args.edges:
+        from dmlconform.generation.edges import edge_corpus
+
+        items = (
+            (
+                e.desc,
+                f"# expect: legal edge={e.rule}: {e.label}\n",
+                f"{stem}_{level.name}_{i:04d}_edge_{_slug(e.rule)}",
+            )
+            for i, e in enumerate(edge_corpus(op.name, level, spec, args.seed, max(args.count, 1)))
         )
     else:
         items = (
@@ -103,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 continue
             np.savez(out / f"{name}.npz", **data.make_inputs(desc, regime, args.seed, spec))
             inputs += 1
-    kind = "illegal" if args.illegal else "legal"
+    kind = "illegal" if args.illegal else "edge" if args.edges else "legal"
     extra = f" and {inputs} input files" if args.with_data else ""
     if args.illegal and written == 0 and args.count:
         print(f"no rule of {op.name} can be broken alone at {level.name}", file=sys.stderr)

@@ -729,18 +729,24 @@ def legal_descs(
     dtype: str | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     max_elements: int = DEFAULT_MAX_ELEMENTS,
+    edge_rate: float = 0.0,
 ) -> Iterator[OperatorDesc]:
     """``count`` descs legal at ``level``, the same sequence for the same arguments in any
     process. Keyed choices (dtype, rank, activation, presence, layouts...) cycle, so a handful of
     descs already spans the classes. Yields nothing below the operator's introduction level,
-    where no desc is legal."""
+    where no desc is legal. ``edge_rate``: the share replaced by an edge of one of their rules
+    (``dmlconform.generation.edges``; for descs that are only validated, never computed: an
+    edge may carry a NaN Epsilon or 2^32 - 1 elements)."""
+    from dmlconform.generation.edges import EdgeDrawer  # edges builds on this module
+
     model = model_for(operator, level, spec)
     if not model.available:
         return
     opts = Options(dtype=dtype, max_size=max_size, max_elements=max_elements)
     ch = seeded_chooser(model.op.name, model.level.name, seed, "legal")
+    edge = EdgeDrawer(model, edge_rate)
     for _ in range(count):
-        yield build_legal(model, ch, opts)
+        yield edge(build_legal(model, ch, opts), ch)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1386,16 +1392,38 @@ def _flags_why(model: Model, rule: Rule) -> str | None:
 
 
 def _t_short_span(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
-    """An output packed but for its outermost dimension of size above 1, which is broadcast
-    (stride 0) or steps one to a few slots short of the rest: it spans fewer slots than it has
-    elements. Its TotalTensorSizeInBytes, if stated, still covers it (the span only shrinks)."""
+    """An output packed but for its outermost dimension of size above 1, which steps one to a
+    few slots short of the rest: it spans fewer slots than it has elements while its strides stay
+    non-zero and distinct (tensor-output-distinct-strides holds). Its TotalTensorSizeInBytes, if
+    stated, still covers it (the span only shrinks)."""
     big = [d for d, n in enumerate(t.sizes) if n > 1]
     if not big:
         return None
     st = list(packed_strides(t.sizes))
     d = big[0]
-    st[d] = ch.choice((0, max(st[d] - ch.integer(1, 3), 0)), key="short:stride")
+    taken = {st[k] for k in big if k != d}
+    shorter = [s for s in range(max(st[d] - 3, 1), st[d]) if s not in taken]
+    if not shorter:
+        return None
+    st[d] = ch.choice(shorter, key="short:stride")
     return t.replace(strides=tuple(st))
+
+
+def _t_repeated_stride(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser) -> TensorDesc | None:
+    """An output whose innermost dimension of size above 1 takes the stride of the outermost one
+    (repeated) or 0 while the outermost grows to keep the span: it holds every element, so only
+    the distinct-strides rule is broken."""
+    big = [d for d, n in enumerate(t.sizes) if n > 1]
+    if len(big) < 2:
+        return None
+    st = list(packed_strides(t.sizes))
+    outer, inner = big[0], big[-1]
+    if ch.boolean():
+        st[inner] = st[outer]  # the span only grows
+    else:
+        st[outer] += -(-(t.sizes[inner] - 1) * st[inner] // (t.sizes[outer] - 1))
+        st[inner] = 0
+    return t.replace(strides=tuple(st), total_tensor_size_in_bytes=None)
 
 
 # activation kinds -----------------------------------------------------------------------------
@@ -1533,6 +1561,11 @@ BREAKERS: dict[str, Breaker] = {
     ),
     "tensor_output_span": Breaker(
         _outputs_why, _no_overrides, _tensor_mutator(_t_short_span, lambda model, n: n not in model.inputs)
+    ),
+    "tensor_output_distinct_strides": Breaker(
+        _outputs_why,
+        _no_overrides,
+        _tensor_mutator(_t_repeated_stride, lambda model, n: n not in model.inputs),
     ),
     "activation_fusable": Breaker(_has_activation, _activation_plan, _set_activation(_fusable_mutate)),
     "activation_available": Breaker(

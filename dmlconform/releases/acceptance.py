@@ -10,6 +10,12 @@ whatever level a desc was generated at: a desc is judged against the spec *at th
 maximum feature level* (DirectML validates at the level it implements), so the descs generated
 above a release's level are the evidence for the level-bound rules (``matrix.availability``).
 
+The edge corpus (``dmlconform.generation.edges``) adds, per operator and level, every legal desc
+at the edge of a rule made from one legal desc per data type: alignments of 16 and 2^31, stated
+buffer sizes at their least and largest, outputs with permuted, overlapping or size-1 zero
+strides, inputs read through zero or repeated strides, NaN and infinite Epsilons, 2^32 - 1
+elements. It found F17 (an output's repeated strides), which no generated legal desc carried.
+
 The corpus is a pure function of (spec, seed, counts): a probe's id names its operator, level,
 kind, rule or data type and index, and the answers file keeps only ids and verdicts, so the
 descs are re-made from the settings rather than stored ten times over.
@@ -33,6 +39,7 @@ from dmlconform.backends.directml.backend import DirectMLBackend
 from dmlconform.backends.directml.client import RunnerError
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation import descs as generate
+from dmlconform.generation.edges import edge_corpus
 from dmlconform.runner.cases import input_data_type, operator_data_types
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
@@ -48,15 +55,17 @@ FORMAT = 1
 
 @dataclass(frozen=True)
 class Settings:
-    """What the corpus is made of: per level, ``legal`` descs per data type and ``illegal``
-    descs per breakable rule, from generator seed ``seed``."""
+    """What the corpus is made of: per level, ``legal`` descs per data type, ``illegal`` descs
+    per breakable rule, and the edge corpus of ``edges`` descs per data type, from generator seed
+    ``seed``. (Answers files written before ``edges`` existed read as ``edges: 0``.)"""
 
     seed: int = 0
     legal: int = 12
     illegal: int = 6
+    edges: int = 1  # legal descs per data type whose every rule edge is a probe (0: none)
 
     def to_json(self) -> dict[str, int]:
-        return {"seed": self.seed, "legal": self.legal, "illegal": self.illegal}
+        return {"seed": self.seed, "legal": self.legal, "illegal": self.illegal, "edges": self.edges}
 
 
 @dataclass(frozen=True)
@@ -66,8 +75,8 @@ class Probe:
     id: str
     operator: str
     level: str
-    kind: str  # legal | illegal
-    rule: str | None
+    kind: str  # legal | illegal | edge
+    rule: str | None  # illegal: the rule broken; edge: the rule at whose edge it sits
     data_type: str | None
     desc: OperatorDesc
 
@@ -108,6 +117,20 @@ def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
                             rule,
                             _data_type(spec, desc),
                             desc,
+                        )
+                    )
+            if settings.edges and model.available:
+                edges = edge_corpus(name, lv.name, spec, seed=settings.seed, bases=settings.edges)
+                for i, edge in enumerate(edges):
+                    probes.append(
+                        Probe(
+                            f"{name}-{lv.name}-edge-{edge.rule}-{i:03d}",
+                            name,
+                            lv.name,
+                            "edge",
+                            edge.rule,
+                            _data_type(spec, edge.desc),
+                            edge.desc,
                         )
                     )
     return probes
@@ -175,7 +198,7 @@ class ReleaseAnswers:
             release=raw["release"],
             file_version=raw["file_version"],
             max_feature_level=raw["max_feature_level"],
-            settings=Settings(**raw["settings"]),
+            settings=Settings(**{"edges": 0, **raw["settings"]}),
             spec_hash=raw.get("spec_hash", ""),
             verdicts={i: _VERDICT[c] for i, c in zip(ids, codes, strict=True)},
             details=dict(raw.get("details") or {}),

@@ -69,6 +69,7 @@ class SweepSettings:
     seed: int = 0
     legal: int = 12
     illegal: int = 6
+    edges: int = 1
     tier: str = "default"
     wave_ops: tuple[str, ...] = WAVE_OPS
 
@@ -78,6 +79,7 @@ class SweepSettings:
             "seed": self.seed,
             "legal": self.legal,
             "illegal": self.illegal,
+            "edges": self.edges,
             "tier": self.tier,
             "wave_ops": list(self.wave_ops),
         }
@@ -114,7 +116,9 @@ def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
 
 
 def run_acceptance(versions: list[str], settings: SweepSettings, spec: Spec, out: Path, log: Log) -> None:
-    st = acc.Settings(seed=settings.seed, legal=settings.legal, illegal=settings.illegal)
+    st = acc.Settings(
+        seed=settings.seed, legal=settings.legal, illegal=settings.illegal, edges=settings.edges
+    )
     start = time.monotonic()
     probes = acc.corpus(spec, st)
     log(f"  corpus: {len(probes)} probes in {time.monotonic() - start:.1f} s")

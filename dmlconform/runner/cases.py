@@ -17,6 +17,7 @@ from typing import Any
 
 from dmlconform.generation import data
 from dmlconform.generation import descs as generate
+from dmlconform.generation.edges import EDGE_RATE
 from dmlconform.runner import tiers
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
@@ -215,10 +216,15 @@ def _take(it: Iterable[Any], n: int) -> list[Any]:
 
 
 def legal_for(
-    spec: Spec, op: Operator, level: str, data_type: str, count: int, seed: int
+    spec: Spec, op: Operator, level: str, data_type: str, count: int, seed: int, edge_rate: float = 0.0
 ) -> list[OperatorDesc]:
-    """``count`` legal descs of one data type (the generator forces the type where supported)."""
-    descs = list(generate.legal_descs(op.name, level, seed=seed, count=count, spec=spec, dtype=data_type))
+    """``count`` legal descs of one data type (the generator forces the type where supported);
+    ``edge_rate`` of them at the edge of a rule (validation cases only: never computed)."""
+    descs = list(
+        generate.legal_descs(
+            op.name, level, seed=seed, count=count, spec=spec, dtype=data_type, edge_rate=edge_rate
+        )
+    )
     return [d for d in descs if input_data_type(op, d) == data_type]
 
 
@@ -335,7 +341,7 @@ def _validation(spec: Spec, op: Operator, levels: list[str], sel: Selection) -> 
     for level in levels:
         legal: list[OperatorDesc] = []
         for dt in operator_data_types(spec, op, level):  # all of them: the ids of a full run
-            legal += legal_for(spec, op, level, dt, max(1, sel.cases // 2), sel.seed)
+            legal += legal_for(spec, op, level, dt, max(1, sel.cases // 2), sel.seed, EDGE_RATE)
         for i, desc in enumerate(legal):
             data_type = input_data_type(op, desc)
             if sel.data_types and data_type not in sel.data_types:

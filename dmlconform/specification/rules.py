@@ -24,10 +24,12 @@ from dmlconform.specification.desc import (
     TensorDesc,
     element_span,
     minimum_implied_size_in_bytes,
+    packed_strides,
 )
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 
 Finding = tuple[str, str]
+Edge = tuple[str, OperatorDesc]  # (label, desc)
 
 
 @dataclass
@@ -69,6 +71,9 @@ class RuleKind:
     #: have no edge: every legal desc satisfies them the same way, so only an illegal desc, one
     #: that breaks the rule, exercises them.
     has_edge: ClassVar[bool] = False
+    #: Whether the rule bounds the values of the members it names (a range, a list): members no
+    #: such rule names take any value of their type, and their type's edges.
+    bounds_values: ClassVar[bool] = False
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
@@ -80,6 +85,22 @@ class RuleKind:
         implementation that got the rule wrong meets such a desc; the coverage table counts it
         as exercising the rule, and no other legal desc."""
         return False
+
+    def edge_reachable(
+        self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
+    ) -> bool:
+        """Whether any legal desc at ``level`` can sit at this rule's edge (``at_edge``): not the
+        arrival level of an operator at a later level, nor a dimension count at the end of the
+        range where the support table allows only 4."""
+        return self.has_edge
+
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """Descs made from the legal desc in ``ctx`` whose values sit at this rule's boundary on
+        the legal side, derived from the rule's own parameters (a range's ends, the least
+        alignment, the largest buffer, an output's unusual strides), each labelled. The edge
+        generator (``dmlconform.generation.edges``) keeps those still legal; the breaker is the
+        value just past it."""
+        return iter(())
 
     def members(self, rule: Rule) -> list[str]:
         """Members the rule binds (for spec lint and spec-diff)."""
@@ -124,6 +145,11 @@ class Available(RuleKind):
     def at_edge(self, rule: Rule, ctx: Context) -> bool:
         """At the level the operator arrives at."""
         return ctx.level.index == ctx.spec.level(ctx.op.introduced).index
+
+    def edge_reachable(
+        self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
+    ) -> bool:
+        return level.index == spec.level(op.introduced).index
 
 
 @kind
@@ -386,6 +412,24 @@ class AxesInRange(RuleKind):
                     f"axis {a} is out of range for {rule.params['of']} of {t.rank} dimensions",
                 )
 
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """The first and the last axis of the tensor (an array member holds that one axis, with
+        its length member set to 1)."""
+        name, t = rule.params["member"], ctx.tensor(rule.params["of"])
+        if t is None:
+            return
+        array = ctx.op.member(name)
+        lengths = [
+            r.params["length_member"]
+            for r in ctx.op.rules
+            if r.kind == "array_length" and r.params["member"] == name
+        ]
+        for axis in sorted({0, t.rank - 1}):
+            if array is not None and array.type == "uint_array":
+                yield f"{name} [{axis}]", ctx.desc.replace(**{name: (axis,), **{n: 1 for n in lengths}})
+            else:
+                yield f"{name} {axis}", ctx.desc.replace(**{name: axis})
+
 
 @kind
 class AxesUnique(RuleKind):
@@ -427,6 +471,20 @@ class TensorKind(RuleKind):
         """``at_edge`` for one tensor of the desc (any tensor at the edge puts the desc there)."""
         return False
 
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        for m in ctx.op.tensor_members:
+            t = ctx.tensor(m.name)
+            if t is None:
+                continue
+            for label, new in self.tensor_edges(rule, m.name, m.kind, t, ctx):
+                yield f"{m.name}: {label}", ctx.desc.replace(**{m.name: new})
+
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """``edges`` for one tensor (``role``: input or output)."""
+        return iter(())
+
 
 @kind
 class TensorDimensionCountRange(TensorKind):
@@ -444,6 +502,15 @@ class TensorDimensionCountRange(TensorKind):
 
     def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
         return t.rank in (1, ctx.level.max_dimension_count)
+
+    def edge_reachable(
+        self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
+    ) -> bool:
+        ends = {1, level.max_dimension_count}
+        counts = [s.dimension_counts for s in row.tensors.values()] or [
+            tuple(range(1, level.max_dimension_count + 1))
+        ]
+        return any(ends & set(c) for c in counts)
 
 
 @kind
@@ -481,6 +548,37 @@ class TensorStridesCount(TensorKind):
         if t.strides is not None and len(t.strides) != t.rank:
             yield f"{name}.Strides", f"Strides has {len(t.strides)} entries for {t.rank} dimensions"
 
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """Strides of the right count in the layouts the docs allow: stated packed, padded,
+        permuted; on inputs also zero (broadcast), repeated and overlapping, and a stride of
+        2^32 - 1 on a dimension of size 1 (read, but never stepped along)."""
+        packed = packed_strides(t.sizes)
+        big = [d for d, n in enumerate(t.sizes) if n > 1]
+        yield "packed strides stated", t.replace(strides=packed)
+        padded, step = [0] * t.rank, 1
+        for d in reversed(range(t.rank)):
+            padded[d], step = step, step * (t.sizes[d] + 1)
+        yield "padded strides", t.replace(strides=tuple(padded), total_tensor_size_in_bytes=None)
+        permuted, step = [0] * t.rank, 1
+        for d in range(t.rank):  # the first dimension innermost
+            permuted[d], step = step, step * t.sizes[d]
+        yield "permuted strides", t.replace(strides=tuple(permuted))
+        if role != "input":
+            return
+        yield "zero strides (one element read everywhere)", t.replace(strides=(0,) * t.rank)
+        if len(big) >= 2:
+            repeated = list(packed)
+            repeated[big[0]] = packed[big[-1]]
+            yield "a repeated stride", t.replace(strides=tuple(repeated))
+        yield "unit strides (overlapping rows)", t.replace(strides=(1,) * t.rank)
+        ones = [d for d, n in enumerate(t.sizes) if n == 1]
+        if ones:
+            wide = list(packed)
+            wide[ones[0]] = 2**32 - 1
+            yield "stride 2^32 - 1 on a dimension of size 1", t.replace(strides=tuple(wide))
+
 
 @kind
 class TensorElementCountMax(TensorKind):
@@ -497,6 +595,29 @@ class TensorElementCountMax(TensorKind):
     def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
         """Within a factor of two of the maximum."""
         return 2 * math.prod(t.sizes) > rule.params["max"]
+
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """Every tensor grown along one dimension so that the largest holds ``max`` elements
+        (and one fewer: FLOAT16's buffer limit stops at 2^32 - 2), the others following where
+        they matched its size (broadcast dimensions stay 1), packed."""
+        tensors = {m.name: t for m in ctx.op.tensor_members if (t := ctx.tensor(m.name)) is not None}
+        if not tensors:
+            return
+        main = max(tensors.values(), key=lambda t: (t.rank, math.prod(t.sizes)))
+        for count in (int(rule.params["max"]), int(rule.params["max"]) - 1):
+            for d in sorted({0, main.rank - 1}):
+                grown = tuple(count if i == d else 1 for i in range(main.rank))
+                changes = {}
+                for name, t in tensors.items():
+                    if t.rank != main.rank:
+                        break
+                    sizes = tuple(
+                        g if n == main.sizes[i] else 1
+                        for i, (n, g) in enumerate(zip(t.sizes, grown, strict=True))
+                    )
+                    changes[name] = t.replace(sizes=sizes, strides=None, total_tensor_size_in_bytes=None)
+                else:
+                    yield f"{count} elements along dimension {d}", ctx.desc.replace(**changes)
 
 
 @kind
@@ -523,6 +644,19 @@ class TensorTotalSize(TensorKind):
         size = ctx.spec.data_types[t.data_type].size
         need = minimum_implied_size_in_bytes(t.sizes, t.effective_strides, size)
         return t.total_tensor_size_in_bytes == need
+
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """TotalTensorSizeInBytes stated at the minimum implied size, and one byte above it
+        (not a multiple of 4 or of the element size)."""
+        size = ctx.spec.data_types[t.data_type].size
+        need = minimum_implied_size_in_bytes(t.sizes, t.effective_strides, size)
+        yield "TotalTensorSizeInBytes at the minimum", t.replace(total_tensor_size_in_bytes=need)
+        yield (
+            "TotalTensorSizeInBytes one byte past the minimum",
+            t.replace(total_tensor_size_in_bytes=need + 1),
+        )
 
 
 @kind
@@ -552,6 +686,14 @@ class TensorTotalSizeMax(TensorKind):
                 where,
                 f"the minimum implied size {implied} (TotalTensorSizeInBytes omitted) exceeds {limit}",
             )
+
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """The largest TotalTensorSizeInBytes: ``max`` elements' worth, stated on a small layout."""
+        size = ctx.spec.data_types[t.data_type].size
+        top = int(int(rule.params["max"]) * size)
+        yield f"TotalTensorSizeInBytes {top}, the largest", t.replace(total_tensor_size_in_bytes=top)
 
 
 @kind
@@ -588,6 +730,13 @@ class TensorAlignment(TensorKind):
         a = t.guaranteed_base_offset_alignment
         return bool(a) and a == self.least(rule, t, ctx)
 
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """The least legal alignment and the largest a UINT holds (2^31)."""
+        for a in (self.least(rule, t, ctx), 2**31):
+            yield f"GuaranteedBaseOffsetAlignment {a}", t.replace(guaranteed_base_offset_alignment=a)
+
 
 @kind
 class TensorFlags(TensorKind):
@@ -613,6 +762,15 @@ class TensorFlags(TensorKind):
             return False
         return any(f.name == t.effective_flags and f.inputs_only for f in ctx.spec.tensor_flags)
 
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """Each inputs-only flag on an input."""
+        if role == "input":
+            for flag in ctx.spec.tensor_flags:
+                if flag.inputs_only:
+                    yield f"flag {flag.name}", t.replace(flags=flag.name)
+
 
 @kind
 class TensorOutputSpan(TensorKind):
@@ -633,6 +791,108 @@ class TensorOutputSpan(TensorKind):
                 f"the output's {count} elements lie within {span} element slots (IndexOfLastElement + 1): "
                 "an output's elements may not share one",
             )
+
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """An output whose span is exactly its element count through explicit strides, or
+        which overlaps itself within a larger span."""
+        member = ctx.op.member(name)
+        if member is None or member.kind != "output" or t.strides is None or len(t.strides) != t.rank:
+            return False
+        return tuple(t.strides) != packed_strides(t.sizes)
+
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """On an output: permuted strides (the span exactly the element count), and an output
+        that overlaps itself through distinct strides within a span of at least its count (the
+        innermost dimension of size above 2 reaches into the next one's rows; the outer ones
+        step past the whole count)."""
+        if role != "output":
+            return
+        permuted, step = [0] * t.rank, 1
+        for d in range(t.rank):
+            permuted[d], step = step, step * t.sizes[d]
+        yield "permuted strides, span = element count", t.replace(strides=tuple(permuted))
+        big = [d for d, n in enumerate(t.sizes) if n > 1]
+        if len(big) >= 3 and t.sizes[big[-1]] > 2:  # two dimensions alone cannot overlap within the count
+            inner, outer = big[-1], big[-2]
+            st = [0] * t.rank
+            st[inner], st[outer] = 1, t.sizes[inner] - 1  # rows overlap by one element
+            step = math.prod(t.sizes)
+            for d in reversed(big[:-2]):
+                st[d], step = step, step * t.sizes[d]
+            yield (
+                "overlapping rows within a larger span",
+                t.replace(strides=tuple(st), total_tensor_size_in_bytes=None),
+            )
+
+
+def repeated_output_strides(sizes: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    """The dimensions of size above 1 whose stride is 0 or the stride of an earlier such
+    dimension: an index step along one of them lands on a slot another index already writes."""
+    seen: set[int] = set()
+    out = []
+    for d, (n, s) in enumerate(zip(sizes, strides, strict=True)):
+        if n > 1:
+            if s == 0 or s in seen:
+                out.append(d)
+            seen.add(s)
+    return out
+
+
+@kind
+class TensorOutputDistinctStrides(TensorKind):
+    """An output's dimensions of size above 1 step by non-zero, pairwise distinct strides.
+    DirectML's check is on the strides, not on the offsets they produce: it accepts outputs that
+    overlap through unequal strides ({200, 40, 4, 1} on {2, 3, 4, 5}) and refuses a repeated or
+    zero stride even where the span holds every element."""
+
+    name = "tensor_output_distinct_strides"
+
+    def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
+        member = ctx.op.member(name)
+        if member is None or member.kind != "output" or len(t.effective_strides) != len(t.sizes):
+            return
+        for d in repeated_output_strides(t.sizes, t.effective_strides):
+            stride = t.effective_strides[d]
+            why = "0" if stride == 0 else f"{stride}, the stride of an earlier dimension above size 1"
+            yield (
+                f"{name}.Strides[{d}]",
+                f"the output's dimension {d} (size {t.sizes[d]}) has stride {why}: "
+                "two of its elements would share a slot",
+            )
+
+    has_edge = True
+
+    def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
+        """An output whose explicit strides are not packed row-major: zero or repeated strides on
+        dimensions of size 1 (which DirectML ignores), or permuted ones."""
+        member = ctx.op.member(name)
+        return (
+            member is not None
+            and member.kind == "output"
+            and t.strides is not None
+            and len(t.strides) == len(t.sizes)
+            and tuple(t.strides) != packed_strides(t.sizes)
+        )
+
+    def tensor_edges(
+        self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
+    ) -> Iterator[tuple[str, TensorDesc]]:
+        """On an output with dimensions of size 1: those take stride 0, or the stride of a
+        dimension above size 1 (repeated), which the rule allows."""
+        ones = [d for d, n in enumerate(t.sizes) if n == 1]
+        if role != "output" or not ones:
+            return
+        packed = packed_strides(t.sizes)
+        zero = [0 if d in ones else s for d, s in enumerate(packed)]
+        yield "stride 0 on its dimensions of size 1", t.replace(strides=tuple(zero))
+        big = [d for d, n in enumerate(t.sizes) if n > 1]
+        if big:
+            repeated = [packed[big[0]] if d in ones else s for d, s in enumerate(packed)]
+            yield "a repeated stride on its dimensions of size 1", t.replace(strides=tuple(repeated))
 
 
 # --------------------------------------------------------------------------------------------
@@ -692,6 +952,26 @@ class ActivationAvailable(ActivationKind):
         act = ctx.spec.activations.get(a.type)
         return act is not None and ctx.level.index == ctx.spec.level(act.since).index
 
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """Each activation that becomes fusable at this level, fused (parameters at their
+        defaults, 1 where there is none)."""
+        for act in ctx.spec.activations.values():
+            if ctx.spec.level(act.since).index != ctx.level.index:
+                continue
+            params = tuple((p.name, 1.0 if p.default is None else p.default) for p in act.parameters)
+            for m in ctx.op.members:
+                if m.type == "activation":
+                    yield (
+                        f"{m.name}: {act.name}",
+                        ctx.desc.replace(**{m.name: ActivationDesc(act.name, params)}),
+                    )
+
+    def edge_reachable(
+        self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
+    ) -> bool:
+        arriving = any(spec.level(a.since).index == level.index for a in spec.activations.values())
+        return arriving and any(m.type == "activation" for m in op.members)
+
 
 @kind
 class ActivationTensorsNull(ActivationKind):
@@ -744,6 +1024,19 @@ class ActivationParameterMin(ActivationKind):
         default = next((x.default for x in act.parameters if x.name == p), None)
         return a.param_dict.get(p, default) == rule.params["min"]
 
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """The rule's activation fused with the parameter exactly at its minimum."""
+        act = ctx.spec.activations.get(rule.params["activation"])
+        if act is None:
+            return
+        p = rule.params["parameter"]
+        for m in ctx.op.members:
+            if m.type == "activation":
+                params = {x.name: x.default for x in act.parameters if x.default is not None}
+                params[p] = float(rule.params["min"])
+                new = ActivationDesc(act.name, tuple(params.items()))
+                yield f"{m.name}: {act.name} {p} {rule.params['min']:g}", ctx.desc.replace(**{m.name: new})
+
 
 # --------------------------------------------------------------------------------------------
 # Scalar attribute kinds: a number member's legal values.
@@ -755,6 +1048,7 @@ class AttributeRange(RuleKind):
     least 1". A legal desc at ``min`` or ``max`` sits at the edge."""
 
     name = "attribute_range"
+    bounds_values = True
     params = ("member", "min")
     has_edge = True
 
@@ -774,12 +1068,20 @@ class AttributeRange(RuleKind):
         elif high is not None and value > high:
             yield name, f"{name} is {value}, above its maximum {high}"
 
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """The member at each end of its range."""
+        name = rule.params["member"]
+        for end in (rule.params.get("min"), rule.params.get("max")):
+            if end is not None:
+                yield f"{name} {end}", ctx.desc.replace(**{name: end})
+
 
 @kind
 class AttributeOneOf(RuleKind):
     """A UINT member that takes one of a few listed values: P "either 1 or 2"."""
 
     name = "attribute_one_of"
+    bounds_values = True
     params = ("member", "values")
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
@@ -790,3 +1092,15 @@ class AttributeOneOf(RuleKind):
         allowed = list(rule.params["values"])
         if value not in allowed:
             yield name, f"{name} is {value}, not one of {allowed}"
+
+    has_edge = True
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """The member at the largest or smallest value allowed."""
+        values = list(rule.params["values"])
+        return ctx.value(rule.params["member"]) in (min(values), max(values))
+
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        name = rule.params["member"]
+        for value in rule.params["values"]:
+            yield f"{name} {value}", ctx.desc.replace(**{name: value})
