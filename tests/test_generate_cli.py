@@ -76,3 +76,28 @@ def test_unusable_input_exits_2(argv: list[str], tmp_path: Path, capsys: pytest.
     assert main([*argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dmlconform generate: error:") and "\n" not in err
+
+
+def test_edges_writes_the_edge_corpus_each_legal_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "LP_NORMALIZATION", "-l", "6_4", "--edges", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    yamls = sorted(tmp_path.glob("*.yaml"))
+    assert f"wrote {len(yamls)} edge LP_NORMALIZATION descs at 6_4" in out
+    rules = set()
+    for path in yamls:
+        first = path.read_text().splitlines()[0]
+        assert first.startswith("# expect: legal edge=")
+        rules.add(first.split("edge=")[1].split(":")[0])
+        assert validate(load_desc(path), "6_4") == [], path.name
+    assert {"tensor-alignment", "tensor-output-distinct-strides", "p-one-or-two", "member"} <= rules
+
+
+def test_edges_refuse_with_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["generate", "LP_NORMALIZATION", "-l", "6_4", "--edges", "--with-data", "--out", str(tmp_path)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--with-data applies to legal descs only" in err
