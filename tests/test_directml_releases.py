@@ -21,7 +21,7 @@ from helpers import SPEC
 from dmlconform.backends.directml import provision, status
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.cli import main
-from dmlconform.errors import Rejected, Unsupported
+from dmlconform.errors import Failure, Rejected, Unsupported
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import findings, matrix, publish
 from dmlconform.specification.desc import OperatorDesc
@@ -42,7 +42,7 @@ def validator_at(level: str, ignore: frozenset[str] = frozenset()):
     def check(desc: OperatorDesc) -> None:
         rules = {v.rule for v in validate(desc, level, SPEC)} - ignore
         if rules:
-            raise Rejected(", ".join(sorted(rules)))
+            raise Rejected(", ".join(sorted(rules)), stage="create", hresult=0x80070057)
 
     return check
 
@@ -158,9 +158,18 @@ def test_ask_maps_backend_answers_to_verdicts() -> None:
 
     desc = OperatorDesc("MEAN_VARIANCE_NORMALIZATION1", {})
     assert acc.ask(lambda d: None, desc).verdict == acc.ACCEPTED
-    assert acc.ask(raising(Rejected("E_INVALIDARG")), desc) == acc.Answer(acc.REFUSED, "E_INVALIDARG")
+    # a refusal keeps its stage; a check that names none (a validator) refused at creation
+    assert acc.ask(raising(Rejected("E_INVALIDARG")), desc) == acc.Answer(
+        acc.REFUSED, "E_INVALIDARG", "create"
+    )
+    compiled = acc.ask(raising(Rejected("no", stage="compile", hresult=0x80070057)), desc)
+    assert (compiled.verdict, compiled.stage, compiled.hresult) == (acc.REFUSED, "compile", 0x80070057)
     assert acc.ask(raising(Unsupported("C cannot")), desc).verdict == acc.INEXPRESSIBLE
     assert acc.ask(raising(RuntimeError("crashed")), desc).verdict == acc.ERROR
+    # another HRESULT from a stage is its own outcome, never a refusal
+    overflow = acc.ask(raising(Failure("overflow", stage="compile", hresult=0x8007023E)), desc)
+    assert (overflow.verdict, overflow.stage, overflow.hresult) == (acc.FAILED, "compile", 0x8007023E)
+    assert acc.ask(raising(Failure("where?")), desc).verdict == acc.ERROR
 
 
 def test_answers_files_round_trip_and_sort_by_release_number(tmp_path: Path, probes: list[acc.Probe]) -> None:
@@ -309,7 +318,7 @@ def test_publish_renders_every_section_and_names_the_deciding_finding(
     out = _sweep_dir(tmp_path, probes, frozenset({"axes-unique"}))
     sweep = publish.load(out, SPEC)
     text, health = publish.render(sweep, SPEC)
-    assert health == {"undecided": 0, "unexplained": 0}
+    assert (health["undecided"], health["unexplained"], health["failed"]) == (0, 0, 0)
     for heading in (
         "## Releases",
         "## Acceptance",
@@ -332,8 +341,12 @@ def test_publish_counts_an_unclaimed_disagreement_and_the_cli_fails(
     assert health["undecided"] > 0
     assert "| undecided |" in text
     doc = tmp_path / "doc.md"
+    capsys.readouterr()
     assert main(["directml", "publish", str(out), "--out", str(doc)]) == 1
-    assert doc.read_text() == text
+    assert doc.read_text() == text  # written all the same
+    (line,) = capsys.readouterr().err.splitlines()  # one line: how many, and one of them
+    assert f"{health['undecided']} undecided disagreement(s)" in line and "e.g. probe " in line
+    assert line.split("e.g. probe ")[1].split()[0] in text  # an id the page lists as undecided
     assert main(["directml", "publish", str(tmp_path / "nowhere")]) == 2
     assert "not a sweep directory" in capsys.readouterr().err
 
@@ -369,7 +382,7 @@ def test_publish_judges_the_wave_ops_off_runs_and_replays_beside_the_default(
     sweep = publish.load(out, SPEC)
     assert set(sweep.runs) == {"1.15.4"} and set(sweep.other_runs["off"]) == {"1.15.4"}
     text, health = publish.render(sweep, SPEC)
-    assert health == {"undecided": 0, "unexplained": 1}  # wave_case, under off only
+    assert (health["undecided"], health["unexplained"]) == (0, 1)  # wave_case, under off only
     assert "### The same runs with `wave_ops=off`" in text
     moved = next(line for line in text.splitlines() if line.startswith("| 1.15.4 | 2 |"))
     assert f"`{wave_case}` (passed -> failed)" in moved and long_case not in moved

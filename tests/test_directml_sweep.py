@@ -68,6 +68,27 @@ def test_createoperator_on_a_corpus_slice_disagrees_only_where_a_finding_says() 
     assert not [j for j in judged if j.verdict == acc.ERROR]
 
 
+def test_an_hresult_that_is_no_refusal_is_its_own_outcome() -> None:
+    """DirectML 1.8.0's CompileOperator overflows on LRN_GRAD over 2^32 - 1 elements."""
+    needs("1.8.0")
+    from dmlconform.specification.desc import parse_desc
+
+    t = {"DataType": "FLOAT32", "Sizes": [1, 255, 257, 65537]}
+    members = {"CrossChannel": True, "LocalSize": 3, "Alpha": 1e-4, "Beta": 0.75, "Bias": 1.0}
+    desc = parse_desc(
+        {
+            "type": "DML_OPERATOR_LOCAL_RESPONSE_NORMALIZATION_GRAD",
+            "desc": {"InputTensor": t, "InputGradientTensor": t, "OutputGradientTensor": t, **members},
+        }
+    )
+    backend = DirectMLBackend(version="1.8.0")
+    try:
+        answer = acc.ask(backend.check, desc)
+    finally:
+        backend.close()
+    assert (answer.verdict, answer.stage, answer.hresult) == (acc.FAILED, acc.COMPILE, 0x8007023E)
+
+
 @pytest.mark.parametrize(
     ("path", "version", "outcome"),
     [
