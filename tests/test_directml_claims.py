@@ -1,8 +1,11 @@
-"""Every answer kind of the acceptance corpus, without Wine.
+"""Every answer kind of the acceptance corpus, and findings that claim precisely, without Wine.
 
 A refusal keeps the stage that gave it (CreateOperator or CompileOperator) from the runner's reply
 to the answers file and the published table; an HRESULT that is neither E_INVALIDARG nor
-E_NOTIMPL is its own outcome (``failed``), never a verdict. The answers here are fabricated.
+E_NOTIMPL is its own outcome (``failed``), never a verdict; a finding's claim names the stage,
+the operator and a desc predicate, so F12 (CompileOperator refuses some legal LP_NORMALIZATION
+descs) claims exactly its pattern and never a CreateOperator refusal; a disagreement no claim
+covers makes ``directml publish`` fail with one line. The answers here are fabricated.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from dmlconform.backends.directml.client import RunReply
 from dmlconform.cli import main
 from dmlconform.errors import Failure, Rejected
 from dmlconform.releases import acceptance as acc
-from dmlconform.releases import matrix, publish
+from dmlconform.releases import findings, matrix, predicates, publish
+from dmlconform.specification.desc import OperatorDesc, parse_desc
 from dmlconform.specification.validate import validate
 
 SMALL = acc.Settings(seed=3, legal=1, illegal=1)
@@ -35,6 +39,33 @@ def signed(hresult: int) -> int:
 @pytest.fixture(scope="module")
 def probes() -> list[acc.Probe]:
     return acc.corpus(SPEC, SMALL)
+
+
+def lp(
+    sizes: list[int],
+    axis: int,
+    p: int,
+    data_type: str = "FLOAT32",
+    strides: tuple[list[int] | None, list[int] | None] = (None, None),
+) -> OperatorDesc:
+    tensors = []
+    for st in strides:
+        t: dict = {"DataType": data_type, "Sizes": sizes}
+        if st is not None:
+            t["Strides"] = st
+        tensors.append(t)
+    return parse_desc(
+        {
+            "type": "DML_OPERATOR_LP_NORMALIZATION",
+            "desc": {
+                "InputTensor": tensors[0],
+                "OutputTensor": tensors[1],
+                "Axis": axis,
+                "Epsilon": 1e-5,
+                "P": p,
+            },
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,3 +270,109 @@ def test_a_refusals_stage_reaches_the_matrix_and_the_page(tmp_path: Path, probes
     text, _ = publish.render(publish.load(_write_sweep(tmp_path / "sweep", [a]), SPEC), SPEC)
     row = next(line for line in text.splitlines() if line.startswith("| 1.15.4 | 6_4 |"))
     assert f"| {il.refused} (3 by CompileOperator) |" in row
+
+
+# --------------------------------------------------------------------------------------------
+# claims: stage, operator, predicate
+
+
+def _judged(desc: OperatorDesc, verdict: str, stage: str | None, data_type: str = "FLOAT32") -> matrix.Judged:
+    expected = tuple(sorted({v.rule for v in validate(desc, "6_4", SPEC)}))
+    probe = acc.Probe("LP_NORMALIZATION-6_4-legal-x-00", desc.operator, "6_4", "legal", None, data_type, desc)
+    return matrix.Judged("1.15.4", probe, verdict, expected, stage)
+
+
+def test_a_createoperator_refusal_of_a_legal_lp_desc_is_undecided_and_publish_fails(
+    tmp_path: Path, probes: list[acc.Probe], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _agreeing("1.15.4", "6_4", probes)
+    lp_legal = [p for p in probes if p.operator == "LP_NORMALIZATION" and a.verdicts[p.id] == acc.ACCEPTED]
+    assert lp_legal
+    for p in lp_legal:
+        a.record(
+            p.id, acc.Answer(acc.REFUSED, "CreateOperator returned E_INVALIDARG", "create", E_INVALIDARG)
+        )
+    out = _write_sweep(tmp_path / "sweep", [a])
+    text, health = publish.render(publish.load(out, SPEC), SPEC)
+    assert health["undecided"] == len(lp_legal)
+    assert "| undecided | LP_NORMALIZATION | legal | refused by CreateOperator |" in text
+    doc = tmp_path / "doc.md"
+    assert main(["directml", "publish", str(out), "--out", str(doc)]) == 1
+    assert doc.read_text() == text
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{len(lp_legal)} undecided disagreement(s)" in line and lp_legal[0].id in line
+
+
+def test_claims_must_name_their_stage_and_operator() -> None:
+    base = {"rule": "legal", "verdict": "refused", "stage": "compile", "operator": "LP_NORMALIZATION"}
+    claim = findings.Claim.from_yaml(base, "F0")
+    assert (claim.stage, claim.operators, claim.when) == ("compile", ("LP_NORMALIZATION",), None)
+    for missing in ("stage", "operator", "verdict", "rule"):
+        with pytest.raises(ValueError, match=f"needs '{missing}'"):
+            findings.Claim.from_yaml({k: v for k, v in base.items() if k != missing}, "F0")
+    with pytest.raises(ValueError, match="stage is one of create, compile, execute"):
+        findings.Claim.from_yaml({**base, "stage": "CompileOperator"}, "F0")
+    with pytest.raises(ValueError, match="verdict is one of accepted, refused"):
+        findings.Claim.from_yaml({**base, "verdict": "failed"}, "F0")
+    with pytest.raises(ValueError, match="unknown key 'whne'"):
+        findings.Claim.from_yaml({**base, "whne": {"P": 1}}, "F0")
+    with pytest.raises(ValueError, match="multiple_of"):
+        findings.Claim.from_yaml({**base, "when": {"slices": {"multiple_of": 0}}}, "F0")
+    text = (Path(__file__).resolve().parent.parent / "dmlconform/releases/findings.yaml").read_text()
+    with pytest.raises(ValueError, match="F12.*needs 'stage'"):
+        findings.parse(text.replace("        stage: compile\n", "", 1))
+
+
+# --------------------------------------------------------------------------------------------
+# the predicate vocabulary
+
+
+def test_desc_predicates_on_members_and_derived_subjects() -> None:
+    def holds(when: object, desc: OperatorDesc, data_type: str | None = "FLOAT32") -> bool:
+        predicate = predicates.parse(when)
+        assert predicate is not None
+        return predicate.holds(desc, data_type)
+
+    d = lp([2, 3, 4, 5], 2, 1)
+    assert holds({"P": 1, "Axis": [1, 2], "rank": 4}, d)
+    assert not holds({"P": True}, d)  # a bool is not 1
+    assert holds({"Epsilon": 1e-5, "axis_size": 4, "slices": 30}, d)
+    assert holds({"slices": "even", "axis_size": {"multiple_of": 4}}, d)
+    assert not holds({"slices": {"multiple_of": 4}}, d)
+    assert holds([{"P": 2}, {"rank": {"min": 4, "max": 4}}], d)  # a list: any of them
+    assert not holds({"data_type": "FLOAT16"}, d)
+    assert not holds({"ScaleTensor": "present"}, d) and holds({"ScaleTensor": "absent"}, d)
+    mvn1 = parse_desc(
+        {
+            "type": "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1",
+            "desc": {
+                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]},
+                "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2, 3, 4, 5]},
+                "AxisCount": 2,
+                "Axes": [2, 3],
+                "NormalizeVariance": True,
+                "Epsilon": 1e-5,
+            },
+        }
+    )
+    assert holds({"axis_size": 20, "slices": 6, "Axes": [[2, 3]], "NormalizeVariance": True}, mvn1)
+    layouts = {
+        "dense-as-output": [(None, None), ([60, 20, 5, 1], None), ([1, 2, 6, 24], [1, 2, 6, 24])],
+        "dense": [([1, 2, 6, 24], None), (None, [1, 2, 6, 24])],
+        "strided": [([61, 20, 5, 1], None), ([0, 20, 5, 1], None)],
+    }
+    for name, cases in layouts.items():
+        for strides in cases:
+            assert holds({"input_layout": name}, lp([2, 3, 4, 5], 1, 1, strides=strides)), (name, strides)
+    # dimensions of size 1 do not count: any stride there is still packed
+    assert holds({"input_layout": "dense-as-output"}, lp([4, 1], 1, 2, strides=([1, 7], [1, 1])))
+    for bad, message in (
+        ({"input_layout": "packed"}, "input_layout"),
+        ({"P": []}, "empty list"),
+        ({"P": {"min": "a"}}, "range bounds"),
+        ({"P": {"below": 3}}, "min: A, max: B"),
+        ([], "'when' is empty"),
+        ("P", "mapping of predicates"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            predicates.parse(bad)

@@ -23,7 +23,7 @@ from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.cli import main
 from dmlconform.errors import Failure, Rejected, Unsupported
 from dmlconform.releases import acceptance as acc
-from dmlconform.releases import findings, matrix, publish
+from dmlconform.releases import findings, matrix, predicates, publish
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.validate import validate
 
@@ -240,8 +240,15 @@ def test_the_registry_is_consistent_with_the_spec_and_the_cases() -> None:
         for claim in f.acceptance:
             assert claim.rule in rules | {"legal"}, (f.id, claim.rule)
             assert claim.verdict in (acc.ACCEPTED, acc.REFUSED)
+            assert claim.stage in (acc.CREATE, acc.COMPILE, acc.EXECUTE)
             assert claim.activation is None or claim.activation in SPEC.activations
-            assert claim.operator is None or claim.operator in SPEC.operators
+            assert claim.operators and set(claim.operators) <= set(SPEC.operators), (f.id, claim.operators)
+            for op in claim.operators:
+                if claim.rule != "legal":  # the rule binds every operator the claim names
+                    assert claim.rule in {r.id for r in SPEC.rules_for(SPEC.operator(op))}, (f.id, op)
+                members = {m.name for m in SPEC.operator(op).members}
+                subjects = claim.when.subjects if claim.when else set()
+                assert subjects <= members | set(predicates.DERIVED), (f.id, op, subjects - members)
         for r in f.reproducers:
             assert (ROOT / r.path / "case.json").is_file(), r.path
             assert r.shows in ("passed", "failed")
@@ -252,15 +259,27 @@ def test_the_registry_is_consistent_with_the_spec_and_the_cases() -> None:
 
 def test_disagreements_are_decided_only_when_every_rule_is_claimed() -> None:
     reg = findings.registry()
-    assert reg.explain_disagreement(("axes-unique",), acc.ACCEPTED, None) == ["F3"]
-    both = reg.explain_disagreement(("activation-available", "axes-unique"), acc.ACCEPTED, "ACTIVATION_GELU")
+    mvn1 = "MEAN_VARIANCE_NORMALIZATION1"
+
+    def answer(verdict: str, stage: str, operator: str = mvn1, activation: str | None = None):
+        return findings.Answer(verdict, stage, operator, activation)
+
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.ACCEPTED, "compile")) == ["F3"]
+    both = reg.explain_disagreement(
+        ("activation-available", "axes-unique"), answer(acc.ACCEPTED, "compile", activation="ACTIVATION_GELU")
+    )
     assert sorted(both) == ["F3", "F8"]
-    assert reg.explain_disagreement(("activation-available",), acc.ACCEPTED, "ACTIVATION_CELU") == []
-    assert reg.explain_disagreement(("axes-unique",), acc.REFUSED, None) == []
-    assert reg.explain_disagreement((), acc.REFUSED, None) == []  # a refused legal desc: nobody's
-    # but for LP_NORMALIZATION, F12's (CompileOperator refuses some legal ones on this stack)
-    assert reg.explain_disagreement((), acc.REFUSED, None, "LP_NORMALIZATION") == ["F12"]
-    assert reg.explain_disagreement((), acc.REFUSED, None, "MEAN_VARIANCE_NORMALIZATION1") == []
+    gelu_on_lrn = answer(acc.ACCEPTED, "compile", "LOCAL_RESPONSE_NORMALIZATION", "ACTIVATION_GELU")
+    assert reg.explain_disagreement(("activation-available",), gelu_on_lrn) == []  # not F8's operator
+    celu = answer(acc.ACCEPTED, "compile", activation="ACTIVATION_CELU")
+    assert reg.explain_disagreement(("activation-available",), celu) == []
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.REFUSED, "create")) == []
+    assert (
+        reg.explain_disagreement((), answer(acc.REFUSED, "compile")) == []
+    )  # a refused legal desc: nobody's
+    # an acceptance is claimed at any stage it got through; a refusal only at the stage that gave it
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.ACCEPTED, "create")) == ["F3"]
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.ACCEPTED, None)) == []
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT16-0001]") == "F1"
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT32-n65537-0000]") == "F2"
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT32-0001]") is None
