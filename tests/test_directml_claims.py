@@ -282,6 +282,32 @@ def _judged(desc: OperatorDesc, verdict: str, stage: str | None, data_type: str 
     return matrix.Judged("1.15.4", probe, verdict, expected, stage)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "axis", "p", "data_type", "strides", "claimed"),
+    [
+        ([2, 3, 4, 6], 0, 1, "FLOAT32", (None, None), True),  # 72 slices
+        ([2, 3, 4, 5], 3, 1, "FLOAT32", (None, None), True),  # 24 slices
+        ([2, 3, 4, 5], 2, 1, "FLOAT32", (None, None), False),  # 30 slices: 1.15.4 compiles it
+        ([2, 3, 4, 6], 0, 2, "FLOAT32", (None, None), False),  # P 2 over 2 or more elements compiles
+        ([2, 3, 4, 6], 0, 1, "FLOAT16", (None, None), False),  # FLOAT16 compiles
+        ([4, 1], 1, 2, "FLOAT32", (None, None), True),  # one element per slice, 4 slices, packed
+        ([4, 1], 1, 2, "FLOAT32", ([2, 1], None), False),  # ... with a padded input it compiles
+        ([2, 1, 2], 1, 1, "FLOAT32", ([1, 1, 2], [2, 2, 1]), False),  # permuted input only: compiles
+        ([2, 1, 2], 1, 2, "FLOAT32", ([1, 1, 2], [1, 1, 2]), True),  # both permuted alike
+    ],
+)
+def test_f12_claims_compile_refusals_of_its_pattern_and_never_a_createoperator_refusal(
+    sizes: list[int], axis: int, p: int, data_type: str, strides: tuple, claimed: bool
+) -> None:
+    reg = findings.registry()
+    desc = lp(sizes, axis, p, data_type, strides)
+    assert not validate(desc, "6_4", SPEC)  # a legal desc
+    at_compile = reg.explain_judged(_judged(desc, acc.REFUSED, "compile", data_type), SPEC)
+    assert at_compile == (["F12"] if claimed else [])
+    assert reg.explain_judged(_judged(desc, acc.REFUSED, "create", data_type), SPEC) == []
+    assert reg.explain_judged(_judged(desc, acc.FAILED, "compile", data_type), SPEC) == []
+
+
 def test_a_createoperator_refusal_of_a_legal_lp_desc_is_undecided_and_publish_fails(
     tmp_path: Path, probes: list[acc.Probe], capsys: pytest.CaptureFixture[str]
 ) -> None:
