@@ -21,9 +21,9 @@ from helpers import SPEC
 from dmlconform.backends.directml import provision, status
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.cli import main
-from dmlconform.errors import Rejected, Unsupported
+from dmlconform.errors import Failure, Rejected, Unsupported
 from dmlconform.releases import acceptance as acc
-from dmlconform.releases import findings, matrix, publish
+from dmlconform.releases import findings, matrix, predicates, publish
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.validate import validate
 
@@ -42,7 +42,7 @@ def validator_at(level: str, ignore: frozenset[str] = frozenset()):
     def check(desc: OperatorDesc) -> None:
         rules = {v.rule for v in validate(desc, level, SPEC)} - ignore
         if rules:
-            raise Rejected(", ".join(sorted(rules)))
+            raise Rejected(", ".join(sorted(rules)), stage="create", hresult=0x80070057)
 
     return check
 
@@ -158,9 +158,18 @@ def test_ask_maps_backend_answers_to_verdicts() -> None:
 
     desc = OperatorDesc("MEAN_VARIANCE_NORMALIZATION1", {})
     assert acc.ask(lambda d: None, desc).verdict == acc.ACCEPTED
-    assert acc.ask(raising(Rejected("E_INVALIDARG")), desc) == acc.Answer(acc.REFUSED, "E_INVALIDARG")
+    # a refusal keeps its stage; a check that names none (a validator) refused at creation
+    assert acc.ask(raising(Rejected("E_INVALIDARG")), desc) == acc.Answer(
+        acc.REFUSED, "E_INVALIDARG", "create"
+    )
+    compiled = acc.ask(raising(Rejected("no", stage="compile", hresult=0x80070057)), desc)
+    assert (compiled.verdict, compiled.stage, compiled.hresult) == (acc.REFUSED, "compile", 0x80070057)
     assert acc.ask(raising(Unsupported("C cannot")), desc).verdict == acc.INEXPRESSIBLE
     assert acc.ask(raising(RuntimeError("crashed")), desc).verdict == acc.ERROR
+    # another HRESULT from a stage is its own outcome, never a refusal
+    overflow = acc.ask(raising(Failure("overflow", stage="compile", hresult=0x8007023E)), desc)
+    assert (overflow.verdict, overflow.stage, overflow.hresult) == (acc.FAILED, "compile", 0x8007023E)
+    assert acc.ask(raising(Failure("where?")), desc).verdict == acc.ERROR
 
 
 def test_answers_files_round_trip_and_sort_by_release_number(tmp_path: Path, probes: list[acc.Probe]) -> None:
@@ -231,8 +240,15 @@ def test_the_registry_is_consistent_with_the_spec_and_the_cases() -> None:
         for claim in f.acceptance:
             assert claim.rule in rules | {"legal"}, (f.id, claim.rule)
             assert claim.verdict in (acc.ACCEPTED, acc.REFUSED)
+            assert claim.stage in (acc.CREATE, acc.COMPILE, acc.EXECUTE)
             assert claim.activation is None or claim.activation in SPEC.activations
-            assert claim.operator is None or claim.operator in SPEC.operators
+            assert claim.operators and set(claim.operators) <= set(SPEC.operators), (f.id, claim.operators)
+            for op in claim.operators:
+                if claim.rule != "legal":  # the rule binds every operator the claim names
+                    assert claim.rule in {r.id for r in SPEC.rules_for(SPEC.operator(op))}, (f.id, op)
+                members = {m.name for m in SPEC.operator(op).members}
+                subjects = claim.when.subjects if claim.when else set()
+                assert subjects <= members | set(predicates.DERIVED), (f.id, op, subjects - members)
         for r in f.reproducers:
             assert (ROOT / r.path / "case.json").is_file(), r.path
             assert r.shows in ("passed", "failed")
@@ -243,15 +259,27 @@ def test_the_registry_is_consistent_with_the_spec_and_the_cases() -> None:
 
 def test_disagreements_are_decided_only_when_every_rule_is_claimed() -> None:
     reg = findings.registry()
-    assert reg.explain_disagreement(("axes-unique",), acc.ACCEPTED, None) == ["F3"]
-    both = reg.explain_disagreement(("activation-available", "axes-unique"), acc.ACCEPTED, "ACTIVATION_GELU")
+    mvn1 = "MEAN_VARIANCE_NORMALIZATION1"
+
+    def answer(verdict: str, stage: str, operator: str = mvn1, activation: str | None = None):
+        return findings.Answer(verdict, stage, operator, activation)
+
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.ACCEPTED, "compile")) == ["F3"]
+    both = reg.explain_disagreement(
+        ("activation-available", "axes-unique"), answer(acc.ACCEPTED, "compile", activation="ACTIVATION_GELU")
+    )
     assert sorted(both) == ["F3", "F8"]
-    assert reg.explain_disagreement(("activation-available",), acc.ACCEPTED, "ACTIVATION_CELU") == []
-    assert reg.explain_disagreement(("axes-unique",), acc.REFUSED, None) == []
-    assert reg.explain_disagreement((), acc.REFUSED, None) == []  # a refused legal desc: nobody's
-    # but for LP_NORMALIZATION, F12's (CompileOperator refuses some legal ones on this stack)
-    assert reg.explain_disagreement((), acc.REFUSED, None, "LP_NORMALIZATION") == ["F12"]
-    assert reg.explain_disagreement((), acc.REFUSED, None, "MEAN_VARIANCE_NORMALIZATION1") == []
+    gelu_on_lrn = answer(acc.ACCEPTED, "compile", "LOCAL_RESPONSE_NORMALIZATION", "ACTIVATION_GELU")
+    assert reg.explain_disagreement(("activation-available",), gelu_on_lrn) == []  # not F8's operator
+    celu = answer(acc.ACCEPTED, "compile", activation="ACTIVATION_CELU")
+    assert reg.explain_disagreement(("activation-available",), celu) == []
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.REFUSED, "create")) == []
+    assert (
+        reg.explain_disagreement((), answer(acc.REFUSED, "compile")) == []
+    )  # a refused legal desc: nobody's
+    # an acceptance is claimed at any stage it got through; a refusal only at the stage that gave it
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.ACCEPTED, "create")) == ["F3"]
+    assert reg.explain_disagreement(("axes-unique",), answer(acc.ACCEPTED, None)) == []
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT16-0001]") == "F1"
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT32-n65537-0000]") == "F2"
     assert reg.explain_case("numeric[MEAN_VARIANCE_NORMALIZATION-6_4-FLOAT32-0001]") is None
@@ -309,7 +337,7 @@ def test_publish_renders_every_section_and_names_the_deciding_finding(
     out = _sweep_dir(tmp_path, probes, frozenset({"axes-unique"}))
     sweep = publish.load(out, SPEC)
     text, health = publish.render(sweep, SPEC)
-    assert health == {"undecided": 0, "unexplained": 0}
+    assert (health["undecided"], health["unexplained"], health["failed"]) == (0, 0, 0)
     for heading in (
         "## Releases",
         "## Acceptance",
@@ -332,8 +360,12 @@ def test_publish_counts_an_unclaimed_disagreement_and_the_cli_fails(
     assert health["undecided"] > 0
     assert "| undecided |" in text
     doc = tmp_path / "doc.md"
+    capsys.readouterr()
     assert main(["directml", "publish", str(out), "--out", str(doc)]) == 1
-    assert doc.read_text() == text
+    assert doc.read_text() == text  # written all the same
+    (line,) = capsys.readouterr().err.splitlines()  # one line: how many, and one of them
+    assert f"{health['undecided']} undecided disagreement(s)" in line and "e.g. probe " in line
+    assert line.split("e.g. probe ")[1].split()[0] in text  # an id the page lists as undecided
     assert main(["directml", "publish", str(tmp_path / "nowhere")]) == 2
     assert "not a sweep directory" in capsys.readouterr().err
 
@@ -369,7 +401,7 @@ def test_publish_judges_the_wave_ops_off_runs_and_replays_beside_the_default(
     sweep = publish.load(out, SPEC)
     assert set(sweep.runs) == {"1.15.4"} and set(sweep.other_runs["off"]) == {"1.15.4"}
     text, health = publish.render(sweep, SPEC)
-    assert health == {"undecided": 0, "unexplained": 1}  # wave_case, under off only
+    assert (health["undecided"], health["unexplained"]) == (0, 1)  # wave_case, under off only
     assert "### The same runs with `wave_ops=off`" in text
     moved = next(line for line in text.splitlines() if line.startswith("| 1.15.4 | 2 |"))
     assert f"`{wave_case}` (passed -> failed)" in moved and long_case not in moved

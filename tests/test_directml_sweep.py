@@ -68,6 +68,68 @@ def test_createoperator_on_a_corpus_slice_disagrees_only_where_a_finding_says() 
     assert not [j for j in judged if j.verdict == acc.ERROR]
 
 
+def _lp(sizes: list[int], axis: int, p: int):
+    from dmlconform.specification.desc import parse_desc
+
+    t = {"DataType": "FLOAT32", "Sizes": sizes}
+    return parse_desc(
+        {
+            "type": "DML_OPERATOR_LP_NORMALIZATION",
+            "desc": {"InputTensor": t, "OutputTensor": t, "Axis": axis, "Epsilon": 1e-5, "P": p},
+        }
+    )
+
+
+def test_compileoperator_refusals_keep_their_stage_and_f12_claims_exactly_them() -> None:
+    """(2, 3, 4, 5) with P = 1: 24, 40 and 60 slices (Axis 3, 1, 0) are refused by
+    CompileOperator, 30 (Axis 2) compile (cases/directml/lp-compile-refusals)."""
+    settings = acc.Settings()
+    probes = [
+        acc.Probe(
+            f"LP_NORMALIZATION-6_4-legal-FLOAT32-{axis:02d}",
+            "LP_NORMALIZATION",
+            "6_4",
+            "legal",
+            None,
+            "FLOAT32",
+            _lp([2, 3, 4, 5], axis, 1),
+        )
+        for axis in range(4)
+    ]
+    answers = acc.ReleaseAnswers("1.15.4", "", "6_4", settings, "")
+    backend = DirectMLBackend(version="1.15.4")
+    try:
+        acc.ask_all(backend.check, probes, answers)
+    finally:
+        backend.close()
+    assert list(answers.verdicts.values()) == [acc.REFUSED, acc.REFUSED, acc.ACCEPTED, acc.REFUSED]
+    assert set(answers.stages.values()) == {acc.COMPILE}
+    judged = matrix.judge(matrix.Expectations(SPEC), probes, answers)
+    reg = registry()
+    assert [reg.explain_judged(j, SPEC) for j in matrix.disagreements(judged)] == [["F12"]] * 3
+
+
+def test_an_hresult_that_is_no_refusal_is_its_own_outcome() -> None:
+    """DirectML 1.8.0's CompileOperator overflows on LRN_GRAD over 2^32 - 1 elements."""
+    needs("1.8.0")
+    from dmlconform.specification.desc import parse_desc
+
+    t = {"DataType": "FLOAT32", "Sizes": [1, 255, 257, 65537]}
+    members = {"CrossChannel": True, "LocalSize": 3, "Alpha": 1e-4, "Beta": 0.75, "Bias": 1.0}
+    desc = parse_desc(
+        {
+            "type": "DML_OPERATOR_LOCAL_RESPONSE_NORMALIZATION_GRAD",
+            "desc": {"InputTensor": t, "InputGradientTensor": t, "OutputGradientTensor": t, **members},
+        }
+    )
+    backend = DirectMLBackend(version="1.8.0")
+    try:
+        answer = acc.ask(backend.check, desc)
+    finally:
+        backend.close()
+    assert (answer.verdict, answer.stage, answer.hresult) == (acc.FAILED, acc.COMPILE, 0x8007023E)
+
+
 @pytest.mark.parametrize(
     ("path", "version", "outcome"),
     [

@@ -5,10 +5,12 @@
     dmlconform directml publish DIR [--out docs/directml-conformance.md]
 
 ``accept`` asks the releases about every probe of the acceptance corpus and prints the agreement
-and every disagreement by the finding that decides it (exit 1 when one is undecided). ``sweep``
-does that, a conformance run per release and the reproducers' replays, into one directory that
-``publish`` turns into the published table (exit 1 when a disagreement is undecided or a run
-failure is unexplained, so a new one cannot slip into the table unnoticed).
+and every disagreement by the finding that decides it (exit 1 when one is undecided), and the
+answers that failed (neither accepted nor refused). ``sweep`` does that, a conformance run per
+release and the reproducers' replays, into one directory that ``publish`` turns into the
+published table (the page is written either way; exit 1 when a disagreement is undecided, with
+one line naming how many and one of them, or a run failure is unexplained, so a new one cannot
+slip into the table unnoticed).
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def register(verbs: Any) -> None:
         help="write docs/directml-conformance.md from a sweep directory",
         description="Generate the published DirectML conformance table (releases x operators, "
         "acceptance agreement, findings with their reproducers) from a sweep directory. Exit status: 0 "
-        "written, 2 the sweep directory is missing or incomplete.",
+        "written, 1 written but a disagreement no finding claims (undecided) or a run failure no finding "
+        "explains is in it, 2 the sweep directory is missing or incomplete.",
     )
     publish_p.add_argument(
         "sweep_dir", nargs="?", default=DEFAULT_OUT, metavar="DIR", help=f"default {DEFAULT_OUT}"
@@ -179,17 +182,20 @@ def run_accept(args: argparse.Namespace) -> int:
         print(
             f"DirectML {v} ({answers.max_feature_level}), probes at its level and below: legal {lg.accepted} "
             f"accepted / {lg.refused} refused; illegal {il.refused} refused / {il.accepted} accepted; "
-            f"{lg.inexpressible + il.inexpressible} cannot be asked; {lg.error + il.error} errors "
-            f"({answers.seconds:.1f} s)"
+            f"{lg.failed + il.failed} failed; {lg.inexpressible + il.inexpressible} cannot be asked; "
+            f"{lg.error + il.error} errors ({answers.seconds:.1f} s)"
         )
         groups: dict[tuple[str, str, str, str], int] = {}
         for j in matrix.disagreements(judged):
             owners = reg.explain_judged(j, spec)
-            key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict)
+            where = f" by {acc.STAGE_CALLS[j.stage]}" if j.verdict == acc.REFUSED and j.stage else ""
+            key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict + where)
             groups[key] = groups.get(key, 0) + 1
             undecided += not owners
         for (fid, op, rule, verdict), n in sorted(groups.items()):
             print(f"  {fid:<9} {op} breaks {rule}: {verdict} ({n} probes)")
+        for line in acc.failure_lines(answers):
+            print(f"  {line}")
     print(f"answers in {out}; {undecided} undecided disagreement(s)")
     return 1 if undecided else 0
 
@@ -247,6 +253,8 @@ def run_publish(args: argparse.Namespace) -> int:
     out.write_text(text, encoding="utf-8")
     print(
         f"wrote {out}: {len(sweep.answers)} release(s), {health['undecided']} undecided disagreement(s), "
-        f"{health['unexplained']} unexplained run failure(s)"
+        f"{health['unexplained']} unexplained run failure(s), {health['failed']} failed answer(s)"
     )
+    if health["undecided"]:
+        print(f"dmlconform directml publish: error: {health['undecided_line']}", file=sys.stderr)
     return 1 if health["undecided"] or health["unexplained"] else 0

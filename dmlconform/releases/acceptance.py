@@ -1,8 +1,8 @@
 """DirectML's own verdicts on the spec's descs: every probe through CreateOperator, per release.
 
 The spec's rules were written from the docs; a DirectML release is the implementation they
-describe, and its ``CreateOperator`` (with ``CompileOperator``, which never refused what
-CreateOperator accepted) is a verdict on any desc. The *corpus* is what the generators make of
+describe, and its ``CreateOperator`` (then ``CompileOperator``, which refuses some descs that
+CreateOperator took: F12) is a verdict on any desc. The *corpus* is what the generators make of
 the spec: at every feature level, ``legal`` descs per data type, and ``illegal`` descs per rule
 that can be broken alone (each breaks that rule and nothing else at its level, with its data
 type, layout and members drawn like any other). Every release is asked about the whole corpus,
@@ -20,10 +20,20 @@ The corpus is a pure function of (spec, seed, counts): a probe's id names its op
 kind, rule or data type and index, and the answers file keeps only ids and verdicts, so the
 descs are re-made from the settings rather than stored ten times over.
 
-Verdicts: ``accepted`` (S_OK), ``refused`` (E_INVALIDARG / E_NOTIMPL at CreateOperator or
-CompileOperator), ``inexpressible`` (the desc breaks a desc-file rule that DirectML's C structs
-cannot carry: a count that differs from its array, an omitted member; DirectML cannot be asked),
-``error`` (anything else: a crash, a timeout, another HRESULT; never taken as a verdict).
+Verdicts: ``accepted`` (S_OK from CreateOperator and CompileOperator), ``refused`` (E_INVALIDARG
+or E_NOTIMPL, with the stage that refused: ``create`` for CreateOperator, ``compile`` for
+CompileOperator), ``failed`` (another failing HRESULT from one of DirectML's stages, such as
+1.8.0's arithmetic overflow 0x8007023E at CompileOperator: kept with its stage and HRESULT, never
+taken for a verdict on the desc, so neither agreement nor disagreement), ``inexpressible`` (the
+desc breaks a desc-file rule that DirectML's C structs cannot carry: a count that differs from
+its array, an omitted member; DirectML cannot be asked), ``error`` (anything else: a crash, a
+timeout, a removed device; never taken as a verdict).
+
+The answers file (format 2) keeps one letter per probe: ``A`` accepted, ``R`` refused by
+CreateOperator, ``C`` refused by CompileOperator, ``D`` refused when executed (a backend whose
+``check`` executes), ``F`` failed (its stage and HRESULT under ``failures``), ``X``
+inexpressible, ``E`` error; ``details`` keep the message of every failure, error and refusal that
+was not E_INVALIDARG. A file of another format is refused with one line: ask again.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from typing import Any
 
 from dmlconform.backends.directml.backend import DirectMLBackend
 from dmlconform.backends.directml.client import RunnerError
-from dmlconform.errors import Rejected, Unsupported
+from dmlconform.errors import STAGES, Failure, Rejected, Unsupported, hresult_hex
 from dmlconform.generation import descs as generate
 from dmlconform.generation.edges import edge_corpus
 from dmlconform.runner.cases import input_data_type, operator_data_types
@@ -45,12 +55,27 @@ from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
 from dmlconform.specification.validate import validate
 
-ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR = "accepted", "refused", "inexpressible", "error"
-VERDICTS = (ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR)
-_CODE = {ACCEPTED: "A", REFUSED: "R", INEXPRESSIBLE: "X", ERROR: "E"}
+ACCEPTED, REFUSED, FAILED = "accepted", "refused", "failed"
+INEXPRESSIBLE, ERROR = "inexpressible", "error"
+VERDICTS = (ACCEPTED, REFUSED, FAILED, INEXPRESSIBLE, ERROR)
+CREATE, COMPILE, EXECUTE = STAGES
+#: How the published table and the messages name each stage.
+STAGE_CALLS = {CREATE: "CreateOperator", COMPILE: "CompileOperator", EXECUTE: "execution"}
+#: The answers file's letter of each (verdict, stage): a refusal's stage is in its letter.
+_CODE = {
+    (ACCEPTED, None): "A",
+    (REFUSED, CREATE): "R",
+    (REFUSED, COMPILE): "C",
+    (REFUSED, EXECUTE): "D",
+    (FAILED, None): "F",
+    (INEXPRESSIBLE, None): "X",
+    (ERROR, None): "E",
+}
 _VERDICT = {v: k for k, v in _CODE.items()}
-#: The answers file format (bump on an incompatible change).
-FORMAT = 1
+#: The answers file format (bump on an incompatible change). 2: a refusal's stage in its letter,
+#: ``failed`` answers with their stage and HRESULT, ``through``.
+FORMAT = 2
+E_INVALIDARG = 0x80070057
 
 
 @dataclass(frozen=True)
@@ -142,27 +167,47 @@ def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
 
 @dataclass(frozen=True)
 class Answer:
+    """One answer: the verdict, the stage that refused or failed (None otherwise), the HRESULT
+    where the backend said it, and the message."""
+
     verdict: str
     detail: str = ""
+    stage: str | None = None
+    hresult: int | None = None
 
 
 def ask(check: Callable[[OperatorDesc], None], desc: OperatorDesc) -> Answer:
-    """DirectML's verdict on ``desc`` through a backend's ``check``."""
+    """DirectML's verdict on ``desc`` through a backend's ``check``. A refusal keeps the stage the
+    backend names (``Rejected.stage``); one that names none (a validator standing in for
+    DirectML) refused at ``create``. A :class:`Failure` with a stage is ``failed``."""
     try:
         check(desc)
     except Rejected as exc:
-        return Answer(REFUSED, str(exc))
+        stage = exc.stage if exc.stage in STAGES else CREATE
+        return Answer(REFUSED, str(exc), stage, exc.hresult)
     except Unsupported as exc:
         return Answer(INEXPRESSIBLE, str(exc))
+    except Failure as exc:
+        if exc.stage in STAGES:
+            return Answer(FAILED, str(exc), exc.stage, exc.hresult)
+        return Answer(ERROR, str(exc))
     except (RunnerError, RuntimeError, OSError) as exc:
         return Answer(ERROR, str(exc))
     return Answer(ACCEPTED)
 
 
+class AnswersFormatError(ValueError):
+    """An answers file written in another format than this dmlconform reads (one line)."""
+
+
 @dataclass
 class ReleaseAnswers:
-    """One release's answers to the corpus (``verdicts`` by probe id; ``details`` only where the
-    answer says more than the usual refusal, e.g. an error or a refusal that was not E_INVALIDARG)."""
+    """One release's answers to the corpus: ``verdicts`` by probe id; ``stages`` the stage of every
+    refused and failed probe; ``hresults`` the HRESULT of every failed probe (and of a refusal
+    that was not E_INVALIDARG, where the backend said it); ``details`` the message where the
+    answer says more than the usual refusal (an error, a failure, a refusal that was not
+    E_INVALIDARG). ``through``: the last stage the release was asked (an accepted probe got
+    through every stage up to it)."""
 
     release: str
     file_version: str
@@ -172,6 +217,37 @@ class ReleaseAnswers:
     verdicts: dict[str, str] = field(default_factory=dict)
     details: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    stages: dict[str, str] = field(default_factory=dict)
+    hresults: dict[str, int] = field(default_factory=dict)
+    through: str = COMPILE
+
+    def record(self, probe_id: str, answer: Answer) -> None:
+        """Keep ``answer`` to the probe ``probe_id``."""
+        self.verdicts[probe_id] = answer.verdict
+        if answer.verdict in (REFUSED, FAILED):
+            assert answer.stage in STAGES, answer
+            self.stages[probe_id] = answer.stage
+        if answer.hresult is not None and (answer.verdict == FAILED or answer.hresult != E_INVALIDARG):
+            self.hresults[probe_id] = answer.hresult & 0xFFFFFFFF
+        unusual = answer.verdict == REFUSED and not _usual(answer)
+        if answer.verdict in (ERROR, FAILED) or unusual:
+            self.details[probe_id] = answer.detail
+
+    def stage(self, probe_id: str) -> str | None:
+        """Where the release answered the probe: the stage that refused or failed, ``through``
+        for an accepted probe, None where it was not asked (or not about this probe)."""
+        verdict = self.verdicts.get(probe_id)
+        if verdict in (REFUSED, FAILED):
+            return self.stages.get(probe_id)
+        return self.through if verdict == ACCEPTED else None
+
+    def failures(self) -> list[tuple[str, str, int | None]]:
+        """(probe id, stage, HRESULT) of every failed probe, in corpus order."""
+        return [
+            (i, self.stages.get(i, "?"), self.hresults.get(i))
+            for i, v in self.verdicts.items()
+            if v == FAILED
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -182,32 +258,71 @@ class ReleaseAnswers:
             "settings": self.settings.to_json(),
             "spec_hash": self.spec_hash,
             "seconds": round(self.seconds, 1),
-            "verdicts": "".join(_CODE[v] for v in self.verdicts.values()),
+            "through": self.through,
+            "verdicts": "".join(
+                _CODE[(v, self.stages.get(i) if v == REFUSED else None)] for i, v in self.verdicts.items()
+            ),
             "ids": list(self.verdicts),
+            "failures": {
+                i: {"stage": stage, "hresult": None if h is None else hresult_hex(h)}
+                for i, stage, h in self.failures()
+            },
+            "hresults": {
+                i: hresult_hex(h) for i, h in self.hresults.items() if self.verdicts.get(i) != FAILED
+            },
             "details": self.details,
         }
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ReleaseAnswers:
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
         if raw.get("format") != FORMAT:
-            raise ValueError(f"answers format {raw.get('format')!r}, expected {FORMAT}")
+            found = raw.get("format")
+            before = " (before refusals kept their stage)" if found == 1 else ""
+            raise AnswersFormatError(
+                f"answers of format {found!r}{before}, this dmlconform reads format {FORMAT}: "
+                "ask the release again (dmlconform directml accept or sweep)"
+            )
         ids, codes = raw["ids"], raw["verdicts"]
         if len(ids) != len(codes):
             raise ValueError("answers: ids and verdicts differ in length")
-        return cls(
+        unknown = set(codes) - {c for c in _VERDICT}
+        if unknown:
+            raise ValueError(f"answers: unknown verdict letter(s) {''.join(sorted(unknown))}")
+        failures = raw.get("failures") or {}
+        answers = cls(
             release=raw["release"],
             file_version=raw["file_version"],
             max_feature_level=raw["max_feature_level"],
             settings=Settings(**{"edges": 0, **raw["settings"]}),
             spec_hash=raw.get("spec_hash", ""),
-            verdicts={i: _VERDICT[c] for i, c in zip(ids, codes, strict=True)},
             details=dict(raw.get("details") or {}),
             seconds=float(raw.get("seconds") or 0.0),
+            through=raw.get("through", COMPILE),
         )
+        for i, c in zip(ids, codes, strict=True):
+            verdict, stage = _VERDICT[c]
+            answers.verdicts[i] = verdict
+            if verdict == FAILED:
+                failure = failures.get(i)
+                if not isinstance(failure, dict) or failure.get("stage") not in STAGES:
+                    raise ValueError(f"answers: failed probe {i} has no stage under 'failures'")
+                stage = failure["stage"]
+                if failure.get("hresult") is not None:
+                    answers.hresults[i] = int(str(failure["hresult"]), 16)
+            if stage is not None:
+                answers.stages[i] = stage
+        for i, h in (raw.get("hresults") or {}).items():
+            answers.hresults[i] = int(str(h), 16)
+        return answers
 
 
-def _usual(detail: str) -> bool:
-    return "E_INVALIDARG" in detail
+def _usual(answer: Answer) -> bool:
+    """A refusal with E_INVALIDARG (by its HRESULT, or its message where the backend gives none)."""
+    if answer.hresult is not None:
+        return answer.hresult & 0xFFFFFFFF == E_INVALIDARG
+    return "E_INVALIDARG" in answer.detail
 
 
 def ask_all(
@@ -219,10 +334,7 @@ def ask_all(
     """Put every probe to ``check``, filling ``answers`` in corpus order."""
     start = time.monotonic()
     for i, probe in enumerate(probes):
-        answer = ask(check, probe.desc)
-        answers.verdicts[probe.id] = answer.verdict
-        if answer.verdict == ERROR or (answer.verdict == REFUSED and not _usual(answer.detail)):
-            answers.details[probe.id] = answer.detail
+        answers.record(probe.id, ask(check, probe.desc))
         if progress is not None and (i + 1) % 1000 == 0:
             progress(i + 1, len(probes))
     answers.seconds = time.monotonic() - start
@@ -254,6 +366,18 @@ def ask_release(
         backend.close()
 
 
+def failure_lines(answers: ReleaseAnswers) -> list[str]:
+    """One line per (stage, HRESULT) of the release's failed answers: how many, and an example."""
+    groups: dict[tuple[str, int | None], list[str]] = {}
+    for probe_id, stage, hresult in answers.failures():
+        groups.setdefault((stage, hresult), []).append(probe_id)
+    return [
+        f"FAILED: {len(ids)} probe(s) answered {hresult_hex(h) if h is not None else 'a failure'} by "
+        f"{STAGE_CALLS.get(stage, stage)} (neither accepted nor refused), e.g. {ids[0]}"
+        for (stage, h), ids in groups.items()
+    ]
+
+
 def answers_path(out: Path, release: str) -> Path:
     return out / f"acceptance-{release}.json"
 
@@ -271,6 +395,8 @@ def load_answers(out: Path) -> list[ReleaseAnswers]:
     for path in sorted(out.glob("acceptance-*.json")):
         try:
             found.append(ReleaseAnswers.from_json(json.loads(path.read_text(encoding="utf-8"))))
+        except AnswersFormatError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}: not an acceptance answers file ({exc})") from None
     return sorted(found, key=lambda a: release_key(a.release))
@@ -299,9 +425,11 @@ def experiment(
     spec: Spec,
     out: Callable[[str], None] = print,
 ) -> int:
-    """Put each labelled desc to every release's CreateOperator and print DirectML's answer beside
-    the validator's verdict at the release's level; returns the number of disagreements. What
-    the experiments under cases/directml/ that settle a desc rule run (and exit 1 on)."""
+    """Put each labelled desc to every release's CreateOperator and CompileOperator and print
+    DirectML's answer (with the stage that refused) beside the validator's verdict at the
+    release's level; returns the number of disagreements (a failed answer, neither accepted nor
+    refused, is printed and not counted). What the experiments under cases/directml/ that settle
+    a desc rule run (and exit 1 on)."""
     disagreements = 0
     for version in versions:
         backend = DirectMLBackend(version=version)
@@ -309,10 +437,33 @@ def experiment(
             out(f"DirectML {version}")
             for label, desc in labelled:
                 legal = not validate(desc, backend.feature_level, spec)
-                accepted = ask(backend.check, desc).verdict == ACCEPTED
+                answer = ask(backend.check, desc)
+                said = describe(answer)
+                if answer.verdict not in (ACCEPTED, REFUSED):
+                    out(
+                        f"  {label:<64} {said}, validator {'legal' if legal else 'illegal'}   <- not a verdict"
+                    )
+                    continue
+                accepted = answer.verdict == ACCEPTED
                 disagreements += legal != accepted
-                verdicts = f"DirectML {'accepts' if accepted else 'refuses'}, validator {'legal' if legal else 'illegal'}"
+                verdicts = f"{said}, validator {'legal' if legal else 'illegal'}"
                 out(f"  {label:<64} {verdicts}" + ("" if legal == accepted else "   <- disagree"))
         finally:
             backend.close()
     return disagreements
+
+
+def describe(answer: Answer) -> str:
+    """``DirectML accepts``, ``DirectML refuses at CompileOperator``, ``DirectML fails at
+    CompileOperator (0x8007023E)``, ``DirectML cannot be asked``, ``error: ...``."""
+    where = STAGE_CALLS.get(answer.stage or "", answer.stage)
+    if answer.verdict == ACCEPTED:
+        return "DirectML accepts"
+    if answer.verdict == REFUSED:
+        return f"DirectML refuses at {where}"
+    if answer.verdict == FAILED:
+        code = "" if answer.hresult is None else f" ({hresult_hex(answer.hresult)})"
+        return f"DirectML fails at {where}{code}"
+    if answer.verdict == INEXPRESSIBLE:
+        return "DirectML cannot be asked"
+    return f"error: {answer.detail}"

@@ -9,7 +9,9 @@ A probe is *expected* legal or illegal by the spec at the release's own maximum 
 
 - :func:`acceptance`: the probes generated at the release's level and below, by operator, the
   rules the spec says they break at the release's level (``legal`` for none) and generated level:
-  legal accepted / refused, illegal refused / accepted, and those DirectML cannot be asked.
+  legal accepted / refused, illegal refused / accepted (refusals counted by stage too), the
+  answers that failed (neither accepted nor refused: no verdict, so neither agreement nor
+  disagreement), and those DirectML cannot be asked.
 - :func:`availability`: the level-bound changes of the spec (``spec-diff`` from the first level to
   the last: operators introduced, activations fusable from a level, rules switched on or off,
   support rows) held against the releases whose maximum levels straddle each one. The witnesses
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from dmlconform.releases.acceptance import (
     ACCEPTED,
     ERROR,
+    FAILED,
     INEXPRESSIBLE,
     REFUSED,
     Probe,
@@ -40,12 +43,16 @@ LEGAL = "legal"
 
 @dataclass(frozen=True)
 class Judged:
-    """A probe, DirectML's verdict, and the rules the spec says it breaks at the release's level."""
+    """A probe, DirectML's verdict, and the rules the spec says it breaks at the release's level;
+    ``stage`` where DirectML answered (``ReleaseAnswers.stage``: the stage that refused or
+    failed, the last one asked for an accepted probe), ``hresult`` that of a failed answer."""
 
     release: str
     probe: Probe
     verdict: str
     expected: tuple[str, ...]  # () : legal at the release's level
+    stage: str | None = None
+    hresult: int | None = None
 
     @property
     def expect_key(self) -> str:
@@ -84,29 +91,45 @@ def judge(expect: Expectations, probes: Iterable[Probe], answers: ReleaseAnswers
     for p in probes:
         verdict = answers.verdicts.get(p.id)
         if verdict is not None:
-            out.append(Judged(answers.release, p, verdict, expect(p, answers.max_feature_level)))
+            out.append(
+                Judged(
+                    answers.release,
+                    p,
+                    verdict,
+                    expect(p, answers.max_feature_level),
+                    answers.stage(p.id),
+                    answers.hresults.get(p.id),
+                )
+            )
     return out
 
 
 @dataclass
 class Cell:
-    """Counts of one matrix cell."""
+    """Counts of one matrix cell, by verdict; ``refused_at`` the refusals by stage."""
 
     accepted: int = 0
     refused: int = 0
+    failed: int = 0
     inexpressible: int = 0
     error: int = 0
+    refused_at: dict[str, int] = field(default_factory=dict)
 
-    def add(self, verdict: str) -> None:
+    def add(self, verdict: str, stage: str | None = None) -> None:
         setattr(self, verdict, getattr(self, verdict) + 1)
+        if verdict == REFUSED:
+            key = stage or "?"
+            self.refused_at[key] = self.refused_at.get(key, 0) + 1
 
     def merge(self, other: Cell) -> None:
-        for v in (ACCEPTED, REFUSED, INEXPRESSIBLE, ERROR):
+        for v in (ACCEPTED, REFUSED, FAILED, INEXPRESSIBLE, ERROR):
             setattr(self, v, getattr(self, v) + getattr(other, v))
+        for stage, n in other.refused_at.items():
+            self.refused_at[stage] = self.refused_at.get(stage, 0) + n
 
     @property
     def total(self) -> int:
-        return self.accepted + self.refused + self.inexpressible + self.error
+        return self.accepted + self.refused + self.failed + self.inexpressible + self.error
 
 
 @dataclass
@@ -146,13 +169,20 @@ def acceptance(spec: Spec, judged: list[Judged], release: str, level: str) -> Ma
     m = Matrix(release, level)
     for j in judged:
         if spec.level(j.probe.level).index <= top:
-            m.cells.setdefault((j.probe.operator, j.expect_key, j.probe.level), Cell()).add(j.verdict)
+            m.cells.setdefault((j.probe.operator, j.expect_key, j.probe.level), Cell()).add(
+                j.verdict, j.stage
+            )
     return m
 
 
 def disagreements(judged: Iterable[Judged]) -> list[Judged]:
     """Every probe DirectML answered otherwise than the spec at its level (all generated levels)."""
     return [j for j in judged if j.agrees is False]
+
+
+def failures(judged: Iterable[Judged]) -> list[Judged]:
+    """Every probe whose answer failed (neither accepted nor refused; all generated levels)."""
+    return [j for j in judged if j.verdict == FAILED]
 
 
 # --------------------------------------------------------------------------------------------

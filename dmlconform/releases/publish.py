@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlconform.errors import hresult_hex
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import matrix
 from dmlconform.releases.findings import Registry, registry
@@ -176,17 +177,20 @@ def _judged(sweep: Sweep, spec: Spec) -> dict[str, list[matrix.Judged]]:
 def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.Judged]]) -> list[str]:
     st = sweep.answers[0].settings
     lines = [
-        "## Acceptance: DirectML's CreateOperator against the spec",
+        "## Acceptance: DirectML's CreateOperator and CompileOperator against the spec",
         "",
         f"The corpus: at every feature level, {st.legal} legal descs per data type and {st.illegal} illegal "
         f"descs per rule that can be broken alone (generator seed {st.seed}); {len(sweep.probes)} probes. "
         "Each release is asked about every probe (CreateOperator, then CompileOperator) and judged against "
         "the spec at its own maximum level. The counts below cover the probes generated at that level and "
-        "below; 'cannot be asked' are illegal descs whose broken rule DirectML's C structs cannot carry "
-        "(a count that differs from its array, an omitted member).",
+        "below; a refusal counts whichever stage gave it, and those CompileOperator gave are counted again "
+        "in brackets; 'failed' are answers that were neither S_OK nor a refusal (an HRESULT other than "
+        "E_INVALIDARG and E_NOTIMPL: no verdict, so neither agreement nor disagreement); 'cannot be asked' "
+        "are illegal descs whose broken rule DirectML's C structs cannot carry (a count that differs from "
+        "its array, an omitted member).",
         "",
-        "| release | level | probes | legal accepted | legal refused | illegal refused | illegal accepted | cannot be asked | errors | agreement |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| release | level | probes | legal accepted | legal refused | illegal refused | illegal accepted | failed | cannot be asked | errors | agreement |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     matrices = {}
     for a in sweep.answers:
@@ -197,13 +201,17 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
         asked = lg.accepted + lg.refused + il.refused + il.accepted
         agree = lg.accepted + il.refused
         lines.append(
-            f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | {lg.accepted} | {lg.refused} | "
-            f"{il.refused} | {il.accepted} | {lg.inexpressible + il.inexpressible} | {lg.error + il.error} | "
-            f"{agree / asked:.2%} |"
+            f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | {lg.accepted} | {_refused(lg)} | "
+            f"{_refused(il)} | {il.accepted} | {lg.failed + il.failed} | {lg.inexpressible + il.inexpressible} | "
+            f"{lg.error + il.error} | {agree / asked:.2%} |"
+            if asked
+            else f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | 0 | 0 | 0 | 0 | "
+            f"{lg.failed + il.failed} | {lg.inexpressible + il.inexpressible} | {lg.error + il.error} | n/a |"
         )
     lines += [
         "",
-        "Per operator (legal accepted / refused; illegal refused / accepted):",
+        "Per operator (legal accepted / refused; illegal refused / accepted; and the failed answers "
+        "where there are any):",
         "",
         "| operator | " + " | ".join(a.release for a in sweep.answers) + " |",
         "|---|" + "---|" * len(sweep.answers),
@@ -217,7 +225,11 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
                 cells.append("-")
                 continue
             lg, il = c[matrix.LEGAL], c["illegal"]
-            cells.append(f"{lg.accepted}/{lg.refused}; {il.refused}/{il.accepted}")
+            failed = lg.failed + il.failed
+            cells.append(
+                f"{lg.accepted}/{lg.refused}; {il.refused}/{il.accepted}"
+                + (f"; {failed} failed" if failed else "")
+            )
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -249,20 +261,58 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
     return lines
 
 
+def _refused(cell: matrix.Cell) -> str:
+    """A refusal count, with those CompileOperator gave in brackets."""
+    compiled = cell.refused_at.get(acc.COMPILE, 0)
+    return f"{cell.refused} ({compiled} by CompileOperator)" if compiled else str(cell.refused)
+
+
+def _answer(verdict: str, stage: str | None) -> str:
+    """How the page names DirectML's answer: ``accepted``, ``refused by CompileOperator``."""
+    if verdict == acc.REFUSED and stage:
+        return f"refused by {acc.STAGE_CALLS.get(stage, stage)}"
+    return verdict
+
+
+@dataclass
+class Undecided:
+    """The disagreements no finding claims: how many, and the first (release, probe id)."""
+
+    count: int = 0
+    example: tuple[str, str] | None = None
+
+    def add(self, release: str, probe_id: str) -> None:
+        self.count += 1
+        if self.example is None:
+            self.example = (release, probe_id)
+
+    def line(self) -> str:
+        """One line for the command: the count and an example."""
+        if not self.count or self.example is None:
+            return "no undecided disagreement"
+        release, probe = self.example
+        return (
+            f"{self.count} undecided disagreement(s) (no finding in findings.yaml claims them), e.g. "
+            f"probe {probe} on DirectML {release}"
+        )
+
+
 def disagreements_section(
     sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.Judged]], reg: Registry
-) -> tuple[list[str], dict[str, list[str]], int]:
-    """The disagreements grouped by (finding, operator, rule, verdict), the releases that show
-    each finding's disagreements, and the count of undecided ones."""
+) -> tuple[list[str], dict[str, list[str]], Undecided]:
+    """The disagreements grouped by (finding, operator, rule, verdict and stage), the releases that
+    show each finding's disagreements, and the undecided ones; then the failed answers."""
     groups: dict[tuple[str, str, str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     shown: dict[str, list[str]] = defaultdict(list)
-    undecided = 0
+    undecided = Undecided()
     for a in sweep.answers:
         for j in matrix.disagreements(judged[a.release]):
             owners = reg.explain_judged(j, spec)
             key_id = "+".join(owners) if owners else "undecided"
-            undecided += not owners
-            groups[(key_id, j.probe.operator, j.expect_key, j.verdict)][a.release].append(j.probe.id)
+            if not owners:
+                undecided.add(a.release, j.probe.id)
+            answer = _answer(j.verdict, j.stage)
+            groups[(key_id, j.probe.operator, j.expect_key, answer)][a.release].append(j.probe.id)
             for o in owners:
                 if a.release not in shown[o]:
                     shown[o].append(a.release)
@@ -283,10 +333,36 @@ def disagreements_section(
         lines.append(f"| {fid} | {op} | {rule} | {verdict} | {rel} | `{example}` |")
     lines += [
         "",
-        f"{undecided} undecided disagreement(s)."
-        + ("" if not undecided else " **Each needs a decision in findings.yaml.**"),
+        f"{undecided.count} undecided disagreement(s)."
+        + ("" if not undecided.count else " **Each needs a decision in findings.yaml.**"),
+        "",
+        *failures_lines(sweep, judged),
     ]
     return lines, shown, undecided
+
+
+def failures_lines(sweep: Sweep, judged: dict[str, list[matrix.Judged]]) -> list[str]:
+    """The answers that failed: by release, stage and HRESULT (all generated levels)."""
+    lines = [
+        "### Answers that failed",
+        "",
+        "Probes a stage answered with an HRESULT other than S_OK, E_INVALIDARG and E_NOTIMPL: not a verdict "
+        "on the desc, so they count neither as agreement nor as disagreement.",
+        "",
+    ]
+    groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for a in sweep.answers:
+        for j in matrix.failures(judged[a.release]):
+            code = hresult_hex(j.hresult) if j.hresult is not None else "?"
+            groups[(a.release, acc.STAGE_CALLS.get(j.stage or "", str(j.stage)), code)].append(j.probe.id)
+    if not groups:
+        return [*lines, "None."]
+    lines += ["| release | stage | HRESULT | probes | e.g. |", "|---|---|---|---:|---|"]
+    for (release, stage, code), ids in sorted(
+        groups.items(), key=lambda kv: (sweep.order.index(kv[0][0]), kv[0][1:])
+    ):
+        lines.append(f"| {release} | {stage} | {code} | {len(ids)} | `{ids[0]}` |")
+    return lines
 
 
 def _explained_by(
@@ -534,8 +610,9 @@ def regenerate_section(sweep: Sweep) -> list[str]:
     ]
 
 
-def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, dict[str, int]]:
-    """The markdown page and its health: undecided disagreements and unexplained failures."""
+def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, dict[str, Any]]:
+    """The markdown page and its health: ``undecided`` disagreements (``undecided_line`` says how
+    many, with an example), ``unexplained`` run failures and ``failed`` answers."""
     from dmlconform.runner.results import spec_hash
 
     reg = reg or registry()
@@ -572,4 +649,11 @@ def render(sweep: Sweep, spec: Spec, reg: Registry | None = None) -> tuple[str, 
         "",
         *regenerate_section(sweep),
     ]
-    return "\n".join(lines) + "\n", {"undecided": undecided, "unexplained": unexplained}
+    failed = sum(len(matrix.failures(j)) for j in judged.values())
+    health = {
+        "undecided": undecided.count,
+        "unexplained": unexplained,
+        "failed": failed,
+        "undecided_line": undecided.line(),
+    }
+    return "\n".join(lines) + "\n", health

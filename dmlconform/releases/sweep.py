@@ -1,7 +1,7 @@
 """A release sweep: every installed DirectML release held against the spec, into one directory.
 
     DIR/releases.json          each known release: wheel, installed, its self-test now (status.py)
-    DIR/acceptance-<V>.json    DirectML's CreateOperator verdict on every probe (acceptance.py)
+    DIR/acceptance-<V>.json    DirectML's answer to every probe, with the stage (acceptance.py)
     DIR/runs/<V>/              a conformance run (``dmlconform run``) on the release, wave_ops=on
     DIR/runs-wave-ops-off/<V>/ the same run with wave_ops=off
     DIR/replays.json           every finding's reproducers replayed on every release, wave_ops=on
@@ -126,11 +126,19 @@ def run_acceptance(versions: list[str], settings: SweepSettings, spec: Spec, out
         answers = acc.ask_release(v, probes, st, spec)
         acc.write_answers(answers, out)
         counts = {k: sum(1 for x in answers.verdicts.values() if x == k) for k in acc.VERDICTS}
+        compiled = sum(
+            1 for i, s in answers.stages.items() if s == acc.COMPILE and answers.verdicts[i] == acc.REFUSED
+        )
         log(
             f"  {v:<8} {answers.max_feature_level}: "
-            + ", ".join(f"{n} {k}" for k, n in counts.items())
+            + ", ".join(
+                f"{n} {k}" + (f" ({compiled} by CompileOperator)" if k == acc.REFUSED and compiled else "")
+                for k, n in counts.items()
+            )
             + f" in {answers.seconds:.1f} s"
         )
+        for line in acc.failure_lines(answers):
+            log(f"  {v:<8} {line}")
 
 
 def run_command(version: str, settings: SweepSettings, report: Path, wave_ops: str = "on") -> list[str]:
@@ -264,7 +272,7 @@ def sweep(
     runnable = record_releases(versions, out, log)
     steps["releases"] = time.monotonic() - start
     t = time.monotonic()
-    log("acceptance (CreateOperator on every probe):")
+    log("acceptance (CreateOperator and CompileOperator on every probe):")
     run_acceptance(runnable, settings, spec, out, log)
     steps["acceptance"] = time.monotonic() - t
     done: dict[str, Any] = {}

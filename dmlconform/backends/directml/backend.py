@@ -27,7 +27,7 @@ from dmlconform.backends.directml.client import MODE_COMPILE, RunnerError, RunRe
 from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION, release
 from dmlconform.backends.directml.selftest import SelfTest, run_self_test
 from dmlconform.backends.directml.stack import Session, StackMissing, locate
-from dmlconform.errors import Rejected, Unsupported
+from dmlconform.errors import Failure, Rejected, Unsupported
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import load_spec
 from dmlconform.specification.validate import validate
@@ -234,12 +234,24 @@ class DirectMLBackend(BackendBase):
         return ALLOW_HALF_PRECISION if self.options["half_precision"] else 0
 
 
+#: The runner's stages (client.STAGES) as the stages a refusal or failure names (errors.STAGES):
+#: CreateOperator, CompileOperator, and the initialization and dispatch of a compiled operator.
+STAGE_NAMES = {1: "create", 2: "compile", 3: "execute", 4: "execute"}
+
+
 def _raise_for(reply: RunReply) -> None:
     """A reply that did not get through: DirectML's refusal of the desc at CreateOperator or
-    CompileOperator is Rejected (a verdict); anything else is that case's error."""
-    refusal = REFUSALS.get(reply.hresult & 0xFFFFFFFF)
+    CompileOperator is Rejected (a verdict); another HRESULT returned by one of DirectML's stages
+    is a Failure (a RuntimeError: that case's error, which the acceptance corpus keeps apart);
+    anything else (a removed device, a bad request) is a plain RuntimeError. Both carry the stage
+    and the HRESULT."""
+    hresult = reply.hresult & 0xFFFFFFFF
+    refusal = REFUSALS.get(hresult)
+    stage = STAGE_NAMES.get(reply.stage)
     if refusal and reply.stage in (1, 2):
-        raise Rejected(f"DirectML {reply.describe()} ({refusal})")
+        raise Rejected(f"DirectML {reply.describe()} ({refusal})", stage=stage, hresult=hresult)
+    if stage is not None and hresult & 0x80000000:
+        raise Failure(f"DirectML {reply.describe()}", stage=stage, hresult=hresult)
     raise RuntimeError(f"DirectML {reply.describe()}")
 
 
