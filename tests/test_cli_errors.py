@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, SMALL, dmlconform
 
-from dmlconform.cli import build_parser, directory_problem, prog
+from dmlconform.cli import build_parser, prog
+from dmlconform.runner.directories import directory_problem
 
 NUMERIC = [*SMALL, "--kinds", "numeric"]
 ONE_OP = [

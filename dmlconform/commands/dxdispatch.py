@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from dmlconform.cli import add_spec_dir, directory_problem
+from dmlconform.cli import add_spec_dir
+from dmlconform.runner.directories import directory_problem
 from dmlconform.runner.session import add_arguments, command_line, given, resolve_selection, spec_level
 
 

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dmlconform.cli import add_spec_dir, directory_problem
+from dmlconform.cli import add_spec_dir
+from dmlconform.runner.directories import directory_problem
 from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
 
 

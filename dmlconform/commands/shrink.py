@@ -16,8 +16,9 @@ import contextlib
 import sys
 from pathlib import Path
 
-from dmlconform.cli import add_spec_dir, directory_problem
+from dmlconform.cli import add_spec_dir
 from dmlconform.commands.replay import add_backend_arguments
+from dmlconform.runner.directories import directory_problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

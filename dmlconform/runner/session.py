@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.runner.defaults import DEFAULT_CASES
+from dmlconform.runner.directories import directory_problem
 
 #: Cases per operator x level x data type when none is asked for (runner.cases.Selection's too).
 #: Per-call backend timeout in seconds (0 disables it).
@@ -580,7 +581,6 @@ def resolve_settings(
     """(Settings, the opened backend's handle) from the run options' values (:func:`given`);
     SettingsError with one line naming options as spelled with ``prefix``. ``check_report``:
     whether the report directory must be writable (not asked of an xdist worker)."""
-    from dmlconform.cli import directory_problem
     from dmlconform.runner.cases import Shard
     from dmlconform.runner.expect import ExpectError, known_findings, load_expectations
     from dmlconform.specification.model import SpecError, load_spec
