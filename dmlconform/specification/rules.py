@@ -540,6 +540,16 @@ class TensorSizesPositive(TensorKind):
         return 1 in t.sizes
 
 
+def first_innermost_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """Dense strides in the reverse dimension order (the first dimension innermost): a
+    permutation of the packed layout, the same span."""
+    strides, step = [], 1
+    for n in sizes:
+        strides.append(step)
+        step *= n
+    return tuple(strides)
+
+
 @kind
 class TensorStridesCount(TensorKind):
     name = "tensor_strides_count"
@@ -561,10 +571,7 @@ class TensorStridesCount(TensorKind):
         for d in reversed(range(t.rank)):
             padded[d], step = step, step * (t.sizes[d] + 1)
         yield "padded strides", t.replace(strides=tuple(padded), total_tensor_size_in_bytes=None)
-        permuted, step = [0] * t.rank, 1
-        for d in range(t.rank):  # the first dimension innermost
-            permuted[d], step = step, step * t.sizes[d]
-        yield "permuted strides", t.replace(strides=tuple(permuted))
+        yield "permuted strides", t.replace(strides=first_innermost_strides(t.sizes))
         if role != "input":
             return
         yield "zero strides (one element read everywhere)", t.replace(strides=(0,) * t.rank)
@@ -811,10 +818,7 @@ class TensorOutputSpan(TensorKind):
         step past the whole count)."""
         if role != "output":
             return
-        permuted, step = [0] * t.rank, 1
-        for d in range(t.rank):
-            permuted[d], step = step, step * t.sizes[d]
-        yield "permuted strides, span = element count", t.replace(strides=tuple(permuted))
+        yield "permuted strides, span = element count", t.replace(strides=first_innermost_strides(t.sizes))
         big = [d for d, n in enumerate(t.sizes) if n > 1]
         if len(big) >= 3 and t.sizes[big[-1]] > 2:  # two dimensions alone cannot overlap within the count
             inner, outer = big[-1], big[-2]
