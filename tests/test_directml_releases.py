@@ -28,7 +28,7 @@ from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = acc.Settings(seed=3, legal=1, illegal=1)
+SMALL = acc.Settings(seed=3, legal=1, illegal=1, edges=0)  # the edge corpus: test_edges.py
 
 
 @pytest.fixture(scope="module")

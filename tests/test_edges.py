@@ -143,3 +143,17 @@ def test_edge_variants_of_a_desc_come_from_its_rules() -> None:
     base = next(generate.legal_descs("LOCAL_RESPONSE_NORMALIZATION", "6_4", seed=0, count=1, spec=SPEC))
     rules = {e.rule for e in edge_variants(model, base)}
     assert {"local-size-min", "tensor-alignment", "tensor-total-size-max", "member:Alpha"} <= rules
+
+
+def test_the_release_corpus_asks_directml_about_every_edge() -> None:
+    """The sweep's corpus holds the edge corpus of every operator and level (``--edges``), each
+    probe legal at its level and named by the rule whose edge it sits at."""
+    from dmlconform.releases import acceptance as acc
+
+    settings = acc.Settings(seed=0, legal=0, illegal=0, edges=1)
+    edges = [p for p in acc.corpus(SPEC, settings) if p.kind == "edge"]
+    assert {p.operator for p in edges} == set(SPEC.operators)
+    assert len({p.id for p in edges}) == len(edges)
+    for p in edges[:: max(1, len(edges) // 400)]:  # a spread sample: validating all costs seconds
+        assert validate(p.desc, p.level, SPEC) == [], p.id
+        assert f"-{p.level}-edge-{p.rule}-" in p.id

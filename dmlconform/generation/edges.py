@@ -103,12 +103,24 @@ class EdgeDrawer:
         return ch.choice(by_rule[rule], key=f"edge:{rule}").desc
 
 
+_CORPORA: dict[tuple[int, str, str, int, int], tuple[EdgeDesc, ...]] = {}
+
+
 def edge_corpus(
     operator: str, level: str | FeatureLevel, spec: Spec, seed: int = 0, bases: int = 1
-) -> Iterator[EdgeDesc]:
+) -> tuple[EdgeDesc, ...]:
     """The whole edge corpus of an operator at a level: every edge of ``bases`` legal descs per
-    data type the operator supports there (generator seed ``seed``), each desc once."""
+    data type the operator supports there (generator seed ``seed``), each desc once. Kept per
+    (spec, operator, level, seed, bases): the sweep's corpus and the coverage check ask for the
+    same corpora, and making one validates every variant."""
     model = model_for(operator, level, spec)
+    key = (id(spec), model.op.name, model.level.name, seed, bases)
+    if key not in _CORPORA:
+        _CORPORA[key] = tuple(_make_corpus(model, seed, bases))
+    return _CORPORA[key]
+
+
+def _make_corpus(model: Model, seed: int, bases: int) -> Iterator[EdgeDesc]:
     if not model.available:
         return
     seen: set[str] = set()  # repr: NaN-safe and cheap (yaml is 20 ms a desc)
