@@ -180,7 +180,15 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
         "## Acceptance: DirectML's CreateOperator and CompileOperator against the spec",
         "",
         f"The corpus: at every feature level, {st.legal} legal descs per data type and {st.illegal} illegal "
-        f"descs per rule that can be broken alone (generator seed {st.seed}); {len(sweep.probes)} probes. "
+        f"descs per rule that can be broken alone"
+        + (
+            f", and the edge corpus of {st.edges} legal desc{'s' if st.edges != 1 else ''} per data type "
+            f"(every legal desc at the edge of a rule made from it: `dmlconform generate --edges`; "
+            f"{sum(1 for p in sweep.probes if p.kind == 'edge')} probes)"
+            if st.edges
+            else ""
+        )
+        + f" (generator seed {st.seed}); {len(sweep.probes)} probes. "
         "Each release is asked about every probe (CreateOperator, then CompileOperator) and judged against "
         "the spec at its own maximum level. The counts below cover the probes generated at that level and "
         "below; a refusal counts whichever stage gave it, and those CompileOperator gave are counted again "
