@@ -477,3 +477,33 @@ def test_report_releases_orders_by_release_and_names_each_changed_case(
     assert worst[("MVN", "FLOAT32")] == 3.0
     assert main(["report", "releases", str(older), str(older)]) == 2
     assert "same release" in capsys.readouterr().err
+
+
+def test_conformance_runs_go_two_at_a_time_and_report_in_release_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's runs overlap (PARALLEL_RUNS), yet its log and sweep.json keep release order
+    whichever run ends first."""
+    import threading
+    import time as _time
+
+    from dmlconform.releases import sweep
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def fake(version: str, settings: object, out: Path, wave_ops: str) -> tuple[str, dict, str]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        _time.sleep(0.2 if version == "1.8.0" else 0.05)  # the first release ends last
+        with lock:
+            running[0] -= 1
+        return version, {"seconds": 0}, f"ran {version}"
+
+    monkeypatch.setattr(sweep, "_one_run", fake)
+    log: list[str] = []
+    done = sweep.run_conformance(["1.8.0", "1.13.1", "1.15.4"], sweep.SweepSettings(), tmp_path, log.append)
+    assert log == ["ran 1.8.0", "ran 1.13.1", "ran 1.15.4"]
+    assert list(done) == ["1.8.0", "1.13.1", "1.15.4"]
+    assert most[0] == sweep.PARALLEL_RUNS == 2

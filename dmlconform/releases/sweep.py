@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,41 +170,46 @@ def run_label(version: str, wave_ops: str) -> str:
     return version if wave_ops == WAVE_OPS[0] else f"{version} wave_ops={wave_ops}"
 
 
+#: Releases whose conformance runs go at once: a run keeps about one core busy (the runner and
+#: lavapipe under Wine), so two share this project's two cores and halve the sweep's longest step.
+PARALLEL_RUNS = 2
+
+
+def _one_run(
+    version: str, settings: SweepSettings, out: Path, wave_ops: str
+) -> tuple[str, dict[str, Any], str]:
+    """One release's ``dmlconform run`` in a child process: (label, its sweep.json entry, its log line)."""
+    report = runs_dir(out, wave_ops) / version
+    argv = run_command(version, settings, report, wave_ops)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from dmlconform.cli import main; sys.exit(main())", *argv[1:]],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        stdin=subprocess.DEVNULL,
+    )
+    seconds = time.monotonic() - start
+    tail = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    summary = next((ln.strip("= ") for ln in reversed(tail) if " in " in ln and "=" in ln), "")
+    label = run_label(version, wave_ops)
+    entry = {"command": " ".join(argv), "exit_status": proc.returncode, "seconds": round(seconds, 1)}
+    if not (report / "results.json").is_file():
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return label, entry, f"  {label:<8} run failed (exit {proc.returncode}): {last}"
+    return label, entry, f"  {label:<8} {summary or 'done'} ({seconds:.0f} s)"
+
+
 def run_conformance(
     versions: list[str], settings: SweepSettings, out: Path, log: Log, wave_ops: str = "on"
 ) -> dict[str, Any]:
-    """One ``dmlconform run`` per release, in a child process of this interpreter."""
+    """One ``dmlconform run`` per release, in child processes of this interpreter,
+    :data:`PARALLEL_RUNS` at a time; logged and recorded in release order."""
     done: dict[str, Any] = {}
-    for v in versions:
-        report = runs_dir(out, wave_ops) / v
-        argv = run_command(v, settings, report, wave_ops)
-        start = time.monotonic()
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from dmlconform.cli import main; sys.exit(main())",
-                *argv[1:],
-            ],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-        )
-        seconds = time.monotonic() - start
-        tail = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-        summary = next((ln.strip("= ") for ln in reversed(tail) if " in " in ln and "=" in ln), "")
-        label = run_label(v, wave_ops)
-        done[label] = {
-            "command": " ".join(argv),
-            "exit_status": proc.returncode,
-            "seconds": round(seconds, 1),
-        }
-        if not (report / "results.json").is_file():
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            log(f"  {label:<8} run failed (exit {proc.returncode}): {last}")
-            continue
-        log(f"  {label:<8} {summary or 'done'} ({seconds:.0f} s)")
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        for label, entry, line in pool.map(lambda v: _one_run(v, settings, out, wave_ops), versions):
+            done[label] = entry
+            log(line)
     return done
 
 
