@@ -29,10 +29,9 @@ class Violation:
 STAGES = ("create", "compile", "execute")
 
 
-class Rejected(Exception):
-    """Raised by a backend's ``check`` for a desc it considers illegal. ``stage`` (one of
-    :data:`STAGES`) says where it refused and ``hresult`` with what, where the backend knows
-    (DirectML: E_INVALIDARG at CompileOperator); None where it does not say (a validator)."""
+class _Staged(Exception):
+    """An answer of an implementation at a stage: where (``stage``, one of :data:`STAGES`) and
+    with what (``hresult``), kept across a process boundary (pickling)."""
 
     def __init__(self, message: str = "", *, stage: str | None = None, hresult: int | None = None) -> None:
         super().__init__(message)
@@ -43,22 +42,20 @@ class Rejected(Exception):
         return _rebuild, (type(self), str(self), self.stage, self.hresult)
 
 
-class Failure(RuntimeError):
+class Rejected(_Staged):
+    """Raised by a backend's ``check`` for a desc it considers illegal. ``stage`` (one of
+    :data:`STAGES`) says where it refused and ``hresult`` with what, where the backend knows
+    (DirectML: E_INVALIDARG at CompileOperator); None where it does not say (a validator)."""
+
+
+class Failure(_Staged, RuntimeError):
     """Raised by a backend whose implementation returned a failure at ``stage`` that is no verdict
     on the desc (DirectML: an HRESULT other than E_INVALIDARG or E_NOTIMPL, such as 1.8.0's
     arithmetic overflow 0x8007023E at CompileOperator). A RuntimeError: a case's error as before;
     the acceptance corpus records it as its own outcome, neither accepted nor refused."""
 
-    def __init__(self, message: str = "", *, stage: str | None = None, hresult: int | None = None) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.hresult = hresult
 
-    def __reduce__(self) -> Any:
-        return _rebuild, (type(self), str(self), self.stage, self.hresult)
-
-
-def _rebuild(cls: type, message: str, stage: str | None, hresult: int | None) -> Exception:
+def _rebuild(cls: type, message: str, stage: str | None, hresult: int | None) -> _Staged:
     return cls(message, stage=stage, hresult=hresult)
 
 

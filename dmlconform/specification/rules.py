@@ -779,6 +779,20 @@ class TensorFlags(TensorKind):
                     yield f"flag {flag.name}", t.replace(flags=flag.name)
 
 
+def _is_output(name: str, t: TensorDesc, ctx: Context) -> bool:
+    """Whether ``name`` is an output whose strides (given or packed) have one entry per size:
+    what the output-layout rules read."""
+    member = ctx.op.member(name)
+    return member is not None and member.kind == "output" and len(t.effective_strides) == len(t.sizes)
+
+
+def _unpacked_output(name: str, t: TensorDesc, ctx: Context) -> bool:
+    """An output with explicit strides other than packed row-major ones: the layouts both
+    output-layout rules put at their edge (permuted, overlapping, zero or repeated strides on
+    dimensions of size 1)."""
+    return _is_output(name, t, ctx) and t.strides is not None and tuple(t.strides) != packed_strides(t.sizes)
+
+
 @kind
 class TensorOutputSpan(TensorKind):
     """An output spans at least as many element slots as it has elements (IndexOfLastElement + 1
@@ -788,8 +802,7 @@ class TensorOutputSpan(TensorKind):
     name = "tensor_output_span"
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
-        member = ctx.op.member(name)
-        if member is None or member.kind != "output" or len(t.effective_strides) != len(t.sizes):
+        if not _is_output(name, t, ctx):
             return
         count, span = math.prod(t.sizes), element_span(t.sizes, t.effective_strides)
         if count > span:
@@ -804,10 +817,7 @@ class TensorOutputSpan(TensorKind):
     def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
         """An output whose span is exactly its element count through explicit strides, or
         which overlaps itself within a larger span."""
-        member = ctx.op.member(name)
-        if member is None or member.kind != "output" or t.strides is None or len(t.strides) != t.rank:
-            return False
-        return tuple(t.strides) != packed_strides(t.sizes)
+        return _unpacked_output(name, t, ctx)
 
     def tensor_edges(
         self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
@@ -856,8 +866,7 @@ class TensorOutputDistinctStrides(TensorKind):
     name = "tensor_output_distinct_strides"
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
-        member = ctx.op.member(name)
-        if member is None or member.kind != "output" or len(t.effective_strides) != len(t.sizes):
+        if not _is_output(name, t, ctx):
             return
         for d in repeated_output_strides(t.sizes, t.effective_strides):
             stride = t.effective_strides[d]
@@ -873,14 +882,7 @@ class TensorOutputDistinctStrides(TensorKind):
     def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
         """An output whose explicit strides are not packed row-major: zero or repeated strides on
         dimensions of size 1 (which DirectML ignores), or permuted ones."""
-        member = ctx.op.member(name)
-        return (
-            member is not None
-            and member.kind == "output"
-            and t.strides is not None
-            and len(t.strides) == len(t.sizes)
-            and tuple(t.strides) != packed_strides(t.sizes)
-        )
+        return _unpacked_output(name, t, ctx)
 
     def tensor_edges(
         self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
