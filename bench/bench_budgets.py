@@ -40,6 +40,7 @@ from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
 from dmlconform.specification.model import load_spec
 from dmlconform.tolerance.degenerate import impostors
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 def _budgets(spec: Any, desc: Any, ref: dict[str, np.ndarray], inputs: dict[str, np.ndarray]) -> dict:
@@ -106,7 +107,7 @@ def measure(cases: int, seeds: list[int], max_elements: int, operators: tuple[st
             op["degenerate"] += degenerate
             for label, answer in impostors(case.desc, ref, inputs, spec).items():
                 with np.errstate(all="ignore"):
-                    verdict = tolerance.compare(case.desc, answer, ref, inputs, spec)
+                    verdict = tolerance.compare(case.desc, answer, ref, inputs, spec, NO_OPTIONS)
                 if verdict.passed:
                     op[f"{label} passes"] += 1
                     examples[f"{case.operator} {label} passes"].append(f"{case.id} seed {seed} {case.regime}")

@@ -22,6 +22,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from dmlconform.tolerance.options import NO_OPTIONS
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -57,10 +59,10 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
         case = max(largest, key=lambda c: generate.reduction_size(c.desc, spec))
     guard = guard_for(open_backend(backend), isolate=False, timeout=0)
     warm = tiers.sized_desc(operator, "6_4", 1 << 17, dtype=dtype, spec=spec)
-    run_case(Case("numeric", operator, "6_4", dtype, 0, warm, 0, "standard_normal"), guard, spec)
+    run_case(Case("numeric", operator, "6_4", dtype, 0, warm, 0, "standard_normal"), guard, spec, NO_OPTIONS)
     gc.collect()
     before = int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
-    result = run_case(case, guard, spec)
+    result = run_case(case, guard, spec, NO_OPTIONS)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(
         f"{operator:36s} {dtype:8s} {case.regime:16s} n={n:>10,} {(peak - before) / n:6.1f} B/el  "

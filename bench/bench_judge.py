@@ -43,6 +43,7 @@ from dmlconform.generation import data
 from dmlconform.reference.kernels import parallel_copy
 from dmlconform.runner import heap
 from dmlconform.tolerance import judge
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 def mvn1(n: int, activation: dict | None = None) -> dc.OperatorDesc:
@@ -255,7 +256,7 @@ def case(name: str, n: int, spec: Any, regime: str) -> dict[str, Any]:
         "size": main_ref.size,
         "reference": lambda: dc.execute(desc, inputs, out=out),
         "copy": lambda: parallel_copy(main_ref, copy_dst),
-        "judge": lambda: tolerance.compare(desc, got, ref, inputs, spec),
+        "judge": lambda: tolerance.compare(desc, got, ref, inputs, spec, NO_OPTIONS),
     }
 
 

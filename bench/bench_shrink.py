@@ -28,6 +28,7 @@ from dmlconform.runner.tiers import elements_and_length  # noqa: E402
 from dmlconform.shrink.search import shrink  # noqa: E402
 from dmlconform.shrink.signature import same_failure  # noqa: E402
 from dmlconform.specification.model import load_spec  # noqa: E402
+from dmlconform.tolerance.options import NO_OPTIONS
 
 ONLY_BIG = {"SequentialSumStatistics", "Float16AccumulationAtLongReductions"}
 
@@ -54,7 +55,7 @@ def first_failure(name: str, spec, min_elements: int = 0):  # type: ignore[no-un
     for n, case in enumerate(collect(spec, sel), 1):
         if min_elements and (elements_and_length(case.desc, spec)[0] or 0) < min_elements:
             continue
-        result = run_case(case, guard, spec)
+        result = run_case(case, guard, spec, NO_OPTIONS)
         if result.status == "failed":
             return guard, case, result, n, time.perf_counter() - t0
     return guard, None, None, 0, time.perf_counter() - t0
@@ -84,12 +85,12 @@ def main() -> None:
             continue
 
         def run(c, i, guard=guard):  # type: ignore[no-untyped-def]
-            return run_case(c, guard, spec, inputs=i)
+            return run_case(c, guard, spec, NO_OPTIONS, inputs=i)
 
         found = shrink(case, result.inputs if case.kind != "validation" else None, run, spec, args.max_time)
         data = found.inputs if case.kind != "validation" else None
-        again = run_case(found.case, guard, spec, inputs=data)
-        ref = run_case(found.case, reference, spec, inputs=data)
+        again = run_case(found.case, guard, spec, NO_OPTIONS, inputs=data)
+        ref = run_case(found.case, reference, spec, NO_OPTIONS, inputs=data)
         verdict = ("fails" if same_failure(found.signature, found.case, again) else "DOES NOT FAIL") + (
             ", reference passes" if ref.status == "passed" else f", reference {ref.status.upper()}"
         )

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from dmlconform.tolerance.options import NO_OPTIONS
+
 REPO = Path(__file__).resolve().parent.parent
 BANDS = (
     ("below 1e3", 0, 1e3),
@@ -71,13 +73,14 @@ def worker(args: argparse.Namespace) -> int:
             Case("numeric", small.operator, args.level, cases[0].data_type, 0, small, 0, "standard_normal"),
             guard,
             spec,
+            NO_OPTIONS,
         )
     base = _rss()
     t0 = time.perf_counter()
     out = {"cases": len(cases), "passed": 0, "failed": 0, "skipped": 0, "worst": None, "failures": []}
     largest = max((c.desc.members[_input(spec, c)].element_count for c in cases), default=0)
     for case in cases:
-        r = run_case(case, guard, spec)
+        r = run_case(case, guard, spec, NO_OPTIONS)
         out[r.status if r.status in ("passed", "failed", "skipped") else "failed"] += 1
         ratio = _ratio(r.errors or {})
         if ratio is not None and (out["worst"] is None or ratio > out["worst"][0]):

@@ -20,6 +20,7 @@ from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard, backend_info, support_reason
 from dmlconform.specification.desc import OperatorDesc
+from dmlconform.tolerance.options import NO_OPTIONS
 
 MVN, MVN1 = "MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1"
 
@@ -60,7 +61,7 @@ def test_every_kind_skips_what_supports_refuses_and_sends_it_nothing() -> None:
     assert {c.kind for c in cases if c.operator == MVN} == {"numeric", "validation", "metamorphic"}
     guard = ThreadGuard(backend, None)
     for case in cases:
-        result = run_case(case, guard, SPEC)
+        result = run_case(case, guard, SPEC, NO_OPTIONS)
         if case.operator == MVN:
             assert result.status == "skipped", (case.id, result.message)
             assert result.message == f"backend does not support this case: only {MVN1} here, not {MVN}"
@@ -78,7 +79,7 @@ def test_a_derived_desc_the_backend_does_not_support_skips_the_relation() -> Non
     cases = [c for c in _cases(MVN) if c.kind == "metamorphic" and c.relation.operator == MVN1]
     assert cases
     for case in cases:
-        result = run_case(case, ThreadGuard(backend, None), SPEC)
+        result = run_case(case, ThreadGuard(backend, None), SPEC, NO_OPTIONS)
         assert result.status == "skipped", (case.id, result.message)
         assert result.message.endswith(f"not {MVN1} (its derived {MVN1} desc)"), result.message
     assert ("execute", MVN1) not in backend.sent
@@ -108,7 +109,7 @@ def test_supports_answers(answer: Any, status: str, message: str | None) -> None
     backend = _Answers()
     backend.answer = answer
     case = next(c for c in _cases(MVN1) if c.kind == "numeric")
-    result = run_case(case, ThreadGuard(backend, None), SPEC)
+    result = run_case(case, ThreadGuard(backend, None), SPEC, NO_OPTIONS)
     assert result.status == status, result.message
     assert (result.message is None) if message is None else (message in result.message)
 
@@ -124,7 +125,7 @@ def test_supports_is_asked_in_the_isolated_worker_too() -> None:
     guard = ProcessGuard("test_backend_supports:_Counting", {}, 60)
     try:
         cases = [c for c in _cases(MVN, MVN1) if c.kind == "numeric"]
-        results = {c.operator: run_case(c, guard, SPEC) for c in cases}
+        results = {c.operator: run_case(c, guard, SPEC, NO_OPTIONS) for c in cases}
         assert results[MVN].status == "skipped" and f"not {MVN}" in results[MVN].message
         assert results[MVN1].status == "passed", results[MVN1].message
     finally:

@@ -19,6 +19,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation.data import exact_rows, make_inputs
 from dmlconform.tolerance import coefficients, compare
 from dmlconform.tolerance.exact import exact_slices
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 U32 = 2.0**-24
 
@@ -43,7 +44,7 @@ def verdict(backend, desc, regime, seed=0, model=None):
     inputs = make_inputs(desc, regime, seed, SPEC)
     ref = dc.execute(desc, inputs)
     got = backend.execute(desc, inputs)
-    return compare(desc, got, ref, inputs, SPEC, {"model": model} if model else None)
+    return compare(desc, got, ref, inputs, SPEC, ToleranceOptions(model=model))
 
 
 KERNELS = {
@@ -168,10 +169,10 @@ def test_float16_statistics_stored_as_float16(n):
 
 def test_model_names():
     tol = SPEC.operator("MVN1").tolerance
-    assert coefficients(tol, "FLOAT32", None, {"model": "strict"}).model == "tight"
-    assert coefficients(tol, "FLOAT32", None, None).model == "default"
+    assert coefficients(tol, "FLOAT32", None, ToleranceOptions.parse({"model": "strict"})).model == "tight"
+    assert coefficients(tol, "FLOAT32", None, NO_OPTIONS).model == "default"
     with pytest.raises(ValueError, match="unknown tolerance model"):
-        coefficients(tol, "FLOAT32", None, {"model": "loose"})
+        coefficients(tol, "FLOAT32", None, ToleranceOptions(model="loose"))
 
 
 def test_the_numpy_and_compiled_exactness_tests_agree():

@@ -19,6 +19,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification.desc import parse_desc
 from dmlconform.tolerance import degenerate
+from dmlconform.tolerance.options import NO_OPTIONS
 
 BNTG = "BATCH_NORMALIZATION_TRAINING_GRAD"
 TYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16}
@@ -190,7 +191,7 @@ def test_an_output_judged_nowhere_is_degenerate(monkeypatch: pytest.MonkeyPatch)
     }
     reference = execute(desc, inputs)
     assert np.isfinite(reference["OutputGradientTensor"]).any()
-    real = degenerate.budgets(desc, reference, inputs, SPEC)
+    real = degenerate.budgets(desc, reference, inputs, SPEC, NO_OPTIONS)
     assert degenerate.why_degenerate(desc, inputs, reference) is None
     infinite = {**real, "OutputGradientTensor": np.full((9, 1), np.inf)}
     monkeypatch.setattr(degenerate, "case_budgets", lambda *a, **k: (infinite, None))
@@ -294,7 +295,7 @@ def test_every_numeric_case_fails_backends_that_compute_nothing(operator: str) -
     assert cases and {c.operator for c in cases} == {operator}
     for case in cases:
         for name, guard in guards.items():
-            status = run_case(case, guard, SPEC).status
+            status = run_case(case, guard, SPEC, NO_OPTIONS).status
             if status != ("passed" if name in sound else "failed"):
                 wrong[name].append(f"{case.id}: {status}")
     assert not wrong, {k: (len(v), v[:5]) for k, v in wrong.items()}
@@ -443,17 +444,17 @@ def test_the_comparison_takes_back_the_judges_terms_from_the_check(compiled_ever
     assert isinstance(judged.budgets, judge.SliceTerms)
     ref = judged.reference
     got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) * (1 + 2.0**-7)).astype(np.float32)}
-    fresh = tolerance.compare(desc, got, ref, judged.inputs)
+    fresh = tolerance.compare(desc, got, ref, judged.inputs, SPEC, NO_OPTIONS)
 
     def again(*args, **kwargs):
         raise AssertionError("the terms were made again")
 
     monkeypatch.setattr(judge, "_centred_terms", again)
-    taken = tolerance.compare(desc, got, ref, judged.inputs, budgets=judged.budgets)
+    taken = tolerance.compare(desc, got, ref, judged.inputs, SPEC, NO_OPTIONS, budgets=judged.budgets)
     assert not fresh.passed and taken.passed == fresh.passed
     a, b = taken.outputs["OutputTensor"], fresh.outputs["OutputTensor"]
     assert (a.failing_elements, a.worst_index, a.max_ulp, a.budget) == (
         b.failing_elements, b.worst_index, b.max_ulp, b.budget
     )  # fmt: skip
     with pytest.raises(AssertionError, match="made again"):
-        tolerance.compare(desc, got, ref, judged.inputs)
+        tolerance.compare(desc, got, ref, judged.inputs, SPEC, NO_OPTIONS)

@@ -51,6 +51,7 @@ from dmlconform.generation.data import make_inputs, regimes_for
 from dmlconform.generation.descs import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.tolerance import compare
+from dmlconform.tolerance.options import NO_OPTIONS
 
 #: Debian bookworm's own lavapipe (mesa-vulkan-drivers 22.3.6): no VK_EXT_descriptor_indexing.
 SYSTEM_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
@@ -366,7 +367,7 @@ def test_execute_matches_the_reference(backend: Any, op: str) -> None:
         assert array.dtype == np.float32
         assert np.isfinite(array).all(), f"{name} holds NaN: DirectML did not write it"
     ref = execute(desc, inputs)
-    result = compare(desc, got, {k: ref[k] for k in got}, inputs, SPEC)
+    result = compare(desc, got, {k: ref[k] for k in got}, inputs, SPEC, NO_OPTIONS)
     assert result.passed, f"{desc.to_yaml()}\n{result.message}"
     assert set(backend.last_info()["directml_ms"]) == {"create", "compile", "init", "execute", "readback"}
 

@@ -27,6 +27,7 @@ from dmlconform.releases.findings import registry
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.runner.results import load_case_dir
+from dmlconform.tolerance.options import ToleranceOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,7 +155,11 @@ def test_reproducers_show_their_finding_on_their_releases(path: str, version: st
     backend = DirectMLBackend(version=version)
     try:
         result = run_case(
-            case, ThreadGuard(backend, 120), SPEC, inputs=inputs, tolerance=meta.get("tolerance")
+            case,
+            ThreadGuard(backend, 120),
+            SPEC,
+            ToleranceOptions.parse(meta.get("tolerance")),
+            inputs=inputs,
         )
     finally:
         backend.close()

@@ -20,6 +20,7 @@ from dmlconform.runner.expect import (
     parse_findings,
     settle,
 )
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 
 def facts(**kw: Any) -> CaseFacts:
@@ -155,14 +156,16 @@ def test_meets_rejudges_both_ways() -> None:
         "findings:\n  - {id: F1, reason: stats, when: {data_type: FLOAT16}, meets: fp16-statistics}\n"
     )
     f16 = facts(data_type="FLOAT16")
-    asked: list[dict[str, Any]] = []
+    asked: list[ToleranceOptions] = []
 
-    def within(overrides: dict[str, Any]) -> tuple[bool, str | None]:
-        asked.append(overrides)
+    def within(options: ToleranceOptions) -> tuple[bool, str | None]:
+        asked.append(options)
         return True, None
 
     s = settle([bound], f16, "failed", "abs error 0.01 > budget 0.001", within)
-    assert (s.outcome, s.finding) == ("xfailed", "F1") and asked == [{"model": "fp16-statistics"}]
+    assert (s.outcome, s.finding) == ("xfailed", "F1") and asked == [
+        ToleranceOptions(model="fp16-statistics")
+    ]
     assert "within F1's bound" in str(s.message)
 
     s = settle([bound], f16, "failed", "abs error 9 > budget 0.001", lambda o: (False, "abs error 9 > 0.002"))
@@ -284,11 +287,12 @@ def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: 
         }
     )  # fmt: skip
     tol = spec.operator(desc.operator).tolerance
-    assert same_budgets(tol, desc, "FLOAT32", "default", "tight", {}) == same
+    assert same_budgets(tol, desc, "FLOAT32", "default", "tight", NO_OPTIONS) == same
     inputs = dict(make_inputs(desc, "large_offset", 7))
     ref = execute(desc, inputs)
     model = kernels.resolve(kernels.kernel_of(desc, spec).budgets)
     budgets = [
-        model(desc, ref, inputs, spec, {"model": m}).by_member["OutputTensor"] for m in ("default", "tight")
+        model(desc, ref, inputs, spec, ToleranceOptions(model=m)).by_member["OutputTensor"]
+        for m in ("default", "tight")
     ]
     assert np.array_equal(*budgets) == same

@@ -26,6 +26,7 @@ from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
 from dmlconform.specification.semantics import SemanticsError
 from dmlconform.tolerance import judge
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 SPEC = dc.load_spec()
 compare_module = importlib.import_module("dmlconform.tolerance.compare")  # the package's name is the function
@@ -84,10 +85,12 @@ def kernel_and_model(desc, inputs, got=None, overrides=None):
     if jp is None:
         kernels.part(desc, SPEC, "plan")(desc, SPEC)  # raises the SemanticsError that refused it
     assert jp is not None
-    model = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC, overrides).by_member[jp.output]
+    model = kernels.part(desc, SPEC, "budgets")(
+        desc, ref, inputs, SPEC, ToleranceOptions.parse(overrides)
+    ).by_member[jp.output]
     kernel = np.empty(model.shape)
     judge.judge_normalization(desc, ref[jp.output] if got is None else got, ref[jp.output], inputs, SPEC,
-                              overrides, budget_out=kernel, plan=jp)  # fmt: skip
+                              ToleranceOptions.parse(overrides), budget_out=kernel, plan=jp)  # fmt: skip
     fused = jp.plan.activation not in (None, "ACTIVATION_IDENTITY")
     return kernel, model, (ref[jp.output] if fused else None)
 
@@ -147,9 +150,9 @@ def verdicts(desc, inputs, got_main, overrides=None):
     got = {**ref, main: got_main(ref[main])}
     with compiled_everywhere():
         assert compare_module._judge_plan(desc, got, ref, inputs, SPEC) is not None
-        fast = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
+        fast = tolerance.compare(desc, got, ref, inputs, SPEC, ToleranceOptions.parse(overrides))
     with numpy_only():
-        slow = tolerance.compare(desc, got, ref, inputs, SPEC, overrides)
+        slow = tolerance.compare(desc, got, ref, inputs, SPEC, ToleranceOptions.parse(overrides))
     return fast, slow, main
 
 
@@ -197,7 +200,9 @@ def _residual_noise(desc, inputs, got_main, overrides) -> float:
     of four), which fail on the shift and scale figures anyway."""
     ref = dc.execute(desc, inputs)
     main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
-    budget = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC, overrides).by_member[main]
+    budget = kernels.part(desc, SPEC, "budgets")(
+        desc, ref, inputs, SPEC, ToleranceOptions.parse(overrides)
+    ).by_member[main]
     with np.errstate(invalid="ignore", over="ignore"):
         d = np.abs(got_main(ref[main]).astype(np.float64) - ref[main].astype(np.float64))
     usable = np.isfinite(d) & np.isfinite(budget) & (budget > 0)
@@ -376,7 +381,7 @@ def test_the_figures_are_the_same_bits_whatever_the_thread_count(monkeypatch, op
     for threads in (1, 3, 16):
         monkeypatch.setattr(rk, "THREADS", threads)
         with compiled_everywhere():
-            seen.append(tolerance.compare(desc, got, ref, inputs, SPEC).to_dict())
+            seen.append(tolerance.compare(desc, got, ref, inputs, SPEC, NO_OPTIONS).to_dict())
     assert seen[0]["outputs"][main]["ratio"] > 0  # the noise is seen
     assert seen[1] == seen[0] and seen[2] == seen[0]
 
@@ -438,9 +443,9 @@ def test_the_reduced_outputs_budgets_and_verdicts_equal_the_models(model, regime
     for name in others:
         got = {**ref, name: (ref[name].astype(np.float64) * 1.01 + 1e-2).astype(ref[name].dtype)}
         with compiled_everywhere():
-            a = tolerance.compare(desc, got, ref, inputs, SPEC)
+            a = tolerance.compare(desc, got, ref, inputs, SPEC, NO_OPTIONS)
         with numpy_only():
-            b = tolerance.compare(desc, got, ref, inputs, SPEC)
+            b = tolerance.compare(desc, got, ref, inputs, SPEC, NO_OPTIONS)
         assert not a.passed and not b.passed, name
         assert (a.outputs[name].failing_elements, a.outputs[name].worst_index) == (
             b.outputs[name].failing_elements, b.outputs[name].worst_index
@@ -464,11 +469,13 @@ def test_the_batch_gradient_centred_on_the_batch_mean_gives_the_models_budgets(m
     jp = judge.JudgePlan(plan, judge._gradient_terms)
     out = ref["OutputGradientTensor"]
     kernel = np.empty(out.shape)
-    judge.judge_normalization(desc, out, out, inputs, SPEC, None, budget_out=kernel, plan=jp)
-    model = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC).by_member["OutputGradientTensor"]
+    judge.judge_normalization(desc, out, out, inputs, SPEC, NO_OPTIONS, budget_out=kernel, plan=jp)
+    model = kernels.part(desc, SPEC, "budgets")(desc, ref, inputs, SPEC, NO_OPTIONS).by_member[
+        "OutputGradientTensor"
+    ]
     assert_budgets_agree(kernel, model)
     # the Mean member 0.25 off the batch mean: e_xc is that difference, not the mean's rounding
     with_mean = judge.JudgePlan(dataclasses.replace(plan, centre_with="mean"), judge._gradient_terms)
     tighter = np.empty(out.shape)
-    judge.judge_normalization(desc, out, out, inputs, SPEC, None, budget_out=tighter, plan=with_mean)
+    judge.judge_normalization(desc, out, out, inputs, SPEC, NO_OPTIONS, budget_out=tighter, plan=with_mean)
     assert np.all(kernel > 10 * tighter)

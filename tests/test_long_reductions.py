@@ -11,12 +11,14 @@ from __future__ import annotations
 import helpers
 import numpy as np
 import pytest
+from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform.backends import broken
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation import data
 from dmlconform.tolerance import compare
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 BIG = 2**20 + 1
 
@@ -46,7 +48,7 @@ def bnt(batch: int, hw: int, dtype: str = "FLOAT32") -> dc.OperatorDesc:
 def verdict(desc, backend, regime, overrides=None, seed=1):
     inputs = data.make_inputs(desc, regime, seed=seed)
     ref = dc.execute(desc, inputs)
-    return compare(desc, backend.execute(desc, inputs), ref, inputs, overrides=overrides)
+    return compare(desc, backend.execute(desc, inputs), ref, inputs, SPEC, ToleranceOptions.parse(overrides))
 
 
 def scaled(desc, regime, factor, overrides=None, seed=1):
@@ -55,7 +57,7 @@ def scaled(desc, regime, factor, overrides=None, seed=1):
     ref = dc.execute(desc, inputs)
     exact = dc.execute(desc, inputs, float64=True)
     out = {k: (v * factor).astype(ref[k].dtype) for k, v in exact.items()}
-    return compare(desc, out, ref, inputs, overrides=overrides)
+    return compare(desc, out, ref, inputs, SPEC, ToleranceOptions.parse(overrides))
 
 
 @pytest.mark.parametrize("n", [2, 3, 33, 1025, BIG])
@@ -124,9 +126,9 @@ def test_aggregate_catches_errors_each_within_its_own_budget():
     desc = mvn1(4096)
     inputs = data.make_inputs(desc, "standard_normal", seed=3)
     ref = dc.execute(desc, inputs)
-    b = budgets(desc, ref, inputs).by_member["OutputTensor"]
+    b = budgets(desc, ref, inputs, SPEC, NO_OPTIONS).by_member["OutputTensor"]
     got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) + 0.9 * b).astype(np.float32)}
-    c = compare(desc, got, ref, inputs)
+    c = compare(desc, got, ref, inputs, SPEC, NO_OPTIONS)
     out = c.outputs["OutputTensor"]
     assert out.ratio <= 1.0 and out.failing_elements == 0
     assert not c.passed and out.aggregate["shift"] > 1.0, out.message
@@ -134,7 +136,7 @@ def test_aggregate_catches_errors_each_within_its_own_budget():
     rng = np.random.default_rng(0)
     sign = rng.choice([-1.0, 1.0], size=b.shape)
     got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) + 0.9 * sign * b).astype(np.float32)}
-    c = compare(desc, got, ref, inputs)
+    c = compare(desc, got, ref, inputs, SPEC, NO_OPTIONS)
     assert c.outputs["OutputTensor"].aggregate["shift"] <= 1.0, c.message
 
 
@@ -225,12 +227,12 @@ def test_aggregate_leaves_out_elements_that_straddle_an_activation_jump():
     x = np.concatenate([x, [[0.0]]], axis=1).repeat(2, axis=0) * np.float32([[1.0], [3.0]])
     inputs = {"InputTensor": x.astype(np.float32), "BiasTensor": np.full((1, 1), 0.5, np.float32)}
     ref = dc.execute(desc, inputs)
-    b = budgets(desc, ref, inputs)
+    b = budgets(desc, ref, inputs, SPEC, NO_OPTIONS)
     straddle = np.broadcast_to(b.aggregate.excluded, ref["OutputTensor"].shape)
     assert straddle.sum() == 2 * 1001
     got = ref["OutputTensor"].copy()
     got[straddle] = 0.5  # just above the threshold instead of at it: the jump, allowed per element
-    c = compare(desc, {"OutputTensor": got}, ref, inputs)
+    c = compare(desc, {"OutputTensor": got}, ref, inputs, SPEC, NO_OPTIONS)
     assert c.passed and max(c.outputs["OutputTensor"].aggregate.values()) <= 1.0, c.message
     # fitted with them, the same errors look like a shift: the exclusion is what passes them
     kept = replace(b.aggregate, excluded=False)

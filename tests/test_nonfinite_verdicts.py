@@ -12,6 +12,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import require_finite, run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 class Filled(NumpyBackend):
@@ -35,12 +36,12 @@ def test_a_backend_returning_nonfinite_values_fails_every_relation(value):
     cases = _metamorphic_cases()
     assert len({c.relation.kind for c in cases}) >= 3  # same_output_as, shift_invariant, chained, derivative
     bad = ThreadGuard(Filled(value), None)
-    results = [(c.id, run_case(c, bad, SPEC)) for c in cases]
+    results = [(c.id, run_case(c, bad, SPEC, NO_OPTIONS)) for c in cases]
     ran = [(cid, r) for cid, r in results if r.status != "skipped"]
     assert ran
     assert [cid for cid, r in ran if r.status != "failed"] == []
     sound = ThreadGuard(NumpyBackend(), None)
-    assert all(run_case(c, sound, SPEC).status in ("passed", "skipped") for c in cases)
+    assert all(run_case(c, sound, SPEC, NO_OPTIONS).status in ("passed", "skipped") for c in cases)
 
 
 def test_require_finite_names_the_element():
@@ -55,8 +56,8 @@ def test_require_finite_names_the_element():
     x = {"InputTensor": np.array([[1, 2, 3, 5]], np.float32)}
     got = {"OutputTensor": np.array([[0, 0, np.nan, 0]], np.float32)}
     with pytest.raises(_Fail, match=r"OutputTensor: the backend gave nan at \[0, 2\]"):
-        require_finite(got, desc, x, ["OutputTensor"], "test")
-    require_finite(dc.execute(desc, x), desc, x, ["OutputTensor"], "test")
+        require_finite(SPEC, got, desc, x, ["OutputTensor"], "test")
+    require_finite(SPEC, dc.execute(desc, x), desc, x, ["OutputTensor"], "test")
 
 
 def test_an_output_that_overflowed_in_the_reference_must_overflow():
@@ -77,13 +78,13 @@ def test_an_output_that_overflowed_in_the_reference_must_overflow():
     }
     ref = dc.execute(desc, inputs)
     assert np.isposinf(ref["OutputTensor"][0, 1]) and np.isfinite(ref["OutputTensor"][0, 0])
-    assert tolerance.compare(desc, ref, ref, inputs).passed
+    assert tolerance.compare(desc, ref, ref, inputs, SPEC, NO_OPTIONS).passed
     saturated = ref["OutputTensor"].copy()
     saturated[0, 1] = 65504
-    assert tolerance.compare(desc, {"OutputTensor": saturated}, ref, inputs).passed
+    assert tolerance.compare(desc, {"OutputTensor": saturated}, ref, inputs, SPEC, NO_OPTIONS).passed
     for wrong in (np.nan, 0.0, 1e4, -np.inf):
         got = ref["OutputTensor"].copy()
         got[0, 1] = wrong
-        verdict = tolerance.compare(desc, {"OutputTensor": got}, ref, inputs)
+        verdict = tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC, NO_OPTIONS)
         assert not verdict.passed, wrong
         assert "worst at [0, 1]" in verdict.outputs["OutputTensor"].message

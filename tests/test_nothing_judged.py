@@ -14,6 +14,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import _Skip, require_judged, run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 class AllNaN(NumpyBackend):
@@ -32,7 +33,7 @@ def test_a_backend_returning_nan_everywhere_passes_no_case():
     outcomes: dict[str, list[str]] = {}
     try:
         for case in collect(SPEC, sel):
-            result = run_case(case, guard, SPEC)
+            result = run_case(case, guard, SPEC, NO_OPTIONS)
             outcomes.setdefault(result.status, []).append(f"{case.id}: {result.message}")
     finally:
         guard.close()

@@ -19,6 +19,7 @@ from helpers import HERE, SPEC, run_suite
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard
+from dmlconform.tolerance.options import NO_OPTIONS
 
 pytest_plugins = ["pytester"]
 
@@ -140,7 +141,7 @@ def test_a_raising_backend_is_named_at_its_line(
     else:
         g = ProcessGuard(f"test_plugin_backends:{backend}", {}, 60)
     try:
-        result = run_case(_fp16_case(), g, SPEC)
+        result = run_case(_fp16_case(), g, SPEC, NO_OPTIONS)
     finally:
         g.close()
     assert result.status == "failed"

@@ -130,10 +130,12 @@ def test_junit_classname_per_operator_and_replay_in_the_failure_text(tmp_path: P
 def test_failure_text_without_a_report_says_how_to_rerun_the_case(tmp_path: Path) -> None:
     from dmlconform.report.record import CaseRecord
     from dmlconform.runner.plugin import Settings, failure_text
+    from dmlconform.tolerance.options import ToleranceOptions
 
     settings = Settings(
         backend="b", options={}, level="6_4", operators=(), data_types=(), cases=8, seed=0, report_dir=None,
         expect_file=None, isolate=False, timeout=60, kinds=(), command="dmlconform run --backend b -- -k FLOAT16",
+        tolerance=ToleranceOptions(),
     )  # fmt: skip
     text = failure_text(CaseRecord(CASE, message="OutputTensor: wrong"), settings, CASE)
     assert text == f"OutputTensor: wrong\nre-run alone: dmlconform run --backend b -- '{CASE}'"

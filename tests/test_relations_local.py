@@ -22,6 +22,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
+from dmlconform.tolerance.options import NO_OPTIONS
 
 SPEC = dc.load_spec()
 LRN, LRNG = "LOCAL_RESPONSE_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION_GRAD"
@@ -79,7 +80,7 @@ def _statuses(backend, cases) -> list[tuple[str, str, str]]:
     return [
         (c.id, r.status, r.message or "")
         for c in cases
-        for r in [run_case(c, ThreadGuard(backend, None), SPEC)]
+        for r in [run_case(c, ThreadGuard(backend, None), SPEC, NO_OPTIONS)]
     ]
 
 

@@ -16,6 +16,7 @@ from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 def _cases(operator: str, relation: str) -> list[Case]:
@@ -52,7 +53,7 @@ def test_a_sound_backend_passes_the_new_relations(operator: str, relation: str) 
     cases = _cases(operator, relation)
     assert cases
     guard = ThreadGuard(NumpyBackend(), None)
-    results = [run_case(c, guard, SPEC) for c in cases]
+    results = [run_case(c, guard, SPEC, NO_OPTIONS) for c in cases]
     assert [r.status for r in results] == ["passed"] * len(cases), [r.message for r in results]
 
 
@@ -66,11 +67,11 @@ def test_the_chained_relation_catches_epsilon_outside_the_square_root() -> None:
         )
         for c in cases
     ]
-    results = [run_case(c, guard, SPEC) for c in forced]
+    results = [run_case(c, guard, SPEC, NO_OPTIONS) for c in forced]
     assert any(r.status == "failed" and "BATCH_NORMALIZATION fed" in (r.message or "") for r in results), [
         (r.status, r.message) for r in results
     ]
-    sound = [run_case(c, ThreadGuard(NumpyBackend(), None), SPEC) for c in forced]
+    sound = [run_case(c, ThreadGuard(NumpyBackend(), None), SPEC, NO_OPTIONS) for c in forced]
     assert all(r.status in ("passed", "skipped") for r in sound), [(r.status, r.message) for r in sound]
 
 
@@ -88,9 +89,9 @@ def test_the_finite_difference_relation_passes_a_sound_gradient_and_catches_a_wr
     forced = [
         dataclasses.replace(c, desc=c.desc.replace(Epsilon=1e-3), regime="standard_normal") for c in cases
     ]
-    sound = [run_case(c, ThreadGuard(NumpyBackend(), None), SPEC) for c in forced]
+    sound = [run_case(c, ThreadGuard(NumpyBackend(), None), SPEC, NO_OPTIONS) for c in forced]
     assert [r.status for r in sound] == ["passed"] * len(forced), [r.message for r in sound]
-    wrong = [run_case(c, ThreadGuard(GradientWithoutBatchTerms(), None), SPEC) for c in forced]
+    wrong = [run_case(c, ThreadGuard(GradientWithoutBatchTerms(), None), SPEC, NO_OPTIONS) for c in forced]
     assert any(r.status == "failed" and "central difference" in (r.message or "") for r in wrong), [
         (r.status, r.message) for r in wrong
     ]
@@ -117,8 +118,8 @@ def test_the_finite_difference_relation_holds_on_every_regime_for_sound_gradient
     cases = [c for c in collect(SPEC, sel) if c.relation and c.relation.kind == "directional_derivative"]
     assert {c.regime for c in cases} >= {"constant_slices", "large_offset"}
     for backend in (NumpyBackend(), ReferenceBackend()):
-        results = [run_case(c, ThreadGuard(backend, None), SPEC) for c in cases]
+        results = [run_case(c, ThreadGuard(backend, None), SPEC, NO_OPTIONS) for c in cases]
         bad = [(c.id, r.message) for c, r in zip(cases, results, strict=True) if r.status == "failed"]
         assert not bad, bad
-    wrong = [run_case(c, ThreadGuard(GradientWithoutBatchTerms(), None), SPEC) for c in cases]
+    wrong = [run_case(c, ThreadGuard(GradientWithoutBatchTerms(), None), SPEC, NO_OPTIONS) for c in cases]
     assert sum(r.status == "failed" for r in wrong) >= len(cases) // 8

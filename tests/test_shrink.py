@@ -27,6 +27,7 @@ from dmlconform.shrink import moves
 from dmlconform.shrink.search import NotFailing, shrink
 from dmlconform.shrink.signature import Signature, same_failure, signature
 from dmlconform.specification.validate import validate
+from dmlconform.tolerance.options import NO_OPTIONS
 
 MUTANTS = sorted(
     n for n, o in vars(broken).items() if isinstance(o, type) and o.__module__ == broken.__name__
@@ -37,7 +38,7 @@ ONLY_BIG = {"SequentialSumStatistics", "Float16AccumulationAtLongReductions"}
 def first_failure(backend: object, sel: Selection) -> tuple[ThreadGuard, Case, CaseResult]:
     guard = ThreadGuard(backend, 60)
     for case in collect(SPEC, sel):
-        result = run_case(case, guard, SPEC)
+        result = run_case(case, guard, SPEC, NO_OPTIONS)
         if result.status == "failed":
             return guard, case, result
     raise AssertionError(f"{backend} never failed")
@@ -56,7 +57,7 @@ def selection(mutant: str) -> Selection:
 
 
 def runner(guard: ThreadGuard):  # type: ignore[no-untyped-def]
-    return lambda case, inputs: run_case(case, guard, SPEC, inputs=inputs)
+    return lambda case, inputs: run_case(case, guard, SPEC, NO_OPTIONS, inputs=inputs)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS)
@@ -69,9 +70,11 @@ def test_each_broken_backend_shrinks_to_a_case_that_fails_with_it_and_passes_wit
     (e0, d0), (e1, d1) = found.original_size, found.size
     assert e1 <= e0 and d1 <= d0 and (e1, d1) != (e0, d0), found.steps
     assert not validate(found.case.desc, case.level, SPEC)
-    again = run_case(found.case, guard, SPEC, inputs=found.inputs)
+    again = run_case(found.case, guard, SPEC, NO_OPTIONS, inputs=found.inputs)
     assert same_failure(found.signature, found.case, again), again.message
-    reference = run_case(found.case, ThreadGuard(ReferenceBackend(), 60), SPEC, inputs=found.inputs)
+    reference = run_case(
+        found.case, ThreadGuard(ReferenceBackend(), 60), SPEC, NO_OPTIONS, inputs=found.inputs
+    )
     assert reference.status == "passed", reference.message
     if mutant in ONLY_BIG:  # the bug needs a long reduction: the shrunk case keeps one
         assert e1 > 257

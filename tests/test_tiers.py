@@ -28,6 +28,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification.model import load_spec
 from dmlconform.specification.validate import validate
+from dmlconform.tolerance.options import NO_OPTIONS
 
 REPO = Path(__file__).resolve().parent.parent
 LEVEL = "6_4"
@@ -241,7 +242,7 @@ def _size_case(spec, n: int) -> Case:
 def test_case_that_does_not_fit_is_skipped_with_the_figures(spec, monkeypatch) -> None:
     monkeypatch.setenv(tiers.MEMORY_LIMIT_ENV, "16M")
     case = _size_case(spec, 2**20)  # needs 80 MiB (80 bytes per element)
-    result = run_case(case, ThreadGuard(load_backend("reference", {}), None), spec)
+    result = run_case(case, ThreadGuard(load_backend("reference", {}), None), spec, NO_OPTIONS)
     assert result.status == "skipped"
     need = tiers.bytes_per_element(case.desc, spec) * 2**20
     assert need == 80 * 2**20  # the normalization kernel's measured figure
@@ -249,7 +250,9 @@ def test_case_that_does_not_fit_is_skipped_with_the_figures(spec, monkeypatch) -
     assert "1,048,576 input elements x 80 bytes" in result.message and "16 MiB available" in result.message
     # with room it runs
     monkeypatch.setenv(tiers.MEMORY_LIMIT_ENV, "64G")
-    assert run_case(case, ThreadGuard(load_backend("reference", {}), None), spec).status == "passed"
+    assert (
+        run_case(case, ThreadGuard(load_backend("reference", {}), None), spec, NO_OPTIONS).status == "passed"
+    )
 
 
 def test_the_memory_estimate_is_the_kernels_measured_figure(spec) -> None:

@@ -8,11 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from helpers import SPEC
 from sound_backends import sequential_statistics, welford_statistics
 
 from dmlconform.reference import execute
 from dmlconform.specification.desc import parse_desc
 from dmlconform.tolerance import compare, ordinal, ulp_distance
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 EPS = 1e-5
 EPS32 = np.float32(EPS)
@@ -137,15 +139,15 @@ def welford32(inputs, axes):
     return _normalized32(inputs, axes, welford_statistics)
 
 
-def check(desc, inputs, backend, **kw):
+def check(desc, inputs, backend, tolerance=NO_OPTIONS):
     ref = execute(desc, inputs)
-    return compare(desc, backend, ref, inputs, **kw)
+    return compare(desc, backend, ref, inputs, SPEC, tolerance)
 
 
 def model_for(impl):
     """Sequential sums (recursive, Welford) are sound only under the lenient model, which a
     backend must ask for: the required (strict) model caps growth at pairwise summation's."""
-    return {"overrides": {"model": "lenient"}} if impl in (recursive32, welford32) else {}
+    return {"tolerance": ToleranceOptions(model="lenient")} if impl in (recursive32, welford32) else {}
 
 
 def as_out(desc, y, m=None, v=None):
@@ -351,11 +353,11 @@ def test_batch_norm_twelve_ulp_off_fails_and_one_ulp_passes(shape):
     inputs = data(shape, (1, 4, 1, 1), seed=24)
     ref = execute(desc, inputs)
     off = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 12))
-    c = compare(desc, off, ref, inputs)
+    c = compare(desc, off, ref, inputs, SPEC, NO_OPTIONS)
     assert not c.passed
     assert c.outputs["OutputTensor"].max_ulp == 12
     near = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 1))
-    assert compare(desc, near, ref, inputs).passed
+    assert compare(desc, near, ref, inputs, SPEC, NO_OPTIONS).passed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,11 +370,11 @@ def test_overrides_scale_and_fix_the_budget():
     inputs = data(shape, (1, 4, 1, 1), seed=25)
     ref = execute(desc, inputs)
     off = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 12))
-    assert compare(desc, off, ref, inputs, overrides={"ulp_scale": 4.0}).passed
-    assert compare(desc, off, ref, inputs, overrides={"max_ulp": 12}).passed
-    assert not compare(desc, off, ref, inputs, overrides={"max_ulp": 11}).passed
+    assert compare(desc, off, ref, inputs, SPEC, ToleranceOptions.parse({"ulp_scale": 4.0})).passed
+    assert compare(desc, off, ref, inputs, SPEC, ToleranceOptions.parse({"max_ulp": 12})).passed
+    assert not compare(desc, off, ref, inputs, SPEC, ToleranceOptions.parse({"max_ulp": 11})).passed
     with pytest.raises(ValueError, match="unknown tolerance override"):
-        compare(desc, off, ref, inputs, overrides={"bogus": 1})
+        compare(desc, off, ref, inputs, SPEC, ToleranceOptions.parse({"bogus": 1}))
 
 
 def test_worst_element_is_reported():
@@ -380,7 +382,7 @@ def test_worst_element_is_reported():
     ref = execute(desc, inputs)
     bad = {"OutputTensor": ref["OutputTensor"].copy()}
     bad["OutputTensor"][1, 2, 3, 4] += np.float32(0.5)
-    c = compare(desc, bad, ref, inputs)
+    c = compare(desc, bad, ref, inputs, SPEC, NO_OPTIONS)
     o = c.outputs["OutputTensor"]
     assert not c.passed and o.worst_index == (1, 2, 3, 4) and o.failing_elements == 1
     assert o.reference_value == float(ref["OutputTensor"][1, 2, 3, 4])
@@ -392,8 +394,8 @@ def test_worst_element_is_reported():
 def test_missing_or_misshapen_backend_output_fails():
     desc, inputs = _bug_case(seed=27)
     ref = execute(desc, inputs)
-    assert not compare(desc, {}, ref, inputs).passed
-    c = compare(desc, {"OutputTensor": ref["OutputTensor"][:1]}, ref, inputs)
+    assert not compare(desc, {}, ref, inputs, SPEC, NO_OPTIONS).passed
+    c = compare(desc, {"OutputTensor": ref["OutputTensor"][:1]}, ref, inputs, SPEC, NO_OPTIONS)
     assert not c.passed and "shape" in c.message
 
 
@@ -402,7 +404,7 @@ def test_nan_inputs_are_information_not_failure():
     inputs["InputTensor"][0, 0, 0, 0] = np.nan
     ref = execute(desc, inputs)
     garbage = {"OutputTensor": np.zeros_like(ref["OutputTensor"])}
-    c = compare(desc, garbage, ref, inputs)
+    c = compare(desc, garbage, ref, inputs, SPEC, NO_OPTIONS)
     assert c.passed and c.nonfinite_inputs and "NaN or Inf" in c.message
 
 
@@ -471,7 +473,7 @@ def test_documented_gelu_formula_in_float32_passes_only_with_its_cancellation_sc
     got = as_out(desc, _gelu_literal32(y), m, v)
     assert check(desc, inputs, got).passed
     # the same outputs judged by relative (ULP) allowances alone: 1 + erf cancels for y << 0
-    assert not check(desc, inputs, got, overrides={"cancellation": 0.0}).passed
+    assert not check(desc, inputs, got, ToleranceOptions.parse({"cancellation": 0.0})).passed
 
 
 def test_gelu_results_38_ulp_off_still_fail():
@@ -481,9 +483,11 @@ def test_gelu_results_38_ulp_off_still_fail():
     inputs["BiasTensor"] = np.zeros((1, 4, 1, 1), np.float32)
     ref = execute(desc, inputs)
     off = dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 38))
-    c = compare(desc, off, ref, inputs)
+    c = compare(desc, off, ref, inputs, SPEC, NO_OPTIONS)
     assert not c.passed
-    assert compare(desc, dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 1)), ref, inputs).passed
+    assert compare(
+        desc, dict(ref, OutputTensor=_nudge(ref["OutputTensor"], 1)), ref, inputs, SPEC, NO_OPTIONS
+    ).passed
 
 
 def test_cancellation_expressions_are_checked_when_the_spec_loads(tmp_path):
@@ -538,7 +542,7 @@ def test_broadcast_input_budget_allows_for_repeated_summands():
     naive = recursive32(
         {"InputTensor": x, "ScaleTensor": np.float32(1), "BiasTensor": np.float32(0)}, (1, 2)
     )[0]
-    assert compare(broadcast, {"OutputTensor": naive}, ref, {"InputTensor": x}).passed
+    assert compare(broadcast, {"OutputTensor": naive}, ref, {"InputTensor": x}, SPEC, NO_OPTIONS).passed
 
 
 def _quantized(shape, stat, levels, seed):
@@ -623,15 +627,15 @@ def test_zero_over_zero_accepts_any_value(answer):
     ref = execute(desc, inputs)
     assert np.isnan(ref["OutputTensor"]).all()
     got = dict(ref, OutputTensor=np.full(shape, answer, np.float32))
-    c = compare(desc, got, ref, inputs)
+    c = compare(desc, got, ref, inputs, SPEC, NO_OPTIONS)
     assert c.passed, c.message
     wrong_mean = dict(got, OutputMeanTensor=ref["OutputMeanTensor"] + np.float32(0.5))
-    assert not compare(desc, wrong_mean, ref, inputs).passed
+    assert not compare(desc, wrong_mean, ref, inputs, SPEC, NO_OPTIONS).passed
     # the report names the failing output, not an accepted undefined element
     from dmlconform.runner.checks import compare as runner_compare
     from dmlconform.specification.model import load_spec
 
-    passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs)
+    passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs, NO_OPTIONS)
     assert not passed and errors["worst"]["member"] == "OutputMeanTensor"
 
 
@@ -683,10 +687,10 @@ def test_the_aggregate_fit_leaves_out_elements_where_the_activation_curves_over_
     got = NumpyBackend().execute(desc, inputs)["OutputTensor"]
     assert np.abs(got[0]).max() > 0.1  # the constant slice's float32 mean is not exact
     ref = {"OutputTensor": execute(desc, inputs)["OutputTensor"]}
-    assert compare(desc, {"OutputTensor": got}, ref, inputs).passed
+    assert compare(desc, {"OutputTensor": got}, ref, inputs, SPEC, NO_OPTIONS).passed
     scaled = got.copy()
     scaled[1] *= np.float32(1 + 2**-8)
-    assert not compare(desc, {"OutputTensor": scaled}, ref, inputs).passed
+    assert not compare(desc, {"OutputTensor": scaled}, ref, inputs, SPEC, NO_OPTIONS).passed
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform.backends import broken
@@ -16,6 +17,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import parse_desc
 from dmlconform.tolerance import compare
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 def T(sizes, dt="FLOAT32"):
@@ -45,7 +47,7 @@ def verdict(backend, desc, seed=0, scale=1.0):
         for k, t in desc.tensors().items()
         if k in ("InputTensor", "InputGradientTensor")
     }
-    return compare(desc, backend.execute(desc, inputs), dc.execute(desc, inputs), inputs)
+    return compare(desc, backend.execute(desc, inputs), dc.execute(desc, inputs), inputs, SPEC, NO_OPTIONS)
 
 
 SMALL_LRN = [
@@ -117,8 +119,8 @@ def test_a_saturating_float16_sum_of_squares_fails():
     desc = lp((1, 8), 1, 2, 1e-5, "FLOAT16")
     x = {"InputTensor": np.full((1, 8), 100, np.float16)}
     ref = dc.execute(desc, x)
-    assert compare(desc, NumpyBackend().execute(desc, x), ref, x).passed
-    c = compare(desc, Float16SumOfSquares().execute(desc, x), ref, x)
+    assert compare(desc, NumpyBackend().execute(desc, x), ref, x, SPEC, NO_OPTIONS).passed
+    c = compare(desc, Float16SumOfSquares().execute(desc, x), ref, x, SPEC, NO_OPTIONS)
     assert not c.passed and "0.39" in c.message, c.message
 
 
@@ -138,4 +140,4 @@ def test_budgets_stay_tight_at_large_n(desc):
     out = {
         k: (v.astype(np.float64) * (1 + 2.0 ** (-7 if fp16 else -14))).astype(npdt) for k, v in ref.items()
     }
-    assert not compare(desc, out, ref, inputs).passed
+    assert not compare(desc, out, ref, inputs, SPEC, NO_OPTIONS).passed

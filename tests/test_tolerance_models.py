@@ -6,6 +6,7 @@ statistics, a centred variance where MVN2 without the mean step takes the second
 from __future__ import annotations
 
 import numpy as np
+from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform import tolerance
@@ -13,6 +14,7 @@ from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation import descs as gen
 from dmlconform.generation.data import make_inputs, regimes_for
 from dmlconform.specification.desc import parse_desc
+from dmlconform.tolerance.options import NO_OPTIONS
 
 
 def T(sizes, dt="FLOAT32"):
@@ -21,7 +23,7 @@ def T(sizes, dt="FLOAT32"):
 
 def _compare(desc, got, inputs):
     ref = dc.execute(desc, inputs)
-    return tolerance.compare(desc, got, ref, inputs)
+    return tolerance.compare(desc, got, ref, inputs, SPEC, NO_OPTIONS)
 
 
 def test_the_numpy_backend_passes_every_regime_of_the_new_kernels():

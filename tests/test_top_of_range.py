@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import dmlconform as dc
 from dmlconform import tolerance
 from dmlconform.tolerance import judge
+from dmlconform.tolerance.options import NO_OPTIONS
 
 SPEC = dc.load_spec()
 DTYPES = {"FLOAT16": np.float16, "FLOAT32": np.float32}
@@ -72,7 +73,9 @@ def test_a_reference_at_the_largest_finite_value_has_a_finite_budget(path, dtype
     }
     with judged_by(path):
         for name, (got, right) in answers.items():
-            out = tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC).outputs["OutputTensor"]
+            out = tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC, NO_OPTIONS).outputs[
+                "OutputTensor"
+            ]
             assert out.passed == right, name
             assert top_spacing <= out.budget < 8 * top_spacing, name  # finite: a few top ULP
             if not right:
@@ -94,7 +97,7 @@ def test_inf_is_right_only_where_the_budget_reaches_the_overflow(dtype):
     for path in ("numpy", "compiled"):
         with judged_by(path):
             got = {"OutputTensor": np.full_like(ref["OutputTensor"], np.inf)}
-            out = tolerance.compare(desc, got, ref, inputs, SPEC).outputs["OutputTensor"]
+            out = tolerance.compare(desc, got, ref, inputs, SPEC, NO_OPTIONS).outputs["OutputTensor"]
             assert not out.passed and out.failing_elements == ref["OutputTensor"].size, path
 
 
@@ -149,7 +152,9 @@ def test_the_judge_and_the_model_agree_on_answers_at_the_edges(case):
     for path in ("compiled", "numpy"):
         with judged_by(path):
             outs.append(
-                tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC).outputs["OutputTensor"]
+                tolerance.compare(desc, {"OutputTensor": got}, ref, inputs, SPEC, NO_OPTIONS).outputs[
+                    "OutputTensor"
+                ]
             )
     fast, slow = outs
     assert (fast.passed, fast.failing_elements, fast.worst_index) == (
@@ -212,10 +217,14 @@ def test_a_relation_run_that_overflowed_within_its_budget_is_not_called_nonfinit
 
     desc, inputs, ref = at_the_top("FLOAT16", 64, 1.0)
     r = ref["OutputTensor"]
-    require_finite({"OutputTensor": np.full_like(r, np.inf)}, desc, inputs, ["OutputTensor"], "test")
+    require_finite(SPEC, {"OutputTensor": np.full_like(r, np.inf)}, desc, inputs, ["OutputTensor"], "test")
     for wrong in (-np.inf, np.nan):
         with pytest.raises(_Fail, match=r"OutputTensor: the backend gave"):
-            require_finite({"OutputTensor": np.full_like(r, wrong)}, desc, inputs, ["OutputTensor"], "test")
+            require_finite(
+                SPEC, {"OutputTensor": np.full_like(r, wrong)}, desc, inputs, ["OutputTensor"], "test"
+            )
     inputs["BiasTensor"][:] = 65504 - 9 * 32  # the budget stops short of the overflow
     with pytest.raises(_Fail, match=r"OutputTensor: the backend gave inf"):
-        require_finite({"OutputTensor": np.full_like(r, np.inf)}, desc, inputs, ["OutputTensor"], "test")
+        require_finite(
+            SPEC, {"OutputTensor": np.full_like(r, np.inf)}, desc, inputs, ["OutputTensor"], "test"
+        )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import inspect
 import math
 import os
 import sys
@@ -449,9 +450,25 @@ def _import_target(target: str, label: str, from_cwd: bool = False) -> type:
     return obj
 
 
-def load_backend(spec: str, options: Mapping[str, str] | None = None) -> Backend:
+def takes_level(factory: Any) -> bool:
+    """Whether a backend's factory declares a ``feature_level`` option (BackendBase's ``OPTIONS``,
+    or a parameter of that name): such a backend can be asked to judge legality at the level a
+    run tests (the built-ins emulate any level). A factory that only takes ``**kwargs`` is not
+    asked: it declared no such option."""
+    declared = getattr(factory, "OPTIONS", None)
+    if declared is not None:
+        return any(getattr(o, "name", None) == "feature_level" for o in declared)
+    try:
+        return "feature_level" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def load_backend(spec: str, options: Mapping[str, str] | None = None, level: str | None = None) -> Backend:
     """The backend named ``spec`` (a registered name, or ``package.module:ClassName``),
-    constructed with ``options`` as keyword arguments. Every failure is a one-line BackendError."""
+    constructed with ``options`` as keyword arguments, plus ``feature_level=level`` when a
+    ``level`` is given, the options name none and the backend declares the option
+    (:func:`takes_level`). Every failure is a one-line BackendError."""
     options = dict(options or {})
     spec = spec.strip()
     if ":" in spec:
@@ -467,6 +484,8 @@ def load_backend(spec: str, options: Mapping[str, str] | None = None) -> Backend
     factory = _import_target(target, spec, from_cwd=":" in spec)
     if not callable(factory):
         raise BackendError(f"backend {spec!r}: {target} is not a class or factory")
+    if level and "feature_level" not in options and takes_level(factory):
+        options["feature_level"] = level
     try:
         backend = factory(**options)
     except BackendError:

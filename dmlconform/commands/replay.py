@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from dmlconform.runner.results import load_case_dir
     from dmlconform.runner.session import given, open_saved_backend, parse_pairs
     from dmlconform.specification.model import load_spec
+    from dmlconform.tolerance.options import ToleranceOptions
 
     spec = load_spec()
     case_dir = Path(args.case_dir)
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _err(str(exc))
     try:
-        result = run_case(case, guard, spec, inputs=inputs, tolerance=meta.get("tolerance") or None)
+        result = run_case(case, guard, spec, ToleranceOptions.parse(meta.get("tolerance")), inputs=inputs)
     except Exception as exc:
         return _err(f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}")
     finally:

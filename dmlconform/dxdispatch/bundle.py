@@ -42,6 +42,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.results import jsonable, sanitize, spec_hash  # one hash: report merge compares it
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec
+from dmlconform.tolerance.options import NO_OPTIONS
 
 FORMAT = "dmlconform-dxdispatch-bundle"
 FORMAT_VERSION = 1
@@ -237,7 +238,7 @@ def export_case(case: Case, spec: Spec, root: Path, rel: str) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():  # overflow to inf in the reference is a value, not news
             warnings.simplefilter("ignore", RuntimeWarning)
-            result = run_case(case, guard, spec)
+            result = run_case(case, guard, spec, NO_OPTIONS)
     except Exception as exc:
         entry.update(
             status="error", reason=f"dmlconform could not prepare the case: {type(exc).__name__}: {exc}"

@@ -59,6 +59,7 @@ from dmlconform.runner.results import (
 from dmlconform.specification.desc import DescError, TensorDesc
 from dmlconform.specification.model import Spec
 from dmlconform.specification.validate import validate
+from dmlconform.tolerance.options import NO_OPTIONS
 
 CREATE_FAILURES = ("ERROR creating dispatchable", "ERROR while initializing")
 
@@ -332,7 +333,7 @@ def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo)
         guard = ReplayGuard(entry, model, run, spec, illegal, info)
         with warnings.catch_warnings():  # overflow to inf in the reference is a value, not news
             warnings.simplefilter("ignore", RuntimeWarning)
-            result = run_case(judged, guard, spec)
+            result = run_case(judged, guard, spec, NO_OPTIONS)
     except ModelError as exc:
         return finish_record(rec, "error", f"model.json unusable: {exc}", time.monotonic() - t0)
     except CaseError as exc:

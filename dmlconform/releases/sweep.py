@@ -46,6 +46,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
 from dmlconform.specification.model import Spec
 from dmlconform.specification.validate import validate
+from dmlconform.tolerance.options import ToleranceOptions
 
 Log = Callable[[str], None]
 
@@ -246,7 +247,9 @@ def run_replays(
                             "message": f"at {backend.feature_level} the spec says {sorted(here) or 'legal'}",
                         }
                         continue
-                result = run_case(case, guard, spec, inputs=inputs, tolerance=meta.get("tolerance") or None)
+                result = run_case(
+                    case, guard, spec, ToleranceOptions.parse(meta.get("tolerance")), inputs=inputs
+                )
                 table.setdefault(fid, {}).setdefault(r.path, {})[v] = {
                     "outcome": result.status,
                     "message": (result.message or "")[:300],

@@ -23,12 +23,13 @@ from dmlconform.runner.cases import Case, apply_when, literal
 from dmlconform.runner.guard import BackendFailure
 from dmlconform.runner.tiers import memory_shortfall
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Relation, Spec, load_spec
+from dmlconform.specification.model import Relation, Spec
 from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
-from dmlconform.tolerance import compare as judge
+from dmlconform.tolerance import compare as compare_outputs
 from dmlconform.tolerance import degenerate, overflow_within, ulp_distance
-from dmlconform.tolerance.terms import MODEL_ALIASES, block_length, coefficients
+from dmlconform.tolerance.options import MODEL_ALIASES, ToleranceOptions
+from dmlconform.tolerance.terms import block_length, coefficients
 
 #: The accuracy classes, tightest first (``CaseResult.accuracy_class``; report/classes.py): the
 #: tolerance models a case is judged under to say how accurate a backend is. ``default`` is the
@@ -38,7 +39,7 @@ NO_CLASS = NONE
 #: Models that change a verdict only for these data types (others meet them as they meet default).
 MODEL_DATA_TYPES = {"fp16-statistics": ("FLOAT16",)}
 
-Rejudge = Callable[[dict[str, Any]], tuple[bool, dict[str, Any]]]
+Rejudge = Callable[[ToleranceOptions], tuple[bool, dict[str, Any]]]
 
 
 @dataclass
@@ -55,32 +56,23 @@ class CaseResult:
     #: the backend's formatted traceback when it raised (the message names only the raising
     #: frame): saved in the reproducer's case.json and printed by replay
     traceback: str | None = None
-    #: the tolerance models (labels: :func:`model_label`) the outputs were judged under -> met
+    #: the tolerance models (labels: ``ToleranceOptions.label``) the outputs were judged under -> met
     models: dict[str, bool] = field(default_factory=dict)
     #: the class: the tightest model of :data:`ACCURACY_LADDER` the case meets (``none`` when it
     #: meets none judged); None when no tolerance judged it (validation, a rejected desc)
     accuracy_class: str | None = None
-    #: judges the same outputs under other tolerance overrides, (passed, errors) (None: nothing
+    #: judges the same outputs under other tolerance options, (passed, errors) (None: nothing
     #: compared): what an expectation's ``meets`` bound asks; held only while the case is settled
     rejudge: Rejudge | None = field(default=None, repr=False, compare=False)
 
-    def judge_under(self, overrides: dict[str, Any]) -> tuple[bool, dict[str, Any]] | None:
-        """(passed, errors) of the outputs under ``overrides`` (remembered in :attr:`models`),
-        or None when the case compared nothing a tolerance judges."""
+    def judge_under(self, options: ToleranceOptions) -> tuple[bool, dict[str, Any]] | None:
+        """(passed, errors) of the outputs under ``options`` over the run's (remembered in
+        :attr:`models`), or None when the case compared nothing a tolerance judges."""
         if self.rejudge is None:
             return None
-        passed, errors = self.rejudge(overrides)
-        self.models[model_label(overrides)] = passed
+        passed, errors = self.rejudge(options)
+        self.models[options.label()] = passed
         return passed, errors
-
-
-def model_label(overrides: dict[str, Any]) -> str:
-    """How a set of tolerance overrides is named in records and messages: the model's name alone
-    (``fp16-statistics``) when that is all it sets, else ``key=value`` pairs in key order."""
-    model = overrides.get("model")
-    if model is not None and len(overrides) == 1:
-        return MODEL_ALIASES.get(str(model), str(model))
-    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
 
 
 class _Fail(Exception):
@@ -148,24 +140,25 @@ def compare(
     actual: dict[str, np.ndarray],
     expected: dict[str, np.ndarray],
     inputs: dict[str, np.ndarray],
+    tolerance: ToleranceOptions,
     scale: float = 1.0,
     also_inputs: tuple[dict[str, np.ndarray], ...] = (),
-    overrides: dict[str, Any] | None = None,
     budgets: Any = None,
 ) -> tuple[bool, dict[str, Any]]:
     """(passed, errors record in the results.json shape), judged by ``dmlconform.tolerance``;
     ``scale`` widens the budget (a metamorphic relation compares two computations
     that each carry the implementation's error), and ``also_inputs`` are the other computation's
-    inputs, whose budget counts where it is the larger. ``overrides``: the run's overrides of
-    the spec's tolerance coefficients (``model``, ``ulp_scale``, ...: ``dmlconform run
-    --tolerance``); ``budgets``: the model's on these inputs without overrides, when the
-    degenerate-input check computed them (``tolerance.compare``); not used under overrides."""
-    overrides = dict(overrides or {})
+    inputs, whose budget counts where it is the larger. ``tolerance``: the run's changes to the
+    spec's tolerance (``dmlconform run --tolerance``); ``budgets``: the model's on these inputs
+    with none, when the degenerate-input check computed them (``tolerance.compare``); not used
+    under any."""
     if scale != 1.0:
-        overrides["ulp_scale"] = scale * float(overrides.get("ulp_scale", 1.0))
-    # budgets from the degenerate-input check were computed without overrides (scale is one)
-    res = judge(desc, actual, expected, inputs, spec, overrides, also_inputs, None if overrides else budgets)
-    return bool(res.passed), _errors_from(res, actual, expected, overrides)
+        tolerance = tolerance.scaled(scale)
+    # budgets from the degenerate-input check were computed without options (scale is one)
+    res = compare_outputs(
+        desc, actual, expected, inputs, spec, tolerance, also_inputs, None if tolerance else budgets
+    )
+    return bool(res.passed), _errors_from(res, actual, expected, tolerance.max_ulp is not None)
 
 
 def _plain(v: Any) -> Any:
@@ -192,7 +185,7 @@ def _errors_from(
     res: Any,
     actual: dict[str, np.ndarray],
     expected: dict[str, np.ndarray],
-    overrides: dict[str, Any] | None = None,
+    in_ulps: bool = False,
 ) -> dict[str, Any]:
     """The results.json ``errors`` record from a ``tolerance.Comparison``: per-output maxima and
     the worst element over all outputs (largest error relative to its own budget, among the
@@ -218,7 +211,7 @@ def _errors_from(
             "abs": abs(float(got[idx]) - float(ref[idx])) if np.isfinite(float(got[idx])) else math.inf,
             "budget_ulp": worst.budget_ulp,
             "budget_abs": worst.budget,
-            "unit": "ULP" if (overrides or {}).get("max_ulp") is not None else "abs",
+            "unit": "ULP" if in_ulps else "abs",
         }
     out = {
         "max_ulp": max((o["max_ulp"] for o in per.values()), default=0.0),
@@ -340,16 +333,15 @@ class _Asking:
 def run_case(
     case: Case,
     guard: Any,
-    spec: Spec | None = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
     inputs: dict[str, np.ndarray] | None = None,
-    tolerance: dict[str, Any] | None = None,
 ) -> CaseResult:
     """Run one case against a guarded backend. ``inputs`` replays saved data (reproducers);
-    ``tolerance`` overrides the spec's tolerance coefficients (e.g. {"model": "lenient"}).
+    ``tolerance``: the run's changes to the spec's tolerance (``--tolerance model=lenient``).
 
     The backend's ``supports`` is asked first, before any input is made: a desc it does not
     support skips the case, whatever its kind, with the backend's reason."""
-    spec = spec or load_spec()
     result = CaseResult("passed", regime=case.regime)
     guard = _Asking(guard, case.operator)
     try:
@@ -404,6 +396,7 @@ def require_judged(ref: dict[str, Any], members: Any, what: str) -> None:
 
 
 def require_finite(
+    spec: Spec,
     got: dict[str, Any],
     desc: OperatorDesc,
     inputs: dict[str, np.ndarray],
@@ -427,7 +420,7 @@ def require_finite(
             continue
         bad = ~np.isfinite(g.astype(np.float64)) & np.isfinite(r.astype(np.float64))
         if (bad & np.isinf(g)).any():  # only then the budgets: an overflow may be within them
-            budgets = budgets if budgets is not None else degenerate.budgets(desc, ref, inputs, load_spec())
+            budgets = budgets if budgets is not None else degenerate.budgets(desc, ref, inputs, spec)
             bad &= ~overflow_within(g, r, np.broadcast_to(budgets[name], r.shape))
         if bad.any():
             idx = [int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape)]
@@ -442,7 +435,7 @@ def _reference(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, n
 
 
 def _numeric(
-    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
+    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: ToleranceOptions
 ) -> None:
     result.rules = exercised_rules(spec, case.desc, case.level)
     ref, budgets = None, None
@@ -455,9 +448,7 @@ def _numeric(
     ref = ref if ref is not None else _reference(case.desc, result.inputs)
     require_judged(ref, list(got), "numeric case")
     expected = {k: ref[k] for k in got}
-    passed, errors = compare(
-        spec, case.desc, got, expected, result.inputs, overrides=tolerance, budgets=budgets
-    )
+    passed, errors = compare(spec, case.desc, got, expected, result.inputs, tolerance, budgets=budgets)
     result.errors = errors
     result.rejudge = _rejudger(spec, case.desc, got, expected, result.inputs, 1.0, (), tolerance)
     classify(result, spec, case.desc, case.data_type, passed, tolerance)
@@ -473,14 +464,13 @@ def _rejudger(
     inputs: dict[str, np.ndarray],
     scale: float,
     also_inputs: tuple[dict[str, np.ndarray], ...],
-    tolerance: dict | None,
+    tolerance: ToleranceOptions,
 ) -> Rejudge:
-    """A function judging these outputs again under other overrides (the run's, with the
-    given keys replaced): the backend runs once, whatever models the case is judged under."""
+    """A function judging these outputs again under other options (the run's, with the given
+    ones on top): the backend runs once, whatever models the case is judged under."""
 
-    def rejudge(overrides: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-        merged = {**(tolerance or {}), **overrides}
-        return compare(spec, desc, actual, expected, inputs, scale, also_inputs, merged)
+    def rejudge(options: ToleranceOptions) -> tuple[bool, dict[str, Any]]:
+        return compare(spec, desc, actual, expected, inputs, tolerance.merged(options), scale, also_inputs)
 
     return rejudge
 
@@ -491,7 +481,7 @@ def classify(
     desc: OperatorDesc,
     data_type: str | None,
     passed: bool,
-    tolerance: dict | None,
+    tolerance: ToleranceOptions,
 ) -> None:
     """Record which models of :data:`ACCURACY_LADDER` the outputs meet, and the case's class.
 
@@ -500,8 +490,7 @@ def classify(
     changes) until one is met. A run whose overrides name another model records that one only."""
     op_tolerance = spec.operator(desc.operator).tolerance or {}
     required = str(op_tolerance.get("required", "default"))
-    asked = str((tolerance or {}).get("model", required))
-    base = MODEL_ALIASES.get(asked, asked)
+    base = tolerance.model or MODEL_ALIASES.get(required, required)
     result.models[base] = passed
     known = set(op_tolerance.get("models") or ())
     if base != "default" or result.rejudge is None:
@@ -517,7 +506,7 @@ def classify(
             result.models[model] = passed  # the same budgets: the same verdict, nothing to judge
             judged: tuple[bool, Any] | None = (passed, None)
         else:
-            judged = result.judge_under({"model": model})
+            judged = result.judge_under(ToleranceOptions(model=model))
         if judged is not None and judged[0]:
             met = model
             break
@@ -530,7 +519,7 @@ def same_budgets(
     data_type: str | None,
     a: str,
     b: str,
-    tolerance: dict | None,
+    tolerance: ToleranceOptions,
 ) -> bool:
     """Whether models ``a`` and ``b`` give every element of this desc the same budget, so that
     one verdict serves both (the cost of the classes: ``tight`` differs from ``default`` only in
@@ -541,8 +530,8 @@ def same_budgets(
     if not data_type or data_type not in (op_tolerance.get("coefficients") or {}):
         return False
     try:
-        ca = coefficients(op_tolerance, data_type, None, {**(tolerance or {}), "model": a})
-        cb = coefficients(op_tolerance, data_type, None, {**(tolerance or {}), "model": b})
+        ca = coefficients(op_tolerance, data_type, None, replace(tolerance, model=a))
+        cb = coefficients(op_tolerance, data_type, None, replace(tolerance, model=b))
     except ValueError:
         return False
     if replace(ca, model="", threads=None) != replace(cb, model="", threads=None):
@@ -664,12 +653,17 @@ def directional_derivative(
     step = plus.astype(np.float64) - minus.astype(np.float64)
     if not step.any():
         raise _Skip(f"relation {rel.id}: the step rounds to 0 in the input's type: nothing judged")
-    require_finite(a, base, inputs, rel.compare[:1], f"relation {rel.id}")
+    require_finite(spec, a, base, inputs, rel.compare[:1], f"relation {rel.id}")
     runs = []
     for moved in (plus, minus):
         out = _execute(guard, spec, forward, {**feed, seed: moved}, result)
         require_finite(
-            out, forward, {**feed, seed: moved}, [of], f"relation {rel.id}, {forward.operator} at x +- d"
+            spec,
+            out,
+            forward,
+            {**feed, seed: moved},
+            [of],
+            f"relation {rel.id}, {forward.operator} at x +- d",
         )
         runs.append(out[of].astype(np.float64))
     f_plus, f_minus = runs
@@ -708,7 +702,7 @@ def directional_derivative(
 
 
 def _metamorphic(
-    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: dict | None
+    case: Case, guard: Any, spec: Spec, result: CaseResult, inputs: dict | None, tolerance: ToleranceOptions
 ) -> None:
     rel = case.relation
     if rel is None:
@@ -768,10 +762,10 @@ def _metamorphic(
     keys = [k for k in rel.compare if k in a and k in b]
     ref_a = _reference(base, a_inputs)
     require_judged(ref_a, keys, what)
-    require_finite(a, base, a_inputs, keys, what, ref_a)
-    require_finite(b, b_desc, b_inputs, keys, what)
+    require_finite(spec, a, base, a_inputs, keys, what, ref_a)
+    require_finite(spec, b, b_desc, b_inputs, keys, what)
     actual, expected = {k: a[k] for k in keys}, {k: b[k] for k in keys}
-    passed, errors = compare(spec, base, actual, expected, budget_inputs, 2.0, also, tolerance)
+    passed, errors = compare(spec, base, actual, expected, budget_inputs, tolerance, 2.0, also)
     result.errors = errors
     result.rejudge = _rejudger(spec, base, actual, expected, budget_inputs, 2.0, also, tolerance)
     classify(result, spec, base, case.data_type, passed, tolerance)

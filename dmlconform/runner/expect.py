@@ -56,6 +56,7 @@ from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.model import UnknownLevel, UnknownOperator, load_spec
 from dmlconform.tolerance import coefficients
+from dmlconform.tolerance.options import ToleranceOptions
 
 
 class ExpectError(ValueError):
@@ -192,7 +193,7 @@ class Expectation:
     source: str = ""
 
     fails = True
-    meets: dict[str, Any] | None = None
+    meets: ToleranceOptions | None = None
     message: re.Pattern[str] | None = None
 
     @property
@@ -228,7 +229,7 @@ class Bound:
     line: int
     source: str = ""
     fails: bool = False
-    meets: dict[str, Any] | None = None
+    meets: ToleranceOptions | None = None
     message: re.Pattern[str] | None = None
 
     @property
@@ -264,9 +265,9 @@ class Settled:
     expectation: AnyExpectation | None = None
 
 
-#: Judges a case's outputs under tolerance overrides: (passed, failure message), or None when the
+#: Judges a case's outputs under tolerance options: (passed, failure message), or None when the
 #: case compared nothing a tolerance judges (a rejected desc, a wrong shape)
-Rejudge = Callable[[dict[str, Any]], "tuple[bool, str | None] | None"]
+Rejudge = Callable[[ToleranceOptions], "tuple[bool, str | None] | None"]
 
 
 def settle(
@@ -302,7 +303,7 @@ def settle(
             continue
         assert e.meets is not None
         verdict = rejudge(e.meets) if rejudge else None
-        label = _label(e.meets)
+        label = e.meets.label()
         if verdict is None:
             broken.append(f"{e.finding} bounds it by the {label} model, which judges no outputs here")
         elif verdict[0]:
@@ -312,12 +313,6 @@ def settle(
     return Settled(
         "failed", f"{message}; known finding does not explain it: {'; '.join(broken)}", None, covering[0]
     )
-
-
-def _label(overrides: dict[str, Any]) -> str:
-    from dmlconform.runner.checks import model_label
-
-    return model_label(overrides)
 
 
 def first_covering(expectations: Iterable[AnyExpectation], facts: CaseFacts) -> AnyExpectation | None:
@@ -643,22 +638,25 @@ def _value_test(value: Any, key: str, bad: Callable[[str, str], ExpectError]) ->
 
 def _meets(
     value: Any, fid: str, spec: Any, conds: list[dict[str, Test]], err: Callable[[str], ExpectError]
-) -> dict[str, Any]:
-    """The tolerance overrides of ``meets`` (a model name, or overrides such as {model: default,
+) -> ToleranceOptions:
+    """The tolerance options of ``meets`` (a model name, or options such as {model: default,
     ulp_scale: 16}), checked against every covered operator's tolerance section."""
-
     if isinstance(value, str) and value.strip():
-        overrides: dict[str, Any] = {"model": value.strip()}
+        pairs: dict[str, Any] = {"model": value.strip()}
     elif isinstance(value, dict) and value:
-        overrides = {str(k): v for k, v in value.items()}
+        pairs = {str(k): v for k, v in value.items()}
     else:
         raise err(f"finding {fid}: meets is a tolerance model's name or a mapping of tolerance overrides")
+    try:
+        options = ToleranceOptions.parse(pairs)
+    except ValueError as exc:
+        raise err(f"finding {fid}: meets: {exc}") from None
     names = {n for c in conds for n in (c["operator"].values if "operator" in c else spec.operators)}
     for name in sorted(names):
         op = spec.operator(name)
         for dt in sorted((op.tolerance or {}).get("coefficients") or {}):
             try:
-                coefficients(op.tolerance, dt, None, overrides)
+                coefficients(op.tolerance, dt, None, options)
             except (ValueError, TypeError) as exc:
                 raise err(f"finding {fid}: meets: {op.name}: {exc}") from None
-    return overrides
+    return options

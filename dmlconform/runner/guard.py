@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform.backends.base import takes_level
 from dmlconform.errors import Rejected, Unsupported
 
 
@@ -132,6 +133,8 @@ class BackendInfo:
     #: options whose value results depend on, as the backend resolved them (BackendBase's
     #: ``travelling_options``); saved with the run and its reproducers
     travelling: dict[str, str] = field(default_factory=dict)
+    #: the backend declares a ``feature_level`` option (it was given the level under test)
+    takes_level: bool = False
 
 
 def backend_validates(backend: Any) -> bool:
@@ -176,6 +179,7 @@ def backend_info(backend: Any) -> BackendInfo:
             str(k): str(v)
             for k, v in dict(_safe(getattr(backend, "travelling_options", None), {}) or {}).items()
         },
+        takes_level=takes_level(type(backend)),
     )
 
 
@@ -303,10 +307,16 @@ class ProcessGuard:
     """Backend calls in a worker process that a crash or hang cannot take down the run with."""
 
     def __init__(
-        self, backend: str, options: dict[str, str], timeout: float | None, startup_timeout: float = 120
+        self,
+        backend: str,
+        options: dict[str, str],
+        timeout: float | None,
+        startup_timeout: float = 120,
+        level: str | None = None,
     ):
         self.backend = backend
         self.options = dict(options)
+        self.level = level
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[bytes] | None = None
@@ -337,7 +347,10 @@ class ProcessGuard:
         threading.Thread(target=self._reader, args=(self.proc,), daemon=True).start()
         write_frame(
             self.proc.stdin,
-            ("init", {"backend": self.backend, "options": self.options, "sys_path": sys.path}),
+            (
+                "init",
+                {"backend": self.backend, "options": self.options, "level": self.level, "sys_path": sys.path},
+            ),
         )
         status, value = self._wait(self.startup_timeout, "start")
         if status != "ready":

@@ -48,6 +48,7 @@ from dmlconform.runner.session import (
 from dmlconform.runner.session import resolve_settings as resolve
 from dmlconform.runner.tiers import max_elements_for
 from dmlconform.specification.model import load_spec
+from dmlconform.tolerance.options import ToleranceOptions
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
 SUITE_FILE = SUITE_DIR / "test_conformance.py"
@@ -284,7 +285,7 @@ class ConformanceItem(pytest.Item):
 
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
         try:
-            result = run_case(self.case, session.guard(), session.spec, tolerance=session.settings.tolerance)
+            result = run_case(self.case, session.guard(), session.spec, session.settings.tolerance)
         except (Rejected, Unsupported) as exc:  # pragma: no cover - run_case maps these
             raise ConformanceFailure(str(exc)) from None
         except Exception as exc:
@@ -301,7 +302,7 @@ class ConformanceItem(pytest.Item):
         if result.status == "failed" and s.report_dir is not None:
             try:
                 write_reproducer(
-                    s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance
+                    s.report_dir, self.case, result, self.record, s.backend, s.options, s.tolerance.pairs()
                 )
             except OSError as exc:
                 self.record.message = f"{settled.message} (reproducer not written: {exc})"
@@ -321,8 +322,8 @@ class ConformanceItem(pytest.Item):
             return Settled(result.status, result.message)
         from dmlconform.runner.checks import failure_message
 
-        def rejudge(overrides: dict[str, Any]) -> tuple[bool, str | None] | None:
-            judged = result.judge_under(overrides)
+        def rejudge(options: ToleranceOptions) -> tuple[bool, str | None] | None:
+            judged = result.judge_under(options)
             if judged is None:
                 return None
             return judged[0], None if judged[0] else failure_message(judged[1])
@@ -488,7 +489,8 @@ class ConformanceSession:
             )
         if s.tolerance:
             lines.append(
-                "dmlconform: tolerance overridden: " + ", ".join(f"{k}={v}" for k, v in s.tolerance.items())
+                "dmlconform: tolerance overridden: "
+                + ", ".join(f"{k}={v}" for k, v in s.tolerance.pairs().items())
             )
         if s.report_dir:
             lines.append(f"dmlconform: report directory {s.report_dir}")
@@ -692,7 +694,7 @@ class ConformanceSession:
             finished=_utc(),
             duration_s=time.monotonic() - self.t0,
             versions=versions(s.info.versions),
-            tolerance=dict(s.tolerance),
+            tolerance=s.tolerance.pairs(),
             completion=dict(self.completion),
             shard={"index": s.shard.index, "count": s.shard.count} if s.shard else None,
             selection=asdict(sel),

@@ -25,10 +25,13 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.runner.directories import directory_problem
+
+if TYPE_CHECKING:  # loaded when a run resolves its settings (tolerance_options)
+    from dmlconform.tolerance.options import ToleranceOptions
 
 #: Cases per operator x level x data type when none is asked for (runner.cases.Selection's too).
 #: Per-call backend timeout in seconds (0 disables it).
@@ -447,11 +450,13 @@ class OpenedBackend:
     options: dict[str, str]
 
 
-def _load(name: str, options: dict[str, str], isolate: bool, timeout: float) -> tuple[Any, Any]:
+def _load(
+    name: str, options: dict[str, str], isolate: bool, timeout: float, level: str | None
+) -> tuple[Any, Any]:
     from dmlconform.runner.guard import BackendFailure, ProcessGuard, backend_info
 
     if isolate:
-        guard = ProcessGuard(name, options, timeout or None)
+        guard = ProcessGuard(name, options, timeout or None, level=level)
         try:
             guard._start()
         except BackendFailure as exc:
@@ -462,7 +467,7 @@ def _load(name: str, options: dict[str, str], isolate: bool, timeout: float) -> 
     from dmlconform.backends import load_backend
 
     try:
-        backend = load_backend(name, options)
+        backend = load_backend(name, options, level)
     except Exception as exc:  # BackendError and anything a third-party constructor raises
         text = str(exc).strip().splitlines()
         raise SettingsError(
@@ -480,17 +485,14 @@ def open_backend(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> OpenedBackend:
     """Load a backend; SettingsError with one line. With ``level`` (and no ``feature_level``
-    option), a backend that can emulate a lower level (the built-ins) is asked to, so that its
-    check() judges descs at the level under test; one that refuses the option is loaded as it is."""
+    option), a backend that declares the option (the built-ins, which emulate any level) is
+    given it, so that its check() judges descs at the level under test; one that declares none
+    is loaded as it is. A backend that fails to load with the level fails the run: it is not
+    loaded again without it."""
     options = dict(options or {})
-    if level and "feature_level" not in options:
-        leveled = {**options, "feature_level": level}
-        try:
-            handle, info = _load(name, leveled, isolate, timeout)
-            return OpenedBackend(handle, info, name, {**info.travelling, **leveled})
-        except SettingsError:
-            pass
-    handle, info = _load(name, options, isolate, timeout)
+    handle, info = _load(name, options, isolate, timeout, level)
+    if level and "feature_level" not in options and info.takes_level:
+        options["feature_level"] = level
     return OpenedBackend(handle, info, name, {**info.travelling, **options})
 
 
@@ -546,9 +548,10 @@ class Settings:
     timeout: float
     kinds: tuple[str, ...]
     command: str
+    #: the run's changes to the spec's tolerance, parsed and checked once (tolerance_options)
+    tolerance: ToleranceOptions
     info: Any = None
     expectations: list[Any] = field(default_factory=list)
-    tolerance: dict[str, str] = field(default_factory=dict)
     shard: Any = None  # runner.cases.Shard, or None for the whole run
     tier: str = "default"
     max_elements: int | None = None  # None: the tier's default
@@ -629,12 +632,14 @@ def resolve_settings(
             notes += [note] if note else []
     except ExpectError as exc:
         raise SettingsError(str(exc)) from None
-    tolerance = {
-        **(getattr(info, "tolerance", None) or {}),
-        **parse_pairs(values.get("tolerance"), "tolerance override"),
-    }
     try:
-        check_tolerance(spec, tolerance)
+        tolerance = tolerance_options(
+            spec,
+            {
+                **(getattr(info, "tolerance", None) or {}),
+                **parse_pairs(values.get("tolerance"), "tolerance override"),
+            },
+        )
     except ValueError as exc:
         raise SettingsError(str(exc).replace("backend option", "tolerance override")) from None
     created: tuple[Path, ...] = ()
@@ -715,11 +720,15 @@ def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dt
     return [t for t in dtypes if t not in have]
 
 
-def check_tolerance(spec: Any, overrides: dict[str, str]) -> None:
-    """ValueError (one line) for an override some operator's tolerance section refuses (an unknown
-    coefficient or model name), before any case runs."""
+def tolerance_options(spec: Any, pairs: Mapping[str, Any]) -> ToleranceOptions:
+    """The run's tolerance options from ``KEY=VALUE`` pairs; ValueError (one line) for a value
+    that is no number, or a key or model name some operator's tolerance section refuses, before
+    any case runs."""
     from dmlconform.tolerance import coefficients
+    from dmlconform.tolerance.options import ToleranceOptions
 
+    options = ToleranceOptions.parse(pairs)
     for op in spec.operators.values():
         for dt in sorted((op.tolerance.get("coefficients") or {}) if op.tolerance else {}):
-            coefficients(op.tolerance, dt, None, overrides)
+            coefficients(op.tolerance, dt, None, options)
+    return options

@@ -26,7 +26,7 @@ def _serve(proto_in: Any, proto_out: Any) -> int:
     try:
         from dmlconform.backends import load_backend
 
-        backend = load_backend(init["backend"], init.get("options") or {})
+        backend = load_backend(init["backend"], init.get("options") or {}, init.get("level"))
         write_frame(proto_out, ("ready", backend_info(backend)))
     except Exception as exc:
         write_frame(proto_out, ("error", describe_exception(exc)))

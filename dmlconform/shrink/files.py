@@ -16,6 +16,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.session import open_saved_backend
 from dmlconform.shrink.search import Shrunk, shrink
 from dmlconform.specification.model import load_spec
+from dmlconform.tolerance.options import ToleranceOptions
 
 
 def shrink_dir(
@@ -37,12 +38,13 @@ def shrink_dir(
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
     tolerance = meta.get("tolerance") or None
+    options = ToleranceOptions.parse(tolerance)
     guard, opened = open_saved_backend(meta, backend, options, isolate, timeout)
     info, name, options = opened.info, opened.name, opened.options
     data = inputs if case.kind != "validation" else None
 
     def run(c: Any, inp: Any) -> Any:
-        return run_case(c, guard, spec, inputs=inp, tolerance=tolerance)
+        return run_case(c, guard, spec, options, inputs=inp)
 
     try:
         found = shrink(case, data, run, spec, max_seconds, progress)

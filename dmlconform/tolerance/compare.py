@@ -13,8 +13,9 @@ import numpy as np
 
 from dmlconform import kernels
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 from dmlconform.tolerance.aggregate import aggregate_check
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
@@ -306,7 +307,7 @@ def case_budgets(
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
     spec: Spec,
-    overrides: dict[str, Any] | None = None,
+    tolerance: ToleranceOptions,
 ) -> tuple[dict[str, np.ndarray], Budgets | None]:
     """Every output's per-element budget on these inputs: (budgets by member, the model's
     :class:`Budgets` when the numpy model computed them, which :func:`compare` takes back, since
@@ -316,10 +317,10 @@ def case_budgets(
     and memory."""
     plan = _judge_plan(desc, reference, reference, inputs, spec)
     if plan is None:
-        b = kernels.resolve(kernels.kernel_of(desc, spec).budgets)(desc, reference, inputs, spec, overrides)
+        b = kernels.resolve(kernels.kernel_of(desc, spec).budgets)(desc, reference, inputs, spec, tolerance)
         return b.by_member, b
     main = np.empty(np.shape(reference[plan.output]))
-    _, by_member, _ = _compiled(desc, plan, reference[plan.output], reference, inputs, spec, overrides, main)
+    _, by_member, _ = _compiled(desc, plan, reference[plan.output], reference, inputs, spec, tolerance, main)
     return {plan.output: main, **by_member}, None
 
 
@@ -339,7 +340,7 @@ def sampled_budgets(
     if plan is None:
         return None
     at, main, terms = judge.sample_budgets(desc, reference, inputs, spec, plan, count)
-    by_member, _ = _statistics_budgets(desc, terms.model, reference, spec, None)
+    by_member, _ = _statistics_budgets(desc, terms.model, reference, spec, NO_OPTIONS)
     return {plan.output: (at, main), **{k: (None, v) for k, v in by_member.items()}}, terms
 
 
@@ -350,7 +351,7 @@ def _compiled(
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
     spec: Spec,
-    overrides: dict[str, Any] | None,
+    tolerance: ToleranceOptions,
     budget_out: np.ndarray | None = None,
     terms: Any = None,
 ) -> tuple[OutputComparison, dict[str, np.ndarray], dict[str, Coefficients]]:
@@ -365,12 +366,12 @@ def _compiled(
         reference[plan.output],
         inputs,
         spec,
-        overrides,
+        tolerance,
         budget_out=budget_out,
         plan=plan,
         terms=terms,
     )
-    return main, *_statistics_budgets(desc, terms, reference, spec, overrides)
+    return main, *_statistics_budgets(desc, terms, reference, spec, tolerance)
 
 
 def _statistics_budgets(
@@ -378,11 +379,11 @@ def _statistics_budgets(
     terms: Any,
     reference: dict[str, np.ndarray],
     spec: Spec,
-    overrides: dict[str, Any] | None,
+    tolerance: ToleranceOptions,
 ) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
     """The statistics outputs' budgets and coefficients from the judge's per-slice terms (none
     for a model without statistics outputs: its terms are None)."""
-    return ({}, {}) if terms is None else terms.output_budgets(desc, reference, spec, overrides)
+    return ({}, {}) if terms is None else terms.output_budgets(desc, reference, spec, tolerance)
 
 
 def compare(
@@ -390,20 +391,19 @@ def compare(
     outputs_backend: dict[str, Any],
     outputs_reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: dict[str, Any] | None = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
     also_inputs: tuple[dict[str, Any], ...] = (),
     budgets: Any = None,
 ) -> Comparison:
     """Compare a backend's outputs against the reference's (rounded) outputs, element by element,
-    each against its own budget. ``overrides``: e.g. {"ulp_scale": 2.0}, {"max_ulp": 6},
-    {"mean": 4.0}, {"atol": 1e-6}. ``also_inputs``: other input sets the compared outputs were
+    each against its own budget. ``tolerance``: the run's changes to the spec's
+    tolerance (a model, ``ulp_scale``, ``max_ulp``, ``atol``, named coefficients). ``also_inputs``: other input sets the compared outputs were
     computed from (a metamorphic relation's second run); each element gets the largest of the
     budgets, since either run's data may be the worse conditioned. ``budgets``: what the
-    degenerate-input check computed on these inputs and reference outputs with these overrides,
+    degenerate-input check computed on these inputs and reference outputs with these options,
     when the caller has it: the numpy model's :class:`Budgets` (:func:`case_budgets`) or the
     compiled judge's per-slice terms (:func:`sampled_budgets`); not recomputed then."""
-    spec = spec or load_spec()
     kernel = kernels.kernel_of(desc, spec)
     budgets_of = kernels.resolve(kernel.budgets)
     names = [m.name for m in spec.operator(desc.operator).input_members]
@@ -412,7 +412,7 @@ def compare(
     if plan is not None:
         terms = None if isinstance(budgets, Budgets) else budgets
         main, by_member, coeffs = _compiled(
-            desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, overrides, terms=terms
+            desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, tolerance, terms=terms
         )
         outputs = {plan.output: main}
         for name in by_member:
@@ -422,9 +422,9 @@ def compare(
         if main.aggregate is not None:
             _aggregate_verdict(main)
     else:
-        b = _given(budgets, outputs_reference) or budgets_of(desc, outputs_reference, inputs, spec, overrides)
+        b = _given(budgets, outputs_reference) or budgets_of(desc, outputs_reference, inputs, spec, tolerance)
         for other in also_inputs:
-            wider = budgets_of(desc, outputs_reference, other, spec, overrides).by_member
+            wider = budgets_of(desc, outputs_reference, other, spec, tolerance).by_member
             b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
         outputs = {
             name: _compare_member(

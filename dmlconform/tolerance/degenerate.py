@@ -55,6 +55,7 @@ from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.tolerance.compare import case_budgets, sampled_budgets
+from dmlconform.tolerance.options import NO_OPTIONS
 from dmlconform.tolerance.terms import Budgets
 
 OWN_DRAWS = 4
@@ -124,7 +125,7 @@ def _budgets(
     desc: OperatorDesc, reference: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray], spec: Spec
 ) -> tuple[dict[str, np.ndarray], Budgets | None]:
     with np.errstate(all="ignore"):
-        return case_budgets(desc, dict(reference), dict(inputs), spec)
+        return case_budgets(desc, dict(reference), dict(inputs), spec, NO_OPTIONS)
 
 
 CHUNK = 1 << 16

@@ -11,7 +11,8 @@ import numpy as np
 
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
+from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
@@ -84,7 +85,7 @@ def rounded_budgets(
     spec: Spec,
     errors: dict[str, np.ndarray],
     reference: dict[str, np.ndarray],
-    overrides: Any,
+    tolerance: ToleranceOptions,
 ) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
     """Each output's error (of its reference's shape, or as many values in its C order) with
     its output rounding, for the outputs the reference holds."""
@@ -92,7 +93,7 @@ def rounded_budgets(
     coeffs: dict[str, Coefficients] = {}
     for name, err in errors.items():
         if name in reference:
-            c, _ = member_coefficients(desc, spec, name, None, overrides)
+            c, _ = member_coefficients(desc, spec, name, None, tolerance)
             out[name] = with_output_rounding(np.reshape(err, np.shape(reference[name])), reference[name], c)
             coeffs[name] = c
     return out, coeffs
@@ -102,8 +103,8 @@ def reduction_grad_budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: Any = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: reduction_grad`` (the spec files' derivation): the two gradient sums err by
     c_mean u g(n) times the sum of their terms' magnitudes (plus c_pt roundings per term); the
@@ -111,9 +112,8 @@ def reduction_grad_budgets(
     error of its two means and of the centring mean. With ``centre_with: mean`` the centre is the
     Mean member (spec doc_notes.bound-mean, settled by DirectML); with ``input`` the batch mean,
     and then the Mean member's difference from it is allowed for (either reading passes)."""
-    spec = spec or load_spec()
     plan = semantics.make_grad_plan(desc, spec)
-    co, u = member_coefficients(desc, spec, plan.output, None, overrides)
+    co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     n = plan.reduction_length
     g = reduction_growth(n, co)
     axes = plan.axes
@@ -197,4 +197,4 @@ def reduction_grad_budgets(
         if undefined.any():
             e_dx = np.where(np.broadcast_to(undefined, np.shape(e_dx)), np.inf, e_dx)
     errors = {plan.output: e_dx, plan.scale_gradient_output: st.e_scale, plan.bias_gradient_output: st.e_bias}
-    return Budgets(*rounded_budgets(desc, spec, errors, reference, overrides))
+    return Budgets(*rounded_budgets(desc, spec, errors, reference, tolerance))

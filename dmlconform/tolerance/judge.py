@@ -47,6 +47,7 @@ from dmlconform.specification.semantics import (
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import UNIT_ROUNDOFF, reduction_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
@@ -67,11 +68,11 @@ class ModelTerms:
     u: float
 
     def output_budgets(
-        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, overrides: dict[str, Any] | None
+        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, tolerance: ToleranceOptions
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The statistics outputs' budgets and coefficients (the numpy model's own function)."""
         return tl.statistics_output_budgets(
-            desc, self.plan, self.ss, self.st, reference, spec, overrides, self.u
+            desc, self.plan, self.ss, self.st, reference, spec, tolerance, self.u
         )
 
 
@@ -173,11 +174,11 @@ class GradientTerms:
     e_bias: np.ndarray
 
     def output_budgets(
-        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, overrides: dict[str, Any] | None
+        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, tolerance: ToleranceOptions
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The scale and bias gradients' budgets (their errors with the output rounding)."""
         errors = {self.plan.scale_gradient_output: self.e_scale, self.plan.bias_gradient_output: self.e_bias}
-        return rounded_budgets(desc, spec, errors, reference, overrides)
+        return rounded_budgets(desc, spec, errors, reference, tolerance)
 
 
 Operand = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
@@ -513,7 +514,7 @@ def _element_pass(
     ref: np.ndarray,
     inputs: dict[str, Any],
     spec: Spec,
-    overrides: dict[str, Any] | None,
+    tolerance: ToleranceOptions,
     jp: JudgePlan,
     keep_budgets: bool,
     sample: int = 0,
@@ -527,7 +528,7 @@ def _element_pass(
 
     plan = jp.plan
     tol = spec.operator(desc.operator).tolerance
-    co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, overrides)
+    co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, tolerance)
     u = tl.UNIT_ROUNDOFF[co.working_precision]
     t = terms if terms is not None else jp.terms(plan, inputs, co, u)
     x_flat, x_sk, x_sm, shape = t.rows
@@ -577,7 +578,7 @@ def judge_normalization(
     ref: np.ndarray,
     inputs: dict[str, Any],
     spec: Spec,
-    overrides: dict[str, Any] | None,
+    tolerance: ToleranceOptions,
     budget_out: np.ndarray | None = None,
     plan: JudgePlan | None = None,
     terms: SliceTerms | None = None,
@@ -588,11 +589,11 @@ def judge_normalization(
     other models: they have no statistics outputs). ``budget_out``: a float64 array of the
     output's shape that receives every budget (tests); ``plan``: the registry's judge plan
     (:func:`plan_for` and its kind), the centred model's by default; ``terms``: its per-slice
-    terms on these inputs without overrides where :func:`sample_budgets` made them."""
+    terms on these inputs without tolerance options where :func:`sample_budgets` made them."""
     from dmlconform.tolerance import judge_kernels as jk
 
     jp = plan or JudgePlan(make_plan(desc, spec), _centred_terms)
-    p = _element_pass(desc, got, ref, inputs, spec, overrides, jp, budget_out is not None, terms=terms)
+    p = _element_pass(desc, got, ref, inputs, spec, tolerance, jp, budget_out is not None, terms=terms)
     slicing = p.terms.slicing
     if budget_out is not None:
         logical = p.store.reshape(tuple(slicing.shape[i] for i in p.terms.perm))
@@ -628,7 +629,7 @@ def sample_budgets(
     (:mod:`dmlconform.tolerance.degenerate`: is some element judged, does an answer fail
     somewhere) without the pass over every element."""
     ref = reference[plan.output]
-    p = _element_pass(desc, ref, ref, inputs, spec, None, plan, True, sample=count)
+    p = _element_pass(desc, ref, ref, inputs, spec, NO_OPTIONS, plan, True, sample=count)
     item_k, item_p0, item_p1 = p.items
     ks = np.repeat(item_k, item_p1 - item_p0)
     pos = np.concatenate([np.arange(a, b) for a, b in zip(item_p0, item_p1, strict=True)])

@@ -19,7 +19,8 @@ import numpy as np
 from dmlconform.reference.local import region_sum
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
+from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
@@ -66,16 +67,15 @@ def local_response_budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: Any = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: local_response``: per element |y| (|Beta| e_d / |d| + the power's error + c_pt u)
     (module docstring); for the gradient the two terms of the vector-Jacobian product each by
     that rule, the inner window sum by its terms' errors plus c_mean u g(m) times their
     magnitudes, and a rounding of each term's magnitude where they cancel."""
-    spec = spec or load_spec()
     plan = semantics.make_local_response_plan(desc, spec)
-    co, u = member_coefficients(desc, spec, plan.output, None, overrides)
+    co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         d, e_d = _terms(plan, x, co, u)

@@ -21,7 +21,8 @@ import numpy as np
 from dmlconform.reference.local import lp_denominator
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
+from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import Budgets, member_coefficients, reduction_growth, with_output_rounding
 
 
@@ -29,13 +30,12 @@ def lp_budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: Any = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: lp_norm`` (module docstring): e_y = |y| (rel_den + c_pt u)."""
-    spec = spec or load_spec()
     plan = semantics.make_lp_plan(desc, spec)
-    co, u = member_coefficients(desc, spec, plan.output, None, overrides)
+    co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     a = np.abs(x)
     g = reduction_growth(plan.reduction_length, co)

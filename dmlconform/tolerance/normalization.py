@@ -74,9 +74,10 @@ import numpy as np
 from dmlconform.generation.data import to_slices
 from dmlconform.reference import more as model_activation
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.tolerance.exact import exact_slices
+from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     UNIT_ROUNDOFF,
     AggregateModel,
@@ -373,16 +374,15 @@ def budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: dict[str, Any] | None = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
 ) -> Budgets:
     """The allowed absolute error of every output element (see the module docstring)."""
-    spec = spec or load_spec()
     plan = make_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     out_tensor = desc.get(plan.output, spec)
-    co = coefficients(tol, out_tensor.data_type, plan.activation, overrides)
+    co = coefficients(tol, out_tensor.data_type, plan.activation, tolerance)
     u = UNIT_ROUNDOFF[co.working_precision]
     ss = slice_statistics(plan, x)
     st = statistics_errors(plan, ss, co, u)
@@ -457,7 +457,7 @@ def budgets(
         straddles,
         on_grid(plan, y, ss.exact, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)),
     )
-    stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, overrides, u)
+    stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, tolerance, u)
     result.update(stats_budgets)
     coeffs.update(stats_coeffs)
     return Budgets(result, coeffs, aggregate)
@@ -470,7 +470,7 @@ def statistics_output_budgets(
     st: StatisticsErrors,
     reference: dict[str, np.ndarray],
     spec: Spec,
-    overrides: dict[str, Any] | None,
+    tolerance: ToleranceOptions,
     u: float,
 ) -> tuple[dict[str, np.ndarray], dict[str, Coefficients]]:
     """The budgets of the mean and variance outputs (e_mean, e_var, each under the ceiling and
@@ -484,7 +484,7 @@ def statistics_output_budgets(
         (plan.variance_output, st.e_var, var, "e_var"),
     ):
         if name and name in reference:
-            c = coefficients(tol, desc.get(name, spec).data_type, None, overrides)
+            c = coefficients(tol, desc.get(name, spec).data_type, None, tolerance)
             if c.ceiling is not None:
                 fl = getattr(statistics_errors(plan, ss, c, u, floor=True), floor_err)
                 if floor_err == "e_var":

@@ -8,7 +8,8 @@ import numpy as np
 
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
+from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,
     activation_error,
@@ -22,16 +23,15 @@ def pointwise_budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: Any = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: pointwise`` (given statistics, nothing reduced): per element
     e_y = c_pt u (|Scale z| + |Scale| (|x| + |Mean|) / sqrt(Variance + Epsilon) + |Bias|): a few
     roundings of each term, including the folded form x * a + (b - Mean * a) with a = Scale / sd
     that inference kernels use, whose two products cancel."""
-    spec = spec or load_spec()
     plan = semantics.make_given_plan(desc, spec)
-    co, u = member_coefficients(desc, spec, plan.output, plan.activation, overrides)
+    co, u = member_coefficients(desc, spec, plan.output, plan.activation, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     mean = np.asarray(inputs[plan.mean], dtype=np.float64)
     var = np.asarray(inputs[plan.variance], dtype=np.float64)

@@ -10,7 +10,8 @@ import numpy as np
 
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
+from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,
     activation_error,
@@ -25,16 +26,15 @@ def rms_budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
     inputs: dict[str, Any],
-    spec: Spec | None = None,
-    overrides: Any = None,
+    spec: Spec,
+    tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: normalization`` with ``center`` false: ms = mean(x^2), a sum of n positive terms
     (relative error c_var u g(n)); rms = sqrt(ms + Epsilon) with half that plus c_pt u;
     z = x / rms errs by |z| (rel_rms + c_pt u); Scale, Bias, FusedAdd and the activation as in
     the normalization model. No mean: nothing cancels. Without the variance step z = x exactly."""
-    spec = spec or load_spec()
     plan = semantics.make_plan(desc, spec, uncentred_ok=True)
-    co, u = member_coefficients(desc, spec, plan.output, plan.activation, overrides)
+    co, u = member_coefficients(desc, spec, plan.output, plan.activation, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     n = plan.reduction_length
     g = reduction_growth(n, co)

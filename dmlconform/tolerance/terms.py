@@ -17,6 +17,7 @@ from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import evaluate
 from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import Plan
+from dmlconform.tolerance.options import MODEL_ALIASES, TEXT_COEFFICIENTS, ToleranceOptions
 
 UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}
 
@@ -129,56 +130,36 @@ class Coefficients:
     max_ulp: float | None = None
 
 
-TEXT_COEFFICIENTS = (
-    "working_precision",
-    "mean_growth",
-    "spread_growth",
-    "model",
-    "growth_cap",
-    "statistics_storage",
-    "data_type",
-)
-
-#: names a model was known by before: ``strict`` was the 256-block model, now ``tight``
-MODEL_ALIASES = {"strict": "tight"}
-
-
 def coefficients(
-    op_tolerance: dict[str, Any], data_type: str, activation: str | None, overrides: dict[str, Any] | None
+    op_tolerance: dict[str, Any], data_type: str, activation: str | None, options: ToleranceOptions
 ) -> Coefficients:
-    """Coefficients for ``data_type`` from the operator's ``tolerance:`` section, overridden by
-    ``overrides`` (any coefficient name, or ``ulp_scale``, ``atol``, ``max_ulp``).
+    """Coefficients for ``data_type`` from the operator's ``tolerance:`` section, changed by the
+    run's ``options`` (:class:`~dmlconform.tolerance.options.ToleranceOptions`).
 
-    ``model`` (an override or the spec's ``required``) picks one of the section's ``models``:
-    ``strict``, what the suite requires, or ``lenient``, which a backend must ask for by name
-    (it admits summation orders whose error grows faster than pairwise summation's)."""
-    key = (
-        id(op_tolerance),
-        data_type,
-        activation,
-        tuple(sorted((k, repr(v)) for k, v in (overrides or {}).items())),
-    )
+    ``options.model`` (else the spec's ``required``) picks one of the section's ``models``:
+    ``default``, what the suite requires, ``tight``, or ``lenient``, which a backend must ask for
+    by name (it admits summation orders whose error grows faster than pairwise summation's)."""
+    key = (id(op_tolerance), data_type, activation, options)
     hit = _PARSED.get(key)
     if hit is not None and hit[0] is op_tolerance:
         return hit[1]
-    co = _parse_coefficients(op_tolerance, data_type, activation, overrides)
+    co = _parse_coefficients(op_tolerance, data_type, activation, options)
     _PARSED[key] = (op_tolerance, co)
     return co
 
 
-#: coefficients parsed once per (operator's tolerance section, data type, activation, overrides):
+#: coefficients parsed once per (operator's tolerance section, data type, activation, options):
 #: a run compares thousands of cases of a few descs' kinds
 _PARSED: dict[tuple[Any, ...], tuple[dict[str, Any], Coefficients]] = {}
 
 
 def _parse_coefficients(
-    op_tolerance: dict[str, Any], data_type: str, activation: str | None, overrides: dict[str, Any] | None
+    op_tolerance: dict[str, Any], data_type: str, activation: str | None, options: ToleranceOptions
 ) -> Coefficients:
-    overrides = dict(overrides or {})
     per_type: dict[str, Any] = dict(DEFAULT_COEFFICIENTS)
     per_type.update((op_tolerance.get("coefficients") or {}).get(data_type, {}))
     # the spec's ``required`` model (schema: every tolerance section names it)
-    model = str(overrides.pop("model", op_tolerance["required"]))
+    model = options.model or str(op_tolerance["required"])
     model = MODEL_ALIASES.get(model, model)
     models = op_tolerance.get("models") or {model: {}}
     if model not in models:
@@ -196,12 +177,13 @@ def _parse_coefficients(
     for key, value in per_type.items():
         if key in Coefficients.__dataclass_fields__:
             values[key] = value
-    for key, value in overrides.items():
+    changed = {k: v for k, v in options.pairs().items() if k != "model"}
+    for key in changed:
         if key not in Coefficients.__dataclass_fields__:
             raise ValueError(
                 f"unknown tolerance override {key!r} (known: {', '.join(Coefficients.__dataclass_fields__)})"
             )
-        values[key] = value
+    values.update(changed)
     for key, value in values.items():
         if value is not None and key not in TEXT_COEFFICIENTS:
             values[key] = float(value)
@@ -451,8 +433,8 @@ def activation_error(
 
 
 def member_coefficients(
-    desc: OperatorDesc, spec: Spec, member: str, activation: str | None, overrides: dict[str, Any] | None
+    desc: OperatorDesc, spec: Spec, member: str, activation: str | None, options: ToleranceOptions
 ) -> tuple[Coefficients, float]:
     tol = spec.operator(desc.operator).tolerance
-    co = coefficients(tol, desc.get(member, spec).data_type, activation, overrides)
+    co = coefficients(tol, desc.get(member, spec).data_type, activation, options)
     return co, UNIT_ROUNDOFF[co.working_precision]

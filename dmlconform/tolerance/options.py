@@ -1,0 +1,120 @@
+"""A run's tolerance choices as one typed value, parsed and checked where they enter.
+
+They enter in three places (``--tolerance KEY=VALUE``, a backend's ``tolerance`` attribute, a
+known finding's ``meets:``) and are read deep in the budget models. Parsing them once into a
+frozen value means a misspelt key or a bad number is one line at start-up, every later stage
+reads fields instead of string keys, and the value is hashable (the coefficients cache) and
+picklable (the ``--isolate`` worker, xdist workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+#: names a model was known by before: ``strict`` was the 256-block model, now ``tight``
+MODEL_ALIASES = {"strict": "tight"}
+
+#: coefficients a spec may give per data type or model that are words, not numbers
+TEXT_COEFFICIENTS = frozenset(
+    {
+        "working_precision",
+        "mean_growth",
+        "spread_growth",
+        "model",
+        "growth_cap",
+        "statistics_storage",
+        "data_type",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ToleranceOptions:
+    """What a run changes of the spec's tolerance: the model (``None``: each operator's
+    ``required``), a scale on every budget, an absolute floor, a flat ULP limit, and any named
+    coefficient of the spec's ``coefficients:`` (``pointwise=8``)."""
+
+    model: str | None = None
+    ulp_scale: float | None = None
+    atol: float | None = None
+    max_ulp: float | None = None
+    #: other coefficients by name, sorted: (name, value), the value a float or a word
+    coefficients: tuple[tuple[str, float | str], ...] = ()
+
+    @classmethod
+    def parse(cls, pairs: Mapping[str, Any] | None, known: Iterable[str] = ()) -> ToleranceOptions:
+        """From ``KEY=VALUE`` pairs (strings, or numbers from YAML). ValueError with one line for
+        a value that is not a number where one is needed, or for a key outside the typed fields
+        and ``known`` (the coefficient names; empty: any name is taken, checked by the model)."""
+        known = set(known)
+        typed: dict[str, Any] = {}
+        extra: dict[str, float | str] = {}
+        for key, raw in (pairs or {}).items():
+            key = str(key).strip()
+            if key == "model":
+                name = str(raw).strip()
+                typed["model"] = MODEL_ALIASES.get(name, name)
+            elif key in ("ulp_scale", "atol", "max_ulp"):
+                typed[key] = _number(key, raw)
+            elif known and key not in known:
+                names = ", ".join(sorted(known | {"model", "ulp_scale", "atol", "max_ulp"}))
+                raise ValueError(f"unknown tolerance override {key!r} (known: {names})")
+            else:
+                extra[key] = str(raw).strip() if key in TEXT_COEFFICIENTS else _number(key, raw)
+        return cls(**typed, coefficients=tuple(sorted(extra.items())))
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) not in (None, ()) for f in fields(self))
+
+    def merged(self, other: ToleranceOptions) -> ToleranceOptions:
+        """These options with ``other``'s set fields on top (a known finding's ``meets`` over the
+        run's ``--tolerance``)."""
+        typed = {f.name: getattr(other, f.name) for f in fields(other) if f.name != "coefficients"}
+        coeffs = dict(self.coefficients) | dict(other.coefficients)
+        return replace(
+            self,
+            **{k: v for k, v in typed.items() if v is not None},
+            coefficients=tuple(sorted(coeffs.items())),
+        )
+
+    def scaled(self, factor: float) -> ToleranceOptions:
+        """Every budget times ``factor`` more (the degenerate-input check's widening)."""
+        return replace(self, ulp_scale=factor * (1.0 if self.ulp_scale is None else self.ulp_scale))
+
+    def pairs(self) -> dict[str, Any]:
+        """The set options by name, as they are recorded (results.json ``tolerance.overrides``)
+        and passed to the coefficients: numbers written back as they read (2, not 2.0)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "coefficients":
+                out.update(value)
+            elif value is not None:
+                out[f.name] = value
+        return {k: _text(v) for k, v in sorted(out.items())}
+
+    def label(self) -> str:
+        """How these options are named in records and messages: the model's name alone when it
+        is all there is, else ``key=value`` pairs."""
+        pairs = self.pairs()
+        if self.model is not None and len(pairs) == 1:
+            return self.model
+        return ", ".join(f"{k}={v}" for k, v in pairs.items())
+
+
+def _number(key: str, raw: Any) -> float:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"tolerance override {key}={raw!r}: not a number") from None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    return str(value)
+
+
+NO_OPTIONS = ToleranceOptions()

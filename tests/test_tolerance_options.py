@@ -1,0 +1,66 @@
+"""The run's tolerance options: parsed once, checked where they enter, merged and labelled the
+way the report and the known findings' ``meets`` read them."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
+
+
+def test_parse_types_the_known_fields_and_keeps_other_coefficients_by_name() -> None:
+    o = ToleranceOptions.parse(
+        {"model": "strict", "ulp_scale": "2", "pointwise": "8", "mean_growth": "linear"}
+    )
+    assert o.model == "tight"  # the old name of the 256-block model
+    assert o.ulp_scale == 2.0 and o.atol is None and o.max_ulp is None
+    assert o.coefficients == (("mean_growth", "linear"), ("pointwise", 8.0))
+    assert o.pairs() == {"mean_growth": "linear", "model": "tight", "pointwise": "8", "ulp_scale": "2"}
+
+
+def test_a_bad_number_or_an_unknown_name_is_one_line() -> None:
+    with pytest.raises(ValueError, match=r"ulp_scale='two': not a number"):
+        ToleranceOptions.parse({"ulp_scale": "two"})
+    with pytest.raises(ValueError, match="unknown tolerance override 'bogus'"):
+        ToleranceOptions.parse({"bogus": "1"}, known=("pointwise",))
+
+
+def test_merged_puts_the_other_options_on_top() -> None:
+    run = ToleranceOptions.parse({"model": "default", "ulp_scale": 2, "pointwise": 8})
+    bound = ToleranceOptions.parse({"model": "fp16-statistics", "mean": 3})
+    both = run.merged(bound)
+    assert both.model == "fp16-statistics" and both.ulp_scale == 2.0
+    assert dict(both.coefficients) == {"pointwise": 8.0, "mean": 3.0}
+    assert run.merged(NO_OPTIONS) == run and NO_OPTIONS.merged(run) == run
+
+
+def test_scaled_multiplies_the_scale_already_asked_for() -> None:
+    assert NO_OPTIONS.scaled(2.0).ulp_scale == 2.0
+    assert ToleranceOptions(ulp_scale=3.0).scaled(2.0).ulp_scale == 6.0
+
+
+def test_label_names_a_model_alone_and_pairs_otherwise() -> None:
+    assert ToleranceOptions(model="fp16-statistics").label() == "fp16-statistics"
+    assert (
+        ToleranceOptions(model="fp16-statistics", ulp_scale=2.0).label()
+        == "model=fp16-statistics, ulp_scale=2"
+    )
+    assert not NO_OPTIONS and ToleranceOptions(atol=0.0)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["ulp_scale", "atol", "max_ulp", "pointwise", "mean"]),
+        st.floats(allow_nan=False, allow_infinity=False, width=64),
+    ),
+    st.sampled_from([None, "default", "tight", "lenient"]),
+)
+def test_the_pairs_parse_back_to_the_same_options_and_survive_pickling(values, model) -> None:
+    pairs = {**values, **({"model": model} if model else {})}
+    o = ToleranceOptions.parse(pairs)
+    assert ToleranceOptions.parse(o.pairs()) == o  # what results.json records reads back alike
+    assert pickle.loads(pickle.dumps(o)) == o and hash(o) == hash(ToleranceOptions.parse(pairs))
