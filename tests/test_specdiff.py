@@ -11,7 +11,10 @@ import jsonschema
 import pytest
 
 from dmlconform.cli import main
-from dmlconform.spec_diff import JSON_SCHEMA, Change, add_witnesses, level_diff, spec_diff
+from dmlconform.specdiff.compare import level_diff, spec_diff
+from dmlconform.specdiff.json_schema import JSON_SCHEMA
+from dmlconform.specdiff.model import Change
+from dmlconform.specdiff.witness import add_witnesses
 from dmlconform.specification.model import load_spec
 from dmlconform.specification.validate import validate
 
@@ -359,7 +362,9 @@ def test_operators_missing_at_one_end_are_listed(spec):
 
 
 def test_specdiff_code_names_no_operator_member_or_activation():
-    code = (ROOT / "dmlconform" / "spec_diff.py").read_text(encoding="utf-8")
+    code = "\n".join(
+        p.read_text(encoding="utf-8") for p in sorted((ROOT / "dmlconform" / "specdiff").glob("*.py"))
+    )
     for name in (
         "MEAN_VARIANCE",
         "BATCH_NORMALIZATION",

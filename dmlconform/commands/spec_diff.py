@@ -11,7 +11,9 @@ import sys
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.spec_diff import RENDERERS, add_witnesses, level_diff, spec_diff
+from dmlconform.specdiff.compare import level_diff, spec_diff
+from dmlconform.specdiff.render import RENDERERS
+from dmlconform.specdiff.witness import add_witnesses
 from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
 
 PROG = "dmlconform spec-diff"

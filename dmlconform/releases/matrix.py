@@ -34,7 +34,7 @@ from dmlconform.releases.acceptance import (
     Probe,
     ReleaseAnswers,
 )
-from dmlconform.spec_diff import level_diff
+from dmlconform.specdiff.compare import level_diff
 from dmlconform.specification.model import Spec
 from dmlconform.specification.validate import validate
 
