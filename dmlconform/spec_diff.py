@@ -14,8 +14,9 @@ and yields the mirror image: the same levels, before/after swapped, ``rule-on`` 
 A witness is a concrete desc that is legal on one side and illegal on the other, the illegal side
 reporting the rule the change is about; every witness is confirmed by :func:`validate` on both
 sides, so the diff never claims a difference the validator does not see. Candidates come from the
-generators (``dmlconform.generation.descs``) when they are installed, and from a small constructive
-builder plus single-member mutations here, driven by rule kinds and the support table only.
+generators (``dmlconform.generation.legal`` and ``.illegal``) when they are installed, and from a
+small constructive builder plus single-member mutations here, driven by rule kinds and the support
+table only.
 
 Nothing here names an operator, a member or an activation: all of that comes from the spec.
 """
@@ -630,7 +631,7 @@ def _expected_rule_ids(operator: str, change: Change, before: Side, after: Side)
 def _candidates(
     operator: str, change: Change, legal: Side, illegal: Side
 ) -> Iterator[tuple[str, OperatorDesc]]:
-    """Generator descs first (when ``dmlconform.generation.descs`` exists), then our own: bases built from
+    """Generator descs first (when ``dmlconform.generation`` has them), then our own: bases built from
     the legal side's support table, ordered so that the ones this change is about come first, each
     followed by its single-member mutations."""
     spec = legal.spec
@@ -682,22 +683,22 @@ def _ordered(items: Iterable[Any]) -> list[Any]:
 def _generator_candidates(
     operator: str, change: Change, legal: Side, illegal: Side
 ) -> Iterator[OperatorDesc]:
-    """Descs from ``dmlconform.generation.descs``: legal ones on the legal side, and illegal ones on the
-    other side labelled with this change's rule. Absent or failing generators are skipped: the
-    constructive search below does not depend on them."""
+    """Descs from ``dmlconform.generation.legal`` and ``.illegal``: legal ones on the legal side, and
+    illegal ones on the other side labelled with this change's rule. Absent or failing generators
+    are skipped: the constructive search below does not depend on them."""
     try:
-        from dmlconform.generation import descs as generate  # type: ignore[attr-defined]
+        from dmlconform.generation.illegal import illegal_descs
+        from dmlconform.generation.legal import legal_descs
     except ImportError:
         return
     try:
-        if change.rule and hasattr(generate, "illegal_descs"):
-            for desc, rule_id in generate.illegal_descs(
+        if change.rule:
+            for desc, rule_id in illegal_descs(
                 operator, illegal.level.name, seed=0, count=64, spec=illegal.spec
             ):
                 if rule_id == change.rule:
                     yield desc
-        if hasattr(generate, "legal_descs"):
-            yield from generate.legal_descs(operator, legal.level.name, seed=0, count=64, spec=legal.spec)
+        yield from legal_descs(operator, legal.level.name, seed=0, count=64, spec=legal.spec)
     except Exception:  # noqa: BLE001 - a generator bug must not hide what the search can still find
         return
 
