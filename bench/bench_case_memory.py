@@ -34,7 +34,7 @@ def _has_activation(case) -> bool:  # type: ignore[no-untyped-def]
 
 def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: str | None) -> None:
     from dmlconform import kernels
-    from dmlconform.generation import descs as generate
+    from dmlconform.generation.reductions import reduction_size
     from dmlconform.runner import tiers
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
@@ -56,7 +56,7 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
         )
         case = replace(case, regime=regime)
     else:
-        case = max(largest, key=lambda c: generate.reduction_size(c.desc, spec))
+        case = max(largest, key=lambda c: reduction_size(c.desc, spec))
     guard = guard_for(open_backend(backend), isolate=False, timeout=0)
     warm = tiers.sized_desc(operator, "6_4", 1 << 17, dtype=dtype, spec=spec)
     run_case(Case("numeric", operator, "6_4", dtype, 0, warm, 0, "standard_normal"), guard, spec, NO_OPTIONS)

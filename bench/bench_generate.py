@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from dmlconform.generation import descs as gen
+from dmlconform.generation.illegal import illegal_descs
+from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.model import load_spec
 
 
@@ -26,8 +27,8 @@ def main() -> None:
     for op in sorted(spec.operators):
         level = spec.levels[-1].name
         below = spec.levels[spec.level(spec.operators[op].introduced).index].name
-        legal = rate(lambda n, op=op, level=level: gen.legal_descs(op, level, count=n), args.count)
-        illegal = rate(lambda n, op=op, level=below: gen.illegal_descs(op, level, count=n), args.count)
+        legal = rate(lambda n, op=op, level=level: legal_descs(op, level, count=n), args.count)
+        illegal = rate(lambda n, op=op, level=below: illegal_descs(op, level, count=n), args.count)
         print(f"{op:32s} legal@{level} {legal:8.0f}/s   illegal@{below} {illegal:8.0f}/s")
 
 

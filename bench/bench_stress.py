@@ -47,7 +47,7 @@ def _rss() -> int:
 
 def worker(args: argparse.Namespace) -> int:
     """Run one band's size cases against one backend; print one JSON line."""
-    from dmlconform.generation import descs as generate
+    from dmlconform.generation.reductions import reduction_size
     from dmlconform.runner import tiers
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
@@ -65,7 +65,7 @@ def worker(args: argparse.Namespace) -> int:
         tier="stress",
         max_elements=args.max_elements,
     )
-    cases = [c for c in collect(spec, sel) if c.size and lo <= generate.reduction_size(c.desc, spec) < hi]
+    cases = [c for c in collect(spec, sel) if c.size and lo <= reduction_size(c.desc, spec) < hi]
     guard = guard_for(open_backend(args.backend), isolate=False, timeout=0)
     if cases:  # warm-up: JIT caches, imports, the backend's first call
         small = tiers.sized_desc(cases[0].operator, args.level, 64, dtype=cases[0].data_type, spec=spec)

@@ -10,7 +10,8 @@ import argparse
 import statistics
 import time
 
-from dmlconform.generation.descs import illegal_descs, legal_descs
+from dmlconform.generation.illegal import illegal_descs
+from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.model import load_spec
 from dmlconform.specification.validate import validate
 

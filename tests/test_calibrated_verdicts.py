@@ -16,7 +16,8 @@ import dmlconform as dc
 from dmlconform.backends.broken import Float16Statistics, OutputScaledFourUlps, SequentialSumStatistics
 from dmlconform.backends.gpu_style import GpuStyleBackend, gpu_sum
 from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.generation.data import exact_rows, make_inputs
+from dmlconform.generation.data import make_inputs
+from dmlconform.generation.exact_statistics import exact_rows
 from dmlconform.tolerance import coefficients, compare
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions

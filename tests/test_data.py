@@ -11,13 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from dmlconform.generation import data as dd
-from dmlconform.generation import descs as gen
+from dmlconform.generation.legal import legal_descs
+from dmlconform.generation.reductions import (
+    long_reduction_desc,
+    reduction_axes,
+    reduction_descs,
+    reduction_size,
+)
 
 OPS = sorted(SPEC.operators)
 
 
 def _descs(op: str, count: int = 40, level: str = "6_4", **kw):
-    return list(gen.legal_descs(op, level, count=count, **kw))
+    return list(legal_descs(op, level, count=count, **kw))
 
 
 def _input_name(desc) -> str:
@@ -25,7 +31,7 @@ def _input_name(desc) -> str:
 
 
 def _slices(desc, x: np.ndarray) -> np.ndarray:
-    return dd.to_slices(x.astype(np.float64), gen.reduction_axes(desc))
+    return dd.to_slices(x.astype(np.float64), reduction_axes(desc))
 
 
 def _has_zero_stride(desc) -> bool:
@@ -133,21 +139,21 @@ def test_all_negative(op: str) -> None:
 @pytest.mark.parametrize("op", OPS)
 def test_short_and_long_reduction_tags(op: str) -> None:
     for n in (1, 2):
-        for desc in gen.reduction_descs(op, "6_4", n, count=3):
+        for desc in reduction_descs(op, "6_4", n, count=3):
             regimes = dd.regimes_for(desc)
             assert "short_reduction" in regimes and "long_reduction" not in regimes
             dd.make_inputs(desc, "short_reduction", 0)
-    desc = gen.long_reduction_desc(op, "6_4", "FLOAT32", n=100_000)
+    desc = long_reduction_desc(op, "6_4", "FLOAT32", n=100_000)
     assert "long_reduction" in dd.regimes_for(desc)
     x = dd.make_inputs(desc, "long_reduction", 0)[_input_name(desc)]
-    assert dd.reduction_size(desc) >= 100_000 and x.size >= 100_000
+    assert reduction_size(desc) >= 100_000 and x.size >= 100_000
 
 
 def _pre_activation(desc, arrays) -> np.ndarray:
     """Scale * normalized + Bias + FusedAdd in float64, from the spec's semantics."""
     sem = SPEC.operator(desc.operator).semantics
     x = arrays[sem["input"]].astype(np.float64)
-    axes = gen.reduction_axes(desc)
+    axes = reduction_axes(desc)
     z = x - x.mean(axis=axes, keepdims=True)
     if dd.normalizes_variance(desc):
         z = z / np.sqrt(x.var(axis=axes, keepdims=True) + dd.epsilon(desc))

@@ -13,7 +13,8 @@ from helpers import SPEC
 from dmlconform import execute
 from dmlconform.backends.base import load_backend
 from dmlconform.generation import data as dd
-from dmlconform.generation import descs as gen
+from dmlconform.generation.legal import legal_descs
+from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.runner.cases import Selection, collect, legal_for
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
@@ -56,7 +57,7 @@ def _own_statistics(desc, inputs):
     numpy over the reduced axes of the input as drawn; and the scale of each (mean |x|, mean
     x^2), against which two float64 summation orders differ by ~1e-16."""
     x = inputs["InputTensor"].astype(np.float64)
-    axes = gen.reduction_axes(desc)
+    axes = reduction_axes(desc)
     mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
     return mean, var, np.abs(x).mean(axis=axes, keepdims=True), (x * x).mean(axis=axes, keepdims=True)
 
@@ -79,18 +80,18 @@ def _assert_own_statistics(desc, inputs) -> None:
 @pytest.mark.parametrize("dtype", ["FLOAT32", "FLOAT16"])
 def test_batch_statistics_are_each_slices_own_in_every_regime(dtype: str) -> None:
     seen_one = seen_shared = 0
-    for desc in gen.legal_descs(BNTG, "6_4", count=40, seed=3, dtype=dtype):
+    for desc in legal_descs(BNTG, "6_4", count=40, seed=3, dtype=dtype):
         for regime in dd.regimes_for(desc):
             inputs = dd.make_inputs(desc, regime, seed=5)
             _assert_own_statistics(desc, inputs)
-        seen_one += gen.reduction_size(desc) == 1
+        seen_one += reduction_size(desc) == 1
         seen_shared += bool(dd.shared_statistics_axes(desc))
     assert seen_one and seen_shared  # both situations of issue 21 item 8 were drawn
 
 
 def test_one_element_reduction_gets_the_input_itself_and_variance_zero() -> None:
     desc = _bntg((1, 1), (1, 1))  # the issue's numeric[...-6_4-FLOAT32-0007]: 1x1 tensors
-    assert gen.reduction_size(desc) == 1
+    assert reduction_size(desc) == 1
     for regime in dd.regimes_for(desc):
         inputs = dd.make_inputs(desc, regime, seed=0)
         assert np.array_equal(inputs["MeanTensor"], inputs["InputTensor"]), regime
@@ -322,7 +323,7 @@ def test_the_models_budgets_from_the_check_give_the_same_verdict():
     gives the verdict and figures compare computes alone, for a sound and a wrong answer."""
     from dmlconform.tolerance import compare
 
-    desc = next(iter(gen.legal_descs("BATCH_NORMALIZATION", "6_4", count=1, seed=4, dtype="FLOAT32")))
+    desc = next(iter(legal_descs("BATCH_NORMALIZATION", "6_4", count=1, seed=4, dtype="FLOAT32")))
     judged = degenerate.judged_inputs(desc, "standard_normal", 0)
     assert judged.budgets is not None
     ref = {k: np.asarray(v) for k, v in judged.reference.items()}

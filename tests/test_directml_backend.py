@@ -48,7 +48,7 @@ from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.backends.directml.selftest import run_self_test
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.generation.data import make_inputs, regimes_for
-from dmlconform.generation.descs import legal_descs
+from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 from dmlconform.tolerance import compare
 from dmlconform.tolerance.options import NO_OPTIONS

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.pack import NO_BINDING, Unrepresentable
 from dmlconform.errors import Unsupported
-from dmlconform.generation.descs import legal_descs
+from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 
 # --------------------------------------------------------------------------------------------

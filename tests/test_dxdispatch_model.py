@@ -26,7 +26,7 @@ from dmlconform.dxdispatch.model import (
     read_desc_json,
 )
 from dmlconform.dxdispatch.modelfile import load_json, read_model
-from dmlconform.generation import descs as generate
+from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
 
 
@@ -37,7 +37,7 @@ def _legal_descs() -> list[OperatorDesc]:
         for level in (op.introduced, SPEC.levels[-1].name):
             row = op.support_row(SPEC, SPEC.level(level))
             for dtype in row.tensors[op.input_members[0].name].data_types:
-                out += list(generate.legal_descs(op.name, level, seed=3, count=6, spec=SPEC, dtype=dtype))
+                out += list(legal_descs(op.name, level, seed=3, count=6, spec=SPEC, dtype=dtype))
     return out
 
 

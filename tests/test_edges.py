@@ -7,8 +7,11 @@ import math
 
 import pytest
 
-from dmlconform.generation import descs as generate
+from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.edges import EDGE_RATE, FLOAT_EDGES, EdgeDrawer, edge_corpus, edge_variants
+from dmlconform.generation.illegal import illegal_descs
+from dmlconform.generation.legal import legal_descs
+from dmlconform.generation.model import model_for, operators_and_levels
 from dmlconform.specification.desc import parse_desc
 from dmlconform.specification.model import load_spec
 from dmlconform.specification.rules import KINDS, Context
@@ -18,11 +21,11 @@ SPEC = load_spec()
 
 
 def _undrawn(operator: str, level: str) -> list[str]:
-    model = generate.model_for(operator, level, SPEC)
+    model = model_for(operator, level, SPEC)
     if not model.available:
         return []
     descs = [e.desc for e in edge_corpus(operator, level, SPEC)]
-    descs += generate.legal_descs(operator, level, seed=0, count=24, spec=SPEC, edge_rate=EDGE_RATE)
+    descs += legal_descs(operator, level, seed=0, count=24, spec=SPEC, edge_rate=EDGE_RATE)
     missing = []
     for rule in model.active:
         kind = KINDS[rule.kind]
@@ -37,7 +40,7 @@ def test_every_rule_with_an_edge_has_it_drawn_at_every_level() -> None:
     """The edge corpus and 24 legal descs at the default edge rate put a desc at the edge of
     every rule that has one reachable at that level (the kind's own ``at_edge`` decides, not the
     code that made the desc)."""
-    missing = [m for op, lv in generate.operators_and_levels(SPEC) for m in _undrawn(op, lv)]
+    missing = [m for op, lv in operators_and_levels(SPEC) for m in _undrawn(op, lv)]
     assert not missing, "rules whose edges are never drawn:\n" + "\n".join(missing)
 
 
@@ -101,7 +104,7 @@ def test_output_strides_follow_what_directml_answers(sizes, strides, rules) -> N
 def test_the_illegal_generator_breaks_each_output_layout_rule_alone() -> None:
     for op in sorted(SPEC.operators):
         for rule in ("tensor-output-span", "tensor-output-distinct-strides"):
-            pairs = list(generate.illegal_descs(op, "6_4", seed=0, count=4, spec=SPEC, rules=[rule]))
+            pairs = list(illegal_descs(op, "6_4", seed=0, count=4, spec=SPEC, rules=[rule]))
             assert pairs, (op, rule)
             for desc, broken in pairs:
                 assert {v.rule for v in validate(desc, "6_4", SPEC)} == {broken}, (op, desc)
@@ -125,11 +128,11 @@ def test_float_edges_are_every_class_of_value() -> None:
 
 
 def test_edge_draws_replace_about_the_rate_and_leave_the_stream_alone_at_zero() -> None:
-    plain = list(generate.legal_descs("LP_NORMALIZATION", "6_4", seed=3, count=40, spec=SPEC))
-    again = list(generate.legal_descs("LP_NORMALIZATION", "6_4", seed=3, count=40, spec=SPEC, edge_rate=0.0))
+    plain = list(legal_descs("LP_NORMALIZATION", "6_4", seed=3, count=40, spec=SPEC))
+    again = list(legal_descs("LP_NORMALIZATION", "6_4", seed=3, count=40, spec=SPEC, edge_rate=0.0))
     assert plain == again
-    model = generate.model_for("LP_NORMALIZATION", "6_4", SPEC)
-    draw, ch = EdgeDrawer(model, EDGE_RATE), generate.seeded_chooser("test edges")
+    model = model_for("LP_NORMALIZATION", "6_4", SPEC)
+    draw, ch = EdgeDrawer(model, EDGE_RATE), seeded_chooser("test edges")
     drawn = [(d, draw(d, ch)) for d in plain]
     replaced = [new for old, new in drawn if new != old]
     assert 4 <= len(replaced) <= 18  # 10 expected
@@ -139,8 +142,8 @@ def test_edge_draws_replace_about_the_rate_and_leave_the_stream_alone_at_zero() 
 
 
 def test_edge_variants_of_a_desc_come_from_its_rules() -> None:
-    model = generate.model_for("LOCAL_RESPONSE_NORMALIZATION", "6_4", SPEC)
-    base = next(generate.legal_descs("LOCAL_RESPONSE_NORMALIZATION", "6_4", seed=0, count=1, spec=SPEC))
+    model = model_for("LOCAL_RESPONSE_NORMALIZATION", "6_4", SPEC)
+    base = next(legal_descs("LOCAL_RESPONSE_NORMALIZATION", "6_4", seed=0, count=1, spec=SPEC))
     rules = {e.rule for e in edge_variants(model, base)}
     assert {"local-size-min", "tensor-alignment", "tensor-total-size-max", "member:Alpha"} <= rules
 

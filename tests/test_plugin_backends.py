@@ -124,7 +124,7 @@ class AcceptsAll(ReferenceBackend):
 
 
 def test_helpers_misbehave_only_on_fp16() -> None:
-    from dmlconform.generation.descs import legal_descs
+    from dmlconform.generation.legal import legal_descs
 
     d32 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT32", count=1))
     d16 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT16", count=1))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dmlconform.backends import load_backend
 from dmlconform.generation import data
-from dmlconform.generation import descs as generate
+from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.report import load_results, render_html, render_markdown
 from dmlconform.report.render import build_bands
 from dmlconform.runner import tiers
@@ -114,7 +114,7 @@ def _lengths(cases: list[Case]) -> dict[tuple[str, str], set[int]]:
     out: dict[tuple[str, str], set[int]] = defaultdict(set)
     for c in cases:
         if c.size is not None:
-            out[(c.operator, c.data_type)].add(generate.reduction_size(c.desc))
+            out[(c.operator, c.data_type)].add(reduction_size(c.desc))
     return out
 
 
@@ -131,7 +131,7 @@ def test_boundary_lengths_on_both_sides_of_each_threshold(spec, default_cases) -
 def test_size_case_ids_name_the_length(default_cases) -> None:
     for c in default_cases:
         if c.size is not None:
-            n = generate.reduction_size(c.desc)
+            n = reduction_size(c.desc)
             assert c.id == f"numeric[{c.operator}-{LEVEL}-{c.data_type}-{c.size}-{c.index:04d}]"
             assert c.size.startswith(f"n{n}")
     assert "numeric[MEAN_VARIANCE_NORMALIZATION1-6_4-FLOAT32-n65537-0001]" in {c.id for c in default_cases}
@@ -149,7 +149,7 @@ def test_stress_sizes_and_regimes(spec, stress_cases) -> None:
         descs[key] = c.desc
     # every regime that applies, for the stress-only families
     for key, regs in by_desc.items():
-        n = generate.reduction_size(descs[key])
+        n = reduction_size(descs[key])
         if n > 2**20 or "x" in key.rsplit("-", 1)[-1]:
             assert regs == set(data.regimes_for(descs[key])), key
             assert "large_offset" in regs and "long_reduction" in regs
@@ -167,8 +167,8 @@ def test_several_reduced_axes_and_whole_tensors(spec, stress_cases) -> None:
     per_channel, whole = [], []
     for c in stress_cases:
         inp = c.desc.members["InputTensor"]
-        axes = generate.reduction_axes(c.desc)
-        n = generate.reduction_size(c.desc)
+        axes = reduction_axes(c.desc)
+        n = reduction_size(c.desc)
         if c.size and c.size.endswith("x3"):
             per_channel.append(c)
             assert 10**6 <= n <= 4 * 2**20
@@ -188,7 +188,7 @@ def test_max_elements_caps_size_cases(spec) -> None:
     assert sized
     assert max(c.desc.members["InputTensor"].element_count for c in sized) <= 2**21
     assert any(c.size.endswith("x64") for c in sized)  # the whole tensor follows the cap
-    assert not any(generate.reduction_size(c.desc) > 2**21 for c in sized)
+    assert not any(reduction_size(c.desc) > 2**21 for c in sized)
 
 
 def test_unknown_tier_is_one_line(spec) -> None:
@@ -213,10 +213,10 @@ def test_sized_desc_is_legal_with_the_asked_shape(spec, op: str, n: int, slices:
     assert validate(desc, LEVEL, spec) == []
     inp = desc.members["InputTensor"]
     assert inp.data_type == "FLOAT16"
-    assert generate.reduction_size(desc, spec) == n
+    assert reduction_size(desc, spec) == n
     assert inp.element_count == n * slices
     if min_axes > 1 and n % 2 == 0:
-        assert sum(1 for a in generate.reduction_axes(desc, spec) if inp.sizes[a] > 1) >= 2
+        assert sum(1 for a in reduction_axes(desc, spec) if inp.sizes[a] > 1) >= 2
     again = tiers.sized_desc(
         op, LEVEL, n, dtype="FLOAT16", slices=slices, min_axes=min_axes, seed=5, spec=spec
     )
@@ -406,7 +406,7 @@ def test_shape_an_operator_cannot_take_falls_back_to_a_simpler_one(spec, monkeyp
     assert {"n31", "n4194304", "n1048576x1", "n65536x1"} <= labels
     assert not any(label.endswith(("x3", "x64")) for label in labels)
     for c in cases:
-        assert c.desc.members["InputTensor"].element_count == generate.reduction_size(c.desc)
+        assert c.desc.members["InputTensor"].element_count == reduction_size(c.desc)
 
 
 def _op_record(op: str, dt: str, i: int, n: int, ratio: float, outcome: str = "passed") -> dict:

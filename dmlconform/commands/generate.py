@@ -81,7 +81,8 @@ def _error(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from dmlconform.generation import data
-    from dmlconform.generation import descs as generate
+    from dmlconform.generation.illegal import illegal_descs
+    from dmlconform.generation.legal import legal_descs
 
     try:
         spec = load_spec(args.spec_dir)
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if args.illegal:
         items = (
             (d, f"# expect: illegal rule={rule}\n", f"{stem}_{level.name}_{i:04d}_illegal_{rule}")
-            for i, (d, rule) in enumerate(generate.illegal_descs(op.name, level, args.seed, args.count, spec))
+            for i, (d, rule) in enumerate(illegal_descs(op.name, level, args.seed, args.count, spec))
         )
     elif args.edges:
         from dmlconform.generation.edges import edge_corpus
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         items = (
             (d, "# expect: legal\n", f"{stem}_{level.name}_{i:04d}_legal")
-            for i, d in enumerate(generate.legal_descs(op.name, level, args.seed, args.count, spec))
+            for i, d in enumerate(legal_descs(op.name, level, args.seed, args.count, spec))
         )
     for i, (desc, header, name) in enumerate(items):
         (out / f"{name}.yaml").write_text(header + desc.to_yaml(), encoding="utf-8")

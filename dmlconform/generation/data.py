@@ -20,9 +20,9 @@ Regimes (:data:`REGIMES`):
 - ``constant_slices``: some reduction slices constant (zero variance; division by sqrt(Epsilon)).
   Not with Epsilon 0 where the variance is divided out: 0 / 0 is undefined.
 - ``short_reduction``: applies to descs whose reduction has 1 or 2 elements (make them with
-  ``generate.reduction_descs``): biased vs unbiased variance.
+  ``reductions.reduction_descs``): biased vs unbiased variance.
 - ``long_reduction``: applies to descs whose reduction has >= 10^5 elements (make one with
-  ``generate.long_reduction_desc``); offset data, so accumulation error shows.
+  ``reductions.long_reduction_desc``); offset data, so accumulation error shows.
 - ``fp16_square_overflow``: FLOAT16 only: every |x| in [400, 48000], so x*x overflows FLOAT16 while
   x - mean stays representable: statistics kept in fp16 break.
 - ``all_negative``: strictly negative values (NaN-for-negative-input bugs).
@@ -48,11 +48,14 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dmlconform.generation.descs import reduction_axes, reduction_size
+from dmlconform.generation.exact_statistics import exact_operand, exact_rows
+from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
 from dmlconform.specification.model import Activation, Spec, load_spec
 
@@ -78,9 +81,6 @@ BIAS_MAGNITUDE = 1.0
 """|Bias| as drawn at most (outside ``activation_branches``, which puts it at branch points)."""
 
 LONG_REDUCTION = 100_000
-EXACT_STEPS = 2**23
-"""``exact_statistics``: the most lattice steps any partial sum may reach (half of float32's 2^24
-exact integers: a margin for sums that a backend starts from a partial of another slice)."""
 EXACT_TYPES = ("FLOAT32", "FLOAT16")
 SHORT_REDUCTION = 2
 FP16_SQUARE_RANGE = (400.0, 48_000.0)
@@ -251,6 +251,28 @@ def _rng(desc: OperatorDesc, regime: str, seed: int, draw: int = 0) -> np.random
     return np.random.default_rng(key + [draw] if draw else key)
 
 
+@dataclass
+class _MainDraw:
+    """The normalized input being drawn for one regime: its compact array (standard normal at
+    first, transformed in place, in its own layout: no slice-ordered copies) and the geometry of
+    its reduction slices."""
+
+    desc: OperatorDesc
+    spec: Spec
+    data_type: str
+    rng: np.random.Generator
+    base: np.ndarray
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    kept: tuple[int, ...]  # the shape with the reduced axes as 1: one value per slice
+    n_slices: int
+    m: int  # elements per slice (of the compact array)
+
+    def per_slice(self, values: np.ndarray) -> np.ndarray:
+        """Per-slice draws, (K, 1) as before, reshaped to broadcast over each slice's elements."""
+        return np.reshape(values, self.kept)
+
+
 def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec: Spec) -> np.ndarray:
     sem = _sem(desc, spec)
     t = _tensor(desc, sem.get("input"))
@@ -260,174 +282,112 @@ def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec:
     base = rng.standard_normal(shape)
     if regime in ("standard_normal", "short_reduction"):
         return base
-    # per-slice draws are (K, 1) as before, reshaped to broadcast over each slice's elements;
-    # the data is transformed in place, in its own layout (no slice-ordered copies)
     kept = slice_shape(shape, axes)
-    n_slices = math.prod(kept)
-    m = math.prod(shape[a] for a in axes)
-
-    def per_slice(values: np.ndarray) -> np.ndarray:
-        return np.reshape(values, kept)
-
-    if regime == "large_offset":
-        limit = KAPPA_LIMIT.get(t.data_type, 1e3)
-        kappa = per_slice(limit * 10 ** rng.uniform(-1.0, 0.0, size=(n_slices, 1)))
-        sign = per_slice(rng.choice([-1.0, 1.0], size=(n_slices, 1)))
-        if t.data_type == "FLOAT16":
-            std = np.ones(kept)  # offset <= 100, spacing there 0.0625
-        else:
-            std = per_slice(10 ** rng.uniform(-2.0, 2.0, size=(n_slices, 1)))
-        x = standardize_along(base, axes) if m >= 2 else base
-        x *= std
-        x += sign * kappa * std
-        return x
-    if regime == "spread_near_sqrt_eps":
-        eps = epsilon(desc, spec) or 0.0
-        std = math.sqrt(eps) * 10 ** rng.uniform(math.log10(0.3), math.log10(3.0), size=(n_slices, 1))
-        x = standardize_along(base, axes) if m >= 2 else base
-        x *= per_slice(std)
-        return x
-    if regime == "constant_slices":
-        const = rng.random(n_slices) < 0.5
-        const[rng.integers(0, n_slices)] = True
-        values = rng.uniform(-4.0, 4.0, size=n_slices)
-        np.copyto(base, per_slice(values), where=per_slice(const))
-        return base
-    if regime == "long_reduction":
-        base += 3.0
-        return base
-    if regime == "fp16_square_overflow":
-        lo, hi = FP16_SQUARE_RANGE
-        center = per_slice(np.exp(rng.uniform(math.log(2.5 * lo), math.log(hi / 1.6), size=(n_slices, 1))))
-        spread = center * per_slice(rng.uniform(0.05, 0.3, size=(n_slices, 1)))
-        sign = per_slice(rng.choice([-1.0, 1.0], size=(n_slices, 1)))
-        np.clip(base, -2.0, 2.0, out=base)
-        base *= spread
-        base += center
-        np.clip(base, lo, hi, out=base)
-        base *= sign
-        return base
-    if regime == "all_negative":
-        np.abs(base, out=base)
-        base *= rng.uniform(0.5, 3.0)
-        base += 0.05
-        np.negative(base, out=base)
-        return base
-    if regime == "activation_branches":
-        # +-a pairs (a zero mean that survives rounding) with half of the pairs tiny, plus a 0
-        # when the slice is odd: those elements normalize to z ~ 0 whatever the spread.
-        s = to_slices(base, axes)
-        k = m // 2
-        a = np.abs(s[:, :k]) + 0.1
-        a[:, : (k + 1) // 2] *= 1e-2
-        parts = [a, -a] + ([np.zeros((s.shape[0], 1))] if m % 2 else [])
-        return from_slices(rng.permuted(np.concatenate(parts, axis=1), axis=1), shape, axes)
-    if regime == "exact_statistics":
-        n = reduction_size(desc, spec)  # the broadcast repeats each compact element n / m times
-        rows = exact_rows(rng, n_slices, m, n, t.data_type, epsilon(desc, spec) or 0.0)
-        return from_slices(rows, shape, axes)
-    raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
+    draw = _MainDraw(
+        desc,
+        spec,
+        t.data_type,
+        rng,
+        base,
+        shape,
+        axes,
+        kept,
+        math.prod(kept),
+        math.prod(shape[a] for a in axes),
+    )
+    regime_draw = _MAIN_INPUT_DRAWS.get(regime)
+    if regime_draw is None:
+        raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
+    return regime_draw(draw)
 
 
-def exact_rows(
-    rng: np.random.Generator, rows: int, m: int, n: int, data_type: str, epsilon: float = 0.0
-) -> np.ndarray:
-    """``rows`` slices of ``m`` values whose sums in float32 are exact in any order (the
-    ``exact_statistics`` regime); ``n`` >= m is the length each slice has once broadcast.
-
-    Where the length allows, a slice also has an exact divisor: deviations +-A (and
-    one (2A, -A/2 x 4) block for an odd length), A a power of two, so the variance is A^2, a
-    power of 4 large enough that adding Epsilon rounds back to it in float32, and
-    sqrt(var + eps) a power of two: every step of a sound implementation is then exact but for
-    the last rounding, and a scale error of a few ULP stands out of the slices' fit. Short FLOAT16
-    slices are centred half a FLOAT16 ULP off instead (the regime's docstring)."""
-    repeat = n // max(m, 1)
-    fp16 = data_type == "FLOAT16"
-    out = np.empty((rows, m))
-    for i in range(rows):
-        half = fp16 and n * (4096 + 64) <= EXACT_STEPS and m >= 2
-        if not half:
-            row = _exact_divisor_row(rng, m, n, fp16, epsilon)
-            if row is not None:
-                out[i] = row
-                continue
-        a = _exact_deviations(rng, m, repeat, odd=half)
-        if half:  # c odd in [2049, 3071]: not a FLOAT16 number; c + a even: FLOAT16 numbers
-            c = 2049 if m % 2 else 2049 + 2 * int(rng.integers(0, 512))
-        else:
-            room = (EXACT_STEPS - repeat * np.abs(a).sum()) // n
-            top = int(min(4 * max(np.abs(a).max(), 1), room, 2048 - np.abs(a).max() if fp16 else room))
-            c = int(rng.integers(-top, top + 1)) if top > 0 else 0
-        s = int(rng.integers(-8, 4)) if fp16 else int(rng.integers(-12, 7))
-        if fp16:  # a FLOAT16 variance stays far below 65504: storing it as FLOAT16 must not overflow
-            s = min(s, math.floor(math.log2(128.0 / max(float(np.abs(a).max()), 1.0))))
-        out[i] = (c + a) * 2.0**s
-    return out
+def _large_offset(d: _MainDraw) -> np.ndarray:
+    limit = KAPPA_LIMIT.get(d.data_type, 1e3)
+    kappa = d.per_slice(limit * 10 ** d.rng.uniform(-1.0, 0.0, size=(d.n_slices, 1)))
+    sign = d.per_slice(d.rng.choice([-1.0, 1.0], size=(d.n_slices, 1)))
+    if d.data_type == "FLOAT16":
+        std = np.ones(d.kept)  # offset <= 100, spacing there 0.0625
+    else:
+        std = d.per_slice(10 ** d.rng.uniform(-2.0, 2.0, size=(d.n_slices, 1)))
+    x = standardize_along(d.base, d.axes) if d.m >= 2 else d.base
+    x *= std
+    x += sign * kappa * std
+    return x
 
 
-def _exact_divisor_row(
-    rng: np.random.Generator, m: int, n: int, fp16: bool, epsilon: float
-) -> np.ndarray | None:
-    """One slice of :func:`exact_rows` with variance A^2 exactly (a power of 4), or None where
-    the length (3, or too long for n A^2 within EXACT_STEPS / 2), Epsilon or FLOAT16's range
-    forbids it. |mean| <= A / 4 (c integer, A >= 4), so a running mean's rounding (Welford)
-    stays a fraction of an ULP of the variance."""
-    odd = m % 2 == 1
-    if m == 3 or (odd and m < 5):
-        return None
-    j = int(rng.integers(1 if odd else 0, 4))
-    while j > (1 if odd else 0) and n * 4**j > EXACT_STEPS // 2:
-        j -= 1
-    if n * 4**j > EXACT_STEPS // 2:
-        return None
-    big = 2**j
-    # sd = 2^t with eps below half a float32 ULP of var = 4^t: fl(var + eps) == var
-    low = -6 if epsilon <= 0 else math.floor((math.log2(epsilon) + 26) / 2) + 1
-    t = int(rng.integers(low, low + 4))
-    top_value = (big // 4 + 2 * big) * 2.0 ** (t - j)
-    if fp16 and (top_value > 32768 or 2.0 ** (t - j) < 2.0**-14):
-        return None
-    dev = np.empty(m)
-    pairs = (m - 5) // 2 if odd else m // 2
-    dev[:pairs], dev[pairs : 2 * pairs] = big, -big
-    if odd:
-        dev[2 * pairs :] = (2 * big, -big / 2, -big / 2, -big / 2, -big / 2)
-    c = int(rng.integers(-(big // 4), big // 4 + 1))
-    return (c + rng.permutation(dev)) * 2.0 ** (t - j)
+def _spread_near_sqrt_eps(d: _MainDraw) -> np.ndarray:
+    eps = epsilon(d.desc, d.spec) or 0.0
+    std = math.sqrt(eps) * 10 ** d.rng.uniform(math.log10(0.3), math.log10(3.0), size=(d.n_slices, 1))
+    x = standardize_along(d.base, d.axes) if d.m >= 2 else d.base
+    x *= d.per_slice(std)
+    return x
 
 
-def _exact_operand(rng: np.random.Generator, shape: tuple[int, ...], scale: bool) -> np.ndarray:
-    """Scale as +-2^k, Bias and FusedAdd on a grid of 2^-6 within +-1: with an exact divisor the
-    output Scale z + Bias + FusedAdd is then a float32 (and mostly a FLOAT16) number, so a
-    sound implementation's outputs carry no rounding the slice's fit could mistake for a scale."""
-    if scale:
-        return 2.0 ** rng.integers(-1, 2, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-    return rng.integers(-64, 65, size=shape) / 64.0
+def _constant_slices(d: _MainDraw) -> np.ndarray:
+    const = d.rng.random(d.n_slices) < 0.5
+    const[d.rng.integers(0, d.n_slices)] = True
+    values = d.rng.uniform(-4.0, 4.0, size=d.n_slices)
+    np.copyto(d.base, d.per_slice(values), where=d.per_slice(const))
+    return d.base
 
 
-def _exact_deviations(rng: np.random.Generator, m: int, repeat: int, odd: bool) -> np.ndarray:
-    """Integer deviations of one slice that sum to 0: +-pairs (odd magnitudes when ``odd``), a 0
-    or a (-2, 1, 1) triple for an odd length; their squares add up to at most EXACT_STEPS / 2 once
-    each is repeated ``repeat`` times, the slice made sparse (zeros) where even 1s would not."""
-    pairs_room = EXACT_STEPS // (4 * repeat)  # sum of squares of the pairs' magnitudes, twice
-    pairs = m // 2
-    if m % 2 and odd:
-        pairs -= 1  # three elements go to the triple
-    live = min(pairs, pairs_room)
-    top = max(1, math.isqrt(max(pairs_room // max(live, 1), 1)))
-    top = min(top, 1023 if odd else 2047)
-    if odd and top % 2 == 0:
-        top -= 1
-    mag = rng.integers(1, top + 1, size=live)
-    if odd:
-        mag |= 1
-    mag[: min(live, 1)] = top  # one pair at the largest magnitude
-    dev = np.zeros(m)
-    dev[:live] = mag
-    dev[pairs : pairs + live] = -mag
-    if m % 2 and odd:
-        dev[-3:] = (-2, 1, 1)
-    return rng.permutation(dev)
+def _long_reduction(d: _MainDraw) -> np.ndarray:
+    d.base += 3.0
+    return d.base
+
+
+def _fp16_square_overflow(d: _MainDraw) -> np.ndarray:
+    lo, hi = FP16_SQUARE_RANGE
+    center = d.per_slice(np.exp(d.rng.uniform(math.log(2.5 * lo), math.log(hi / 1.6), size=(d.n_slices, 1))))
+    spread = center * d.per_slice(d.rng.uniform(0.05, 0.3, size=(d.n_slices, 1)))
+    sign = d.per_slice(d.rng.choice([-1.0, 1.0], size=(d.n_slices, 1)))
+    base = d.base
+    np.clip(base, -2.0, 2.0, out=base)
+    base *= spread
+    base += center
+    np.clip(base, lo, hi, out=base)
+    base *= sign
+    return base
+
+
+def _all_negative(d: _MainDraw) -> np.ndarray:
+    base = d.base
+    np.abs(base, out=base)
+    base *= d.rng.uniform(0.5, 3.0)
+    base += 0.05
+    np.negative(base, out=base)
+    return base
+
+
+def _activation_branches(d: _MainDraw) -> np.ndarray:
+    """+-a pairs (a zero mean that survives rounding) with half of the pairs tiny, plus a 0 when
+    the slice is odd: those elements normalize to z ~ 0 whatever the spread."""
+    s = to_slices(d.base, d.axes)
+    k = d.m // 2
+    a = np.abs(s[:, :k]) + 0.1
+    a[:, : (k + 1) // 2] *= 1e-2
+    parts = [a, -a] + ([np.zeros((s.shape[0], 1))] if d.m % 2 else [])
+    return from_slices(d.rng.permuted(np.concatenate(parts, axis=1), axis=1), d.shape, d.axes)
+
+
+def _exact_statistics(d: _MainDraw) -> np.ndarray:
+    n = reduction_size(d.desc, d.spec)  # the broadcast repeats each compact element n / m times
+    rows = exact_rows(d.rng, d.n_slices, d.m, n, d.data_type, epsilon(d.desc, d.spec) or 0.0)
+    return from_slices(rows, d.shape, d.axes)
+
+
+_MAIN_INPUT_DRAWS: dict[str, Callable[[_MainDraw], np.ndarray]] = {
+    "large_offset": _large_offset,
+    "spread_near_sqrt_eps": _spread_near_sqrt_eps,
+    "constant_slices": _constant_slices,
+    "long_reduction": _long_reduction,
+    "fp16_square_overflow": _fp16_square_overflow,
+    "all_negative": _all_negative,
+    "activation_branches": _activation_branches,
+    "exact_statistics": _exact_statistics,
+}
+"""How each regime transforms the standard normal draw of the normalized input (standard_normal
+and short_reduction keep it)."""
 
 
 def effective_reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:
@@ -479,30 +439,42 @@ def make_inputs(
             x = _main_input(desc, regime, rng, spec)
             if batch:
                 x = _fit_batch_statistics(desc, sem, x, rng, spec)
-        elif regime == "exact_statistics" and m.name in (
-            sem.get("scale"),
-            sem.get("bias"),
-            sem.get("fused_add"),
-        ):
-            x = _exact_operand(rng, shape, scale=m.name == sem.get("scale"))
-        elif m.name == sem.get("scale"):
-            x = rng.uniform(*SCALE_MAGNITUDE, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-        elif regime == "activation_branches" and m.name == shifter and targets:
-            x = rng.permutation(np.resize(np.asarray(targets), math.prod(shape))).reshape(shape)
-            x = x + rng.uniform(-1e-3, 1e-3, size=shape)
-        elif regime == "activation_branches" and m.name in (sem.get("bias"), sem.get("fused_add")):
-            x = np.zeros(shape)
-        elif m.name == sem.get("bias"):
-            x = rng.uniform(-BIAS_MAGNITUDE, BIAS_MAGNITUDE, size=shape)
-        elif m.name == sem.get("variance_input"):
-            x = rng.uniform(0.25, 4.0, size=shape)  # a variance: never negative
         else:
-            x = rng.standard_normal(shape)
+            x = _operand(m.name, sem, regime, rng, shape, targets, shifter)
         arr = np.asarray(x, dtype=np.float64).astype(_numpy_dtype(spec, t.data_type)).reshape(shape)
         out[m.name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))
     if sem.get("statistics_from_input") and sem.get("input") in out:
         _statistics_from_input(desc, sem, out, spec)
     return out
+
+
+def _operand(
+    name: str,
+    sem: dict[str, Any],
+    regime: str,
+    rng: np.random.Generator,
+    shape: tuple[int, ...],
+    targets: list[float],
+    shifter: Any,
+) -> np.ndarray:
+    """The compact array of an input other than the normalized one, by the role the semantics
+    give it (Scale, Bias, FusedAdd, a variance); ``shifter`` is the member that moves the
+    pre-activation value onto the branch points ``targets`` (FusedAdd where present, else
+    Bias)."""
+    if regime == "exact_statistics" and name in (sem.get("scale"), sem.get("bias"), sem.get("fused_add")):
+        return exact_operand(rng, shape, scale=name == sem.get("scale"))
+    if name == sem.get("scale"):
+        return rng.uniform(*SCALE_MAGNITUDE, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    if regime == "activation_branches" and name == shifter and targets:
+        x = rng.permutation(np.resize(np.asarray(targets), math.prod(shape))).reshape(shape)
+        return x + rng.uniform(-1e-3, 1e-3, size=shape)
+    if regime == "activation_branches" and name in (sem.get("bias"), sem.get("fused_add")):
+        return np.zeros(shape)
+    if name == sem.get("bias"):
+        return rng.uniform(-BIAS_MAGNITUDE, BIAS_MAGNITUDE, size=shape)
+    if name == sem.get("variance_input"):
+        return rng.uniform(0.25, 4.0, size=shape)  # a variance: never negative
+    return rng.standard_normal(shape)
 
 
 def slice_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

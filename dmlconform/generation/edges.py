@@ -21,10 +21,13 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dmlconform.generation.descs import Chooser, Model, Options, build_legal, model_for, seeded_chooser
+from dmlconform.generation.chooser import Chooser, seeded_chooser
+from dmlconform.generation.model import Model, kind_of, model_for
+from dmlconform.generation.plan import Options
+from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import FeatureLevel, Spec
-from dmlconform.specification.rules import KINDS, Context
+from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import is_legal
 
 #: The share of legal validation descs replaced by an edge of one of their rules (rules taken in
@@ -56,7 +59,7 @@ class EdgeDesc:
 
 
 def _float_members_without_rule(model: Model) -> list[str]:
-    ruled = {n for r in model.active if KINDS[r.kind].bounds_values for n in KINDS[r.kind].members(r)}
+    ruled = {n for r in model.active if kind_of(r).bounds_values for n in kind_of(r).members(r)}
     return [m.name for m in model.op.members if m.type == "float" and m.name not in ruled]
 
 
@@ -65,7 +68,7 @@ def edge_variants(model: Model, desc: OperatorDesc) -> list[EdgeDesc]:
     ctx = Context(model.spec, model.op, model.level, desc, model.row)
     out: list[EdgeDesc] = []
     for rule in model.active:
-        for label, new in KINDS[rule.kind].edges(rule, ctx):
+        for label, new in kind_of(rule).edges(rule, ctx):
             if new != desc and is_legal(new, model.level, model.spec):
                 out.append(EdgeDesc(rule.id, label, new))
     for name in _float_members_without_rule(model):

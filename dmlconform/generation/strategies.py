@@ -1,9 +1,10 @@
 """The desc generators as hypothesis strategies, for property tests that shrink.
 
-Same code as the seeded driver (``dmlconform.generation.descs``): the generators are written against the
-:class:`~dmlconform.generation.descs.Chooser` interface, and here every choice is a ``data.draw``, so
-hypothesis can shrink a failing desc toward the simplest choices (options are listed simplest
-first: packed layouts, no activation, small sizes, the first data type).
+Same code as the seeded drivers (``dmlconform.generation.legal`` and ``.illegal``): the
+generators are written against the :class:`~dmlconform.generation.chooser.Chooser` interface, and
+here every choice is a ``data.draw``, so hypothesis can shrink a failing desc toward the simplest
+choices (options are listed simplest first: packed layouts, no activation, small sizes, the first
+data type).
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from dmlconform.generation import descs as gen
+from dmlconform.generation.illegal import build_illegal, why_unbreakable
+from dmlconform.generation.model import model_for
+from dmlconform.generation.model import operators_and_levels as all_operators_and_levels
+from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
+from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec, load_spec
 
@@ -21,8 +26,8 @@ T = TypeVar("T")
 
 
 class HypothesisChooser:
-    """A :class:`~dmlconform.generation.descs.Chooser` backed by hypothesis draws (keys are ignored:
-    hypothesis explores on its own)."""
+    """A :class:`~dmlconform.generation.chooser.Chooser` backed by hypothesis draws (keys are
+    ignored: hypothesis explores on its own)."""
 
     def __init__(self, draw: Any) -> None:
         self.draw = draw
@@ -45,9 +50,9 @@ def operators_and_levels(
 ) -> st.SearchStrategy[tuple[str, str]]:
     """(operator, level) pairs of the spec; ``available_only`` keeps levels from introduction."""
     spec = spec or load_spec()
-    pairs = gen.operators_and_levels(spec)
+    pairs = all_operators_and_levels(spec)
     if available_only:
-        pairs = [(o, lv) for o, lv in pairs if gen.model_for(o, lv, spec).available]
+        pairs = [(o, lv) for o, lv in pairs if model_for(o, lv, spec).available]
     return st.sampled_from(pairs)
 
 
@@ -58,14 +63,14 @@ def legal_descs(
     level: str,
     spec: Spec | None = None,
     dtype: str | None = None,
-    max_size: int = gen.DEFAULT_MAX_SIZE,
-    max_elements: int = gen.DEFAULT_MAX_ELEMENTS,
+    max_size: int = DEFAULT_MAX_SIZE,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> OperatorDesc:
     """A desc legal at ``level`` (the operator must be available there)."""
-    model = gen.model_for(operator, level, spec)
+    model = model_for(operator, level, spec)
     if not model.available:
         raise ValueError(f"{model.op.name} is not available at {model.level.name}: no legal desc")
-    return gen.build_legal(model, HypothesisChooser(draw), gen.Options(dtype, max_size, max_elements))
+    return build_legal(model, HypothesisChooser(draw), Options(dtype, max_size, max_elements))
 
 
 @st.composite
@@ -74,14 +79,14 @@ def illegal_descs(
 ) -> tuple[OperatorDesc, str]:
     """(desc, rule id): a desc that breaks exactly that rule at ``level``; the rule is drawn from
     ``breakable_rules`` unless given."""
-    model = gen.model_for(operator, level, spec)
-    rules = [r for r in model.active if gen.why_unbreakable(model, r) is None]
+    model = model_for(operator, level, spec)
+    rules = [r for r in model.active if why_unbreakable(model, r) is None]
     if rule is not None:
         rules = [r for r in rules if r.id == rule]
         if not rules:
             raise ValueError(f"rule {rule!r} cannot be broken alone at {model.level.name}")
     target = draw(st.sampled_from(rules))
-    return gen.build_illegal(model, target, HypothesisChooser(draw)), target.id
+    return build_illegal(model, target, HypothesisChooser(draw)), target.id
 
 
 @st.composite

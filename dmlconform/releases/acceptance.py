@@ -48,8 +48,10 @@ from typing import Any
 from dmlconform.backends.directml.backend import DirectMLBackend
 from dmlconform.backends.directml.client import RunnerError
 from dmlconform.errors import STAGES, Failure, Rejected, Unsupported, hresult_hex
-from dmlconform.generation import descs as generate
 from dmlconform.generation.edges import edge_corpus
+from dmlconform.generation.illegal import breakable_rules, illegal_descs
+from dmlconform.generation.legal import legal_descs
+from dmlconform.generation.model import model_for
 from dmlconform.runner.cases import input_data_type, operator_data_types
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
@@ -116,10 +118,10 @@ def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
     for name in sorted(spec.operators):
         op = spec.operator(name)
         for lv in spec.levels:
-            model = generate.model_for(name, lv.name, spec)
+            model = model_for(name, lv.name, spec)
             if model.available:
                 for dt in operator_data_types(spec, op, lv.name):
-                    descs = generate.legal_descs(
+                    descs = legal_descs(
                         name, lv.name, seed=settings.seed, count=settings.legal, spec=spec, dtype=dt
                     )
                     for i, desc in enumerate(descs):
@@ -128,8 +130,8 @@ def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
                                 f"{name}-{lv.name}-legal-{dt}-{i:02d}", name, lv.name, "legal", None, dt, desc
                             )
                         )
-            for rule in generate.breakable_rules(name, lv.name, spec):
-                pairs = generate.illegal_descs(
+            for rule in breakable_rules(name, lv.name, spec):
+                pairs = illegal_descs(
                     name, lv.name, seed=settings.seed, count=settings.illegal, spec=spec, rules=[rule]
                 )
                 for i, (desc, _) in enumerate(pairs):

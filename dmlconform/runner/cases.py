@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dmlconform.generation import data
-from dmlconform.generation import descs as generate
 from dmlconform.generation.edges import EDGE_RATE
+from dmlconform.generation.illegal import breakable_rules, illegal_descs
+from dmlconform.generation.legal import legal_descs
 from dmlconform.runner import tiers
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
@@ -221,9 +222,7 @@ def legal_for(
     """``count`` legal descs of one data type (the generator forces the type where supported);
     ``edge_rate`` of them at the edge of a rule (validation cases only: never computed)."""
     descs = list(
-        generate.legal_descs(
-            op.name, level, seed=seed, count=count, spec=spec, dtype=data_type, edge_rate=edge_rate
-        )
+        legal_descs(op.name, level, seed=seed, count=count, spec=spec, dtype=data_type, edge_rate=edge_rate)
     )
     return [d for d in descs if input_data_type(op, d) == data_type]
 
@@ -231,11 +230,11 @@ def legal_for(
 def illegal_for(
     spec: Spec, op: Operator, level: str, count: int, seed: int
 ) -> list[tuple[OperatorDesc, str]]:
-    return _take(generate.illegal_descs(op.name, level, seed=seed, count=count, spec=spec), count)
+    return _take(illegal_descs(op.name, level, seed=seed, count=count, spec=spec), count)
 
 
 def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
-    return len(generate.breakable_rules(op.name, level, spec))
+    return len(breakable_rules(op.name, level, spec))
 
 
 def regimes(desc: OperatorDesc) -> list[str]:

@@ -33,8 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dmlconform import kernels
-from dmlconform.generation import descs as generate
+from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.data import regimes_for
+from dmlconform.generation.model import model_for
+from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, choose_plan
+from dmlconform.generation.realize import realize
+from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec, load_spec
@@ -186,7 +190,7 @@ def sized_desc(
 ) -> OperatorDesc:
     """A legal desc whose reduction has exactly ``n`` elements over ``slices`` slices.
 
-    Like ``generate.reduction_descs`` (which lets the other dims keep their drawn sizes, up to
+    Like ``reductions.reduction_descs`` (which lets the other dims keep their drawn sizes, up to
     tens of slices), but with the shape fixed: the reduced axes get ``n`` (split over at least
     ``min_axes`` of them, largest factor first, when the operator reduces that many), one kept
     axis gets ``slices`` and every other dim is 1, so the element count is ``n * slices``.
@@ -194,16 +198,16 @@ def sized_desc(
     generator from a chooser seeded by the arguments, so the desc is the same in every process.
     Raises RuntimeError when no desc of that shape was found."""
     spec = spec or load_spec()
-    model = generate.model_for(operator, level, spec)
+    model = model_for(operator, level, spec)
     if not model.available:
         raise RuntimeError(f"{operator} is not available at {level}")
     input_name = model.op.semantics.get("input")
     g_in = model.size_group_of.get(input_name)
-    opts = generate.Options(dtype=dtype, max_elements=max(generate.DEFAULT_MAX_ELEMENTS, n * slices))
-    flat = generate.Options(dtype, opts.max_size, opts.max_elements, layouts=False)
-    ch = generate.seeded_chooser(model.op.name, model.level.name, seed, "tier", n, slices, min_axes, dtype)
+    opts = Options(dtype=dtype, max_elements=max(DEFAULT_MAX_ELEMENTS, n * slices))
+    flat = Options(dtype, opts.max_size, opts.max_elements, layouts=False)
+    ch = seeded_chooser(model.op.name, model.level.name, seed, "tier", n, slices, min_axes, dtype)
     for _ in range(attempts):
-        plan = generate.choose_plan(model, ch, opts)
+        plan = choose_plan(model, ch, opts)
         if plan is None or g_in not in plan.shapes:
             continue
         rank = len(plan.shapes[g_in])
@@ -211,7 +215,7 @@ def sized_desc(
         # a reduced dim of an operator that reduces where a partner tensor has size 1).
         plan.shapes[g_in] = (2,) * rank
         try:
-            axes = generate.reduction_axes(generate.realize(model, plan, ch, flat), spec)
+            axes = reduction_axes(realize(model, plan, ch, flat), spec)
         except ValueError:
             continue
         kept = [i for i in range(rank) if i not in axes]
@@ -224,12 +228,12 @@ def sized_desc(
         if slices > 1:
             shape[ch.choice(kept, key="tier:kept")] = slices
         plan.shapes[g_in] = tuple(shape)
-        desc = generate.realize(model, plan, ch, opts)
+        desc = realize(model, plan, ch, opts)
         inp = desc.members.get(input_name)
         if (
             isinstance(inp, TensorDesc)
             and inp.element_count == n * slices
-            and generate.reduction_size(desc, spec) == n
+            and reduction_size(desc, spec) == n
             and _input_is_dense(desc, input_name)
             and not validate(desc, level, spec)
         ):
@@ -400,7 +404,7 @@ def elements_and_length(desc: OperatorDesc, spec: Spec | None = None) -> tuple[i
     try:
         inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
         elements = inp.element_count if isinstance(inp, TensorDesc) else None
-        n = generate.reduction_size(desc, spec) if elements is not None else None
+        n = reduction_size(desc, spec) if elements is not None else None
     except (ValueError, KeyError, TypeError, IndexError):
         return None, None
     return elements, n

@@ -2,7 +2,7 @@
 single-member mutations.
 
 This is the witness search's own small desc generator, so that a witness can be found without
-the generators (``dmlconform.generation.descs``) and for specs they were not written for.
+the generators (``dmlconform.generation.legal`` and ``.illegal``) and for specs they were not written for.
 """
 
 from __future__ import annotations

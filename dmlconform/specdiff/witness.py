@@ -2,7 +2,7 @@
 
 The illegal side must report the rule the change is about; every witness is confirmed by
 :func:`validate` on both sides, so the diff never claims a difference the validator does not see.
-Candidates come from the generators (``dmlconform.generation.descs``) when they are installed,
+Candidates come from the generators (``dmlconform.generation.legal`` and ``.illegal``),
 and from a small constructive builder plus single-member mutations (``desc_builder``), driven by
 rule kinds and the support table only.
 """
@@ -169,7 +169,7 @@ def _expected_rule_ids(operator: str, change: Change, before: Side, after: Side)
 def _candidates(
     operator: str, change: Change, legal: Side, illegal: Side
 ) -> Iterator[tuple[str, OperatorDesc]]:
-    """Generator descs first (when ``dmlconform.generation.descs`` exists), then our own: bases built from
+    """Generator descs first (when ``dmlconform.generation`` has them), then our own: bases built from
     the legal side's support table, ordered so that the ones this change is about come first, each
     followed by its single-member mutations."""
     spec = legal.spec
@@ -221,21 +221,21 @@ def _ordered(items: Iterable[Any]) -> list[Any]:
 def _generator_candidates(
     operator: str, change: Change, legal: Side, illegal: Side
 ) -> Iterator[OperatorDesc]:
-    """Descs from ``dmlconform.generation.descs``: legal ones on the legal side, and illegal ones on the
+    """Descs from ``dmlconform.generation.legal`` and ``.illegal``: legal ones on the legal side, and illegal ones on the
     other side labelled with this change's rule. Absent or failing generators are skipped: the
     constructive search below does not depend on them."""
     try:
-        from dmlconform.generation import descs as generate  # type: ignore[attr-defined]
+        from dmlconform.generation.illegal import illegal_descs
+        from dmlconform.generation.legal import legal_descs
     except ImportError:
         return
     try:
-        if change.rule and hasattr(generate, "illegal_descs"):
-            for desc, rule_id in generate.illegal_descs(
+        if change.rule:
+            for desc, rule_id in illegal_descs(
                 operator, illegal.level.name, seed=0, count=64, spec=illegal.spec
             ):
                 if rule_id == change.rule:
                     yield desc
-        if hasattr(generate, "legal_descs"):
-            yield from generate.legal_descs(operator, legal.level.name, seed=0, count=64, spec=legal.spec)
+        yield from legal_descs(operator, legal.level.name, seed=0, count=64, spec=legal.spec)
     except Exception:  # noqa: BLE001 - a generator bug must not hide what the search can still find
         return

@@ -1,7 +1,7 @@
 """The closed vocabulary of rule kinds.
 
 Every rule in the spec names one of these kinds; the kind knows how to check a desc against the
-rule's parameters (and, in ``dmlconform.generation.descs``, how to satisfy and break it). Nothing here
+rule's parameters (and, in ``dmlconform.generation``, how to satisfy and break it). Nothing here
 names an operator: a new operator is YAML that reuses these kinds, and a new *kind* of constraint
 is one new class here plus its enum entry in ``spec/schema``.
 

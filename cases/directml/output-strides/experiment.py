@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 
 from dmlconform.backends.directml.backend import DirectMLBackend
-from dmlconform.generation.descs import legal_descs
+from dmlconform.generation.legal import legal_descs
 from dmlconform.releases.acceptance import ACCEPTED, ask
 from dmlconform.specification.desc import TensorDesc
 from dmlconform.specification.model import load_spec

@@ -1,0 +1,108 @@
+"""Illegal descs: each breaks exactly one rule, the one it is labelled with.
+
+An illegal desc is a legal base built with *overrides* followed by a *mutation* of the realized
+desc (``dmlconform.generation.breaker``); the validator then confirms that exactly the labelled
+rule fires (cheap next to building, and it keeps the label honest for odd specs). Whether a rule
+can be broken alone at a level is decided statically by each breaker's ``why_not``, which
+returns the reason when it cannot (:func:`unbreakable_rules`).
+
+A new rule *kind* needs one entry in :data:`BREAKERS`, keyed by its class (a test checks that
+every kind has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from dmlconform.generation.activation_breakers import ACTIVATION_BREAKERS
+from dmlconform.generation.breaker import Breaker
+from dmlconform.generation.chooser import Chooser, seeded_chooser
+from dmlconform.generation.model import Model, kind_of, model_for
+from dmlconform.generation.plan import Options, choose_plan
+from dmlconform.generation.realize import realize
+from dmlconform.generation.structure_breakers import STRUCTURE_BREAKERS
+from dmlconform.generation.value_breakers import VALUE_BREAKERS
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import FeatureLevel, Rule, Spec
+from dmlconform.specification.rules import Available, RuleKind
+from dmlconform.specification.validate import validate
+
+#: The breaker of every rule kind, keyed by the kind's class.
+BREAKERS: dict[type[RuleKind], Breaker] = {**STRUCTURE_BREAKERS, **VALUE_BREAKERS, **ACTIVATION_BREAKERS}
+
+
+def why_unbreakable(model: Model, rule: Rule) -> str | None:
+    """Why ``rule`` cannot be broken alone at the model's level; None when it can."""
+    if not model.available and not isinstance(kind_of(rule), Available):
+        return (
+            f"{model.op.name} is not available at {model.level.name} (introduced in "
+            f"{model.op.introduced}): every desc also breaks 'available'"
+        )
+    breaker = BREAKERS.get(type(kind_of(rule)))
+    if breaker is None:
+        return f"no breaker for rule kind {rule.kind!r}"
+    return breaker.why_not(model, rule)
+
+
+def breakable_rules(operator: str, level: str | FeatureLevel, spec: Spec | None = None) -> list[str]:
+    """Ids of the rules active at ``level`` that an illegal desc can break alone, in checking order."""
+    model = model_for(operator, level, spec)
+    return [r.id for r in model.active if why_unbreakable(model, r) is None]
+
+
+def unbreakable_rules(operator: str, level: str | FeatureLevel, spec: Spec | None = None) -> dict[str, str]:
+    """Active rules that no desc can break alone at ``level``, with the reason."""
+    model = model_for(operator, level, spec)
+    out = {}
+    for r in model.active:
+        why = why_unbreakable(model, r)
+        if why is not None:
+            out[r.id] = why
+    return out
+
+
+class BreakFailed(RuntimeError):
+    """A breakable rule that the generator did not manage to break alone (a generator bug)."""
+
+
+def build_illegal(
+    model: Model, rule: Rule, ch: Chooser, opts: Options | None = None, attempts: int = 60
+) -> OperatorDesc:
+    """A desc that breaks ``rule`` and nothing else at the model's level."""
+    opts = opts or Options()
+    breaker = BREAKERS[type(kind_of(rule))]
+    for _ in range(attempts):
+        ov = breaker.plan(model, rule, ch)
+        if ov is None:
+            continue
+        plan = choose_plan(model, ch, opts, ov)
+        if plan is None:
+            continue
+        desc = breaker.mutate(model, rule, realize(model, plan, ch, opts), ch)
+        if desc is None:
+            continue
+        if {v.rule for v in validate(desc, model.level, model.spec)} == {rule.id}:
+            return desc
+    raise BreakFailed(f"{model.op.name} at {model.level.name}: could not break {rule.id} alone")
+
+
+def illegal_descs(
+    operator: str,
+    level: str | FeatureLevel,
+    seed: int = 0,
+    count: int = 100,
+    spec: Spec | None = None,
+    rules: Sequence[str] | None = None,
+) -> Iterator[tuple[OperatorDesc, str]]:
+    """``count`` (desc, rule id) pairs, each desc breaking exactly that rule at ``level``.
+    Rules come round-robin in checking order, so ``count >= len(breakable_rules(...))`` covers
+    every breakable rule; ``rules`` restricts to some of them. Deterministic in any process."""
+    model = model_for(operator, level, spec)
+    ids = set(rules) if rules is not None else None
+    targets = [r for r in model.active if why_unbreakable(model, r) is None and (ids is None or r.id in ids)]
+    if not targets:
+        return
+    ch = seeded_chooser(model.op.name, model.level.name, seed, "illegal")
+    for i in range(count):
+        rule = targets[i % len(targets)]
+        yield build_illegal(model, rule, ch), rule.id
