@@ -397,7 +397,7 @@ def merge_reports(
     junit = _merge_junit(parts, out_dir)
     if junit is not None:
         written.append(junit)
-    from dmlconform.report.render import write_reports
+    from dmlconform.report.pages import write_reports
 
     written += write_reports(out_dir)
     return merged, written
