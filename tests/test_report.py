@@ -19,7 +19,8 @@ from synthetic_results import make_results, write_results  # noqa: E402
 
 from dmlconform.cli import main  # noqa: E402
 from dmlconform.report import ResultsError, diff_results, load_results, render_html, write_reports  # noqa: E402
-from dmlconform.report.render import build_case_data, json_for_script  # noqa: E402
+from dmlconform.report.case_data import build_case_data  # noqa: E402
+from dmlconform.report.formatting import json_for_script  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script> \"&' </script><!-- \u2028"
 
@@ -493,7 +494,7 @@ def test_matrix_shows_illegal_type_rows_as_rejection_tests(tmp_path: Path) -> No
     ],
 )
 def test_known_label(reason: str, label: str | None) -> None:
-    from dmlconform.report.render import known_label
+    from dmlconform.report.findings import known_label
 
     got = known_label(reason)
     if label is None:  # a long reason without an id: cut to fit a cell, marked as cut
@@ -503,7 +504,7 @@ def test_known_label(reason: str, label: str | None) -> None:
 
 
 def test_breakable_ids_wrap_between_words_and_stay_escaped() -> None:
-    from dmlconform.report.render import breakable
+    from dmlconform.report.formatting import breakable
 
     out = str(breakable("numeric[MVN1-5_0-FLOAT16-0003]<b>"))
     assert out == "numeric[<wbr>MVN1-<wbr>5_<wbr>0-<wbr>FLOAT16-<wbr>0003]<wbr>&lt;b&gt;"

@@ -273,7 +273,7 @@ def _with_known_findings(doc: dict) -> dict:
     skipped = next(c for c in doc["cases"] if c["outcome"] == "skipped")
     skipped["expectation"] = "F9: never judged"
     failed = next(c for c in doc["cases"] if c["outcome"] == "failed")
-    # Under the row's cap (report.render.ROW_MESSAGE_CHARS), with a path longer than the column.
+    # Under the row's cap (report.case_data.ROW_MESSAGE_CHARS), with a path longer than the column.
     failed["message"] = (
         "OutputTensor: " + ", ".join(f"[{i}, 0, 0, 1]" for i in range(6)) + " exceed the budget: see "
         "failures/numeric-MEAN_VARIANCE_NORMALIZATION1-5_2-FLOAT16-0003/outputs-of-the-worst-slice.npz"

@@ -21,7 +21,7 @@ from dmlconform.backends import load_backend
 from dmlconform.generation import data
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.report import load_results, render_html, render_markdown
-from dmlconform.report.render import build_bands
+from dmlconform.report.accuracy_by_size import build_bands
 from dmlconform.runner import tiers
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
@@ -418,7 +418,7 @@ def _op_record(op: str, dt: str, i: int, n: int, ratio: float, outcome: str = "p
 def test_accuracy_chart_of_a_failing_run_keeps_the_limit_readable(tmp_path: Path) -> None:
     """Ratios of 1e46 and inf go to a band above a break; the main axis ends at 1e3, so the line
     at 1 keeps its place instead of being squashed to the bottom."""
-    from dmlconform.report.render import build_accuracy
+    from dmlconform.report.accuracy_by_size import build_accuracy
 
     cases = [
         _op_record("OP_A", "FLOAT32", 0, 31, 0.25),
@@ -456,7 +456,7 @@ def test_accuracy_chart_of_a_failing_run_keeps_the_limit_readable(tmp_path: Path
 
 
 def test_accuracy_chart_one_colour_per_operator(tmp_path: Path) -> None:
-    from dmlconform.report.render import build_accuracy
+    from dmlconform.report.accuracy_by_size import build_accuracy
 
     ops = [f"OP_{c}" for c in "ABCDEFG"]
     cases = [

@@ -188,73 +188,29 @@ class Diff:
         lines = [
             "## dmlconform report diff",
             "",
-            "| | backend | total | passed | failed | errors | skipped | xfailed |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        for label, backend, summary in (
-            ("old", self.old_backend, self.old_summary),
-            ("new", self.new_backend, self.new_summary),
-        ):
-            lines.append(
-                f"| {label} | {_md(backend)} | {summary.get('total', 0)} | {summary.get('passed', 0)} | "
-                f"{summary.get('failed', 0)} | {summary.get('errors', 0)} | {summary.get('skipped', 0)} | "
-                f"{summary.get('xfailed', 0)} |"
-            )
-        lines.append("")
-        lines.append(
+            *_md_summary_table(
+                ("old", self.old_backend, self.old_summary), ("new", self.new_backend, self.new_summary)
+            ),
+            "",
             f"**{len(self.regressions)} regression(s)**, {len(self.fixed)} fixed, "
             f"{len(self.error_changes)} error change(s), {self.added} new case(s), {len(self.removed)} removed, "
-            f"{len(self.skipped_now)} skipped now."
-        )
+            f"{len(self.skipped_now)} skipped now.",
+        ]
         if self.lost_line():
             lines += ["", f"**{_md(str(self.lost_line()))}**"]
         for title, changes in _by_stack(self.stack_changes):
             lines += ["", f"**{_md(title)} changed**: " + _stack_line(changes, code=True)]
         if self.worse_classes:
-            lines += [
-                "",
-                "### Accuracy classes that got worse",
-                "",
-                "| operator | data type | before | after |",
-            ]
-            lines.append("|---|---|---|---|")
-            lines += [
-                f"| {_md(c.operator)} | {_md(c.data_type)} | {c.before} | {c.after} |"
-                for c in self.worse_classes
-            ]
+            lines += _md_worse_classes(self.worse_classes)
         for title, changes in (
             ("Regressions", self.regressions),
             ("Fixed", self.fixed),
             ("Failing before, no longer run", self.unrun),
         ):
-            if not changes:
-                continue
-            lines += [
-                "",
-                f"### {title}",
-                "",
-                "| case | before | after | error / budget | message |",
-                "|---|---|---|---:|---|",
-            ]
-            for c in changes:
-                lines.append(
-                    f"| {_md(c.id)} | {c.before or 'new'} | {c.after or 'gone'} | {_fmt(c.ratio)} | "
-                    f"{_md((c.message or '')[:160])} |"
-                )
+            if changes:
+                lines += _md_case_changes(title, changes)
         if self.error_changes:
-            lines += [
-                "",
-                "### Error changes",
-                "",
-                "| case | before ULP | after ULP | error / budget | |",
-                "|---|---:|---:|---:|---|",
-            ]
-            for e in self.error_changes:
-                note = ("worse" if e.worse else "better") + (", crossed budget" if e.crossed_budget else "")
-                lines.append(
-                    f"| {_md(e.id)} | {_fmt(e.before_ulp)} | {_fmt(e.after_ulp)} | "
-                    f"{_fmt(e.before_ratio)} -> {_fmt(e.after_ratio)} | {note} |"
-                )
+            lines += _md_error_changes(self.error_changes)
         return "\n".join(lines) + "\n"
 
 
@@ -456,6 +412,64 @@ def _md(text: str) -> str:
         .replace("\r", " ")
         .replace("\n", " ")
     )
+
+
+def _md_summary_table(*runs: tuple[str, str, dict[str, int]]) -> list[str]:
+    """One row per run: (label, backend, summary)."""
+    lines = [
+        "| | backend | total | passed | failed | errors | skipped | xfailed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, backend, summary in runs:
+        lines.append(
+            f"| {label} | {_md(backend)} | {summary.get('total', 0)} | {summary.get('passed', 0)} | "
+            f"{summary.get('failed', 0)} | {summary.get('errors', 0)} | {summary.get('skipped', 0)} | "
+            f"{summary.get('xfailed', 0)} |"
+        )
+    return lines
+
+
+def _md_worse_classes(changes: list[ClassChange]) -> list[str]:
+    return [
+        "",
+        "### Accuracy classes that got worse",
+        "",
+        "| operator | data type | before | after |",
+        "|---|---|---|---|",
+        *(f"| {_md(c.operator)} | {_md(c.data_type)} | {c.before} | {c.after} |" for c in changes),
+    ]
+
+
+def _md_case_changes(title: str, changes: list[CaseChange]) -> list[str]:
+    return [
+        "",
+        f"### {title}",
+        "",
+        "| case | before | after | error / budget | message |",
+        "|---|---|---|---:|---|",
+        *(
+            f"| {_md(c.id)} | {c.before or 'new'} | {c.after or 'gone'} | {_fmt(c.ratio)} | "
+            f"{_md((c.message or '')[:160])} |"
+            for c in changes
+        ),
+    ]
+
+
+def _md_error_changes(changes: list[ErrorChange]) -> list[str]:
+    lines = [
+        "",
+        "### Error changes",
+        "",
+        "| case | before ULP | after ULP | error / budget | |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for e in changes:
+        note = ("worse" if e.worse else "better") + (", crossed budget" if e.crossed_budget else "")
+        lines.append(
+            f"| {_md(e.id)} | {_fmt(e.before_ulp)} | {_fmt(e.after_ulp)} | "
+            f"{_fmt(e.before_ratio)} -> {_fmt(e.after_ratio)} | {note} |"
+        )
+    return lines
 
 
 def _finite(value: Any) -> Any:

@@ -322,22 +322,61 @@ def merge_reports(
     _check_settings(parts)
     missing = _check_shards(parts, allow_incomplete)
     notes = _check_complete(parts, allow_incomplete)
+    _check_cases(parts)
+    out_dir = Path(out).resolve()
+    _prepare_out(out_dir, parts)
+    records = _gather_records(parts, out_dir)
+    merged = _merged_results(parts, records, missing, notes)
+    written = [_write_results(out_dir, merged)]
+    junit = _merge_junit(parts, out_dir)
+    if junit is not None:
+        written.append(junit)
+    from dmlconform.report.pages import write_reports
+
+    written += write_reports(out_dir)
+    return merged, written
+
+
+def _check_cases(parts: list[Part]) -> None:
+    """Refuse a case that two reports hold: they are not parts of one run."""
     owner: dict[str, Part] = {}
     for part in parts:
         for case in part.results.cases:
             if case.id in owner:
                 raise MergeError(f"case {case.id} is in both {owner[case.id].label} and {part.label}")
             owner[case.id] = part
-    out_dir = Path(out).resolve()
-    _prepare_out(out_dir, parts)
 
+
+def _gather_records(parts: list[Part], out_dir: Path) -> list[dict[str, Any]]:
+    """Every shard's case records in node id order, their reproducers copied into ``out_dir``
+    and their replay commands pointed at the copies."""
     records: list[dict[str, Any]] = []
     for part in parts:
         shard_records = [dict(c.raw) for c in part.results.cases]
         _copy_reproducers(part, shard_records, out_dir)
         records += shard_records
     records.sort(key=lambda r: str(r.get("nodeid") or r.get("id")))
+    return records
 
+
+def _merged_results(
+    parts: list[Part], records: list[dict[str, Any]], missing: list[str], notes: list[str]
+) -> dict[str, Any]:
+    """The merged results.json: the first shard's fields in its order, the per-run ones
+    recomputed over all shards, and ``merged_from``."""
+    datas = [p.results.data for p in parts]
+    per_run = _per_run_fields(parts, records, missing, notes)
+    merged: dict[str, Any] = {}
+    for key, value in datas[0].items():
+        merged[key] = per_run.pop(key) if key in per_run else value
+    merged.update(per_run)  # fields an older first shard lacked
+    merged["merged_from"] = _merged_from(parts)
+    return merged
+
+
+def _per_run_fields(
+    parts: list[Part], records: list[dict[str, Any]], missing: list[str], notes: list[str]
+) -> dict[str, Any]:
     datas = [p.results.data for p in parts]
     complete = not missing and not notes
     collected: int | None = None
@@ -348,7 +387,7 @@ def merge_reports(
     started = [str(d["started"]) for d in datas if d.get("started")]
     finished = [str(d["finished"]) for d in datas if d.get("finished")]
     durations = [float(d["duration_s"]) for d in datas if isinstance(d.get("duration_s"), int | float)]
-    per_run: dict[str, Any] = {
+    return {
         "command": unsharded_command(str(datas[0].get("command") or "")),
         "started": min(started) if started else None,
         "finished": max(finished) if finished else None,
@@ -367,12 +406,12 @@ def merge_reports(
         "cases": records,
         "coverage": _merge_coverage(parts),
     }
-    merged: dict[str, Any] = {}
-    for key, value in datas[0].items():
-        merged[key] = per_run.pop(key) if key in per_run else value
-    merged.update(per_run)  # fields an older first shard lacked
-    base_versions = datas[0].get("versions")
-    merged["merged_from"] = [
+
+
+def _merged_from(parts: list[Part]) -> list[dict[str, Any]]:
+    """One entry per shard; its versions only where they differ from the first shard's."""
+    base_versions = parts[0].results.data.get("versions")
+    return [
         {
             "report": str(part.directory),
             "shard": part.shard,
@@ -389,15 +428,12 @@ def merge_reports(
         }
         for part in parts
     ]
+
+
+def _write_results(out_dir: Path, merged: dict[str, Any]) -> Path:
+    """Through a temporary file replaced in one step: an interrupted merge leaves no half file."""
     results_file = out_dir / "results.json"
     tmp = results_file.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
     tmp.replace(results_file)
-    written = [results_file]
-    junit = _merge_junit(parts, out_dir)
-    if junit is not None:
-        written.append(junit)
-    from dmlconform.report.render import write_reports
-
-    written += write_reports(out_dir)
-    return merged, written
+    return results_file

@@ -84,7 +84,7 @@ def shrink_report(
     import json
     import time
 
-    from dmlconform.report.render import write_reports
+    from dmlconform.report.pages import write_reports
     from dmlconform.runner.results import write_results
     from dmlconform.shrink.search import NotFailing
 
