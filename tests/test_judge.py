@@ -24,6 +24,7 @@ import dmlconform as dc
 from dmlconform import kernels, tolerance
 from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
+from dmlconform.generation.model import model_for, operators_and_levels
 from dmlconform.specification.semantics import SemanticsError
 from dmlconform.tolerance import judge
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
@@ -37,8 +38,8 @@ def judged_pairs() -> list[tuple[str, str]]:
     """(operator, level) pairs whose kernel has a compiled judge (the centred, RMS,
     given-statistics and gradients' models)."""
     out = []
-    for op, level in dst.gen.operators_and_levels(SPEC):
-        model = dst.gen.model_for(op, level, SPEC)
+    for op, level in operators_and_levels(SPEC):
+        model = model_for(op, level, SPEC)
         kernel = kernels.KERNELS.get(SPEC.operator(op).semantics.get("kernel"))
         if model.available and kernel is not None and kernel.judge is not None:
             out.append((op, level))
