@@ -192,7 +192,7 @@ def test_an_output_judged_nowhere_is_degenerate(monkeypatch: pytest.MonkeyPatch)
     }
     reference = execute(desc, inputs)
     assert np.isfinite(reference["OutputGradientTensor"]).any()
-    real = degenerate.budgets(desc, reference, inputs, SPEC, NO_OPTIONS)
+    real = degenerate.budgets(desc, reference, inputs, SPEC)
     assert degenerate.why_degenerate(desc, inputs, reference) is None
     infinite = {**real, "OutputGradientTensor": np.full((9, 1), np.inf)}
     monkeypatch.setattr(degenerate, "case_budgets", lambda *a, **k: (infinite, None))
@@ -311,7 +311,7 @@ def test_a_large_case_is_checked_with_the_compiled_judges_budgets():
     inputs = dd.make_inputs(desc, "large_offset", 3)
     ref = execute(desc, inputs)
     got, given = degenerate._budgets(desc, ref, inputs, SPEC)
-    want = model_budgets(desc, ref, inputs, SPEC).by_member["OutputTensor"]
+    want = model_budgets(desc, ref, inputs, SPEC, NO_OPTIONS).by_member["OutputTensor"]
     assert given is None  # the judge computed them: nothing for compare to take back
     finite = np.isfinite(want)
     assert np.array_equal(finite, np.isfinite(got["OutputTensor"]))
@@ -329,10 +329,10 @@ def test_the_models_budgets_from_the_check_give_the_same_verdict():
     ref = {k: np.asarray(v) for k, v in judged.reference.items()}
     wrong = {k: v + np.asarray(1e-3, v.dtype) for k, v in ref.items()}
     for got in (ref, wrong):
-        alone = compare(desc, got, ref, judged.inputs, SPEC)
-        given = compare(desc, got, ref, judged.inputs, SPEC, budgets=judged.budgets)
+        alone = compare(desc, got, ref, judged.inputs, SPEC, NO_OPTIONS)
+        given = compare(desc, got, ref, judged.inputs, SPEC, NO_OPTIONS, budgets=judged.budgets)
         assert given.to_dict() == alone.to_dict()
-    assert not compare(desc, wrong, ref, judged.inputs, SPEC, budgets=judged.budgets).passed
+    assert not compare(desc, wrong, ref, judged.inputs, SPEC, NO_OPTIONS, budgets=judged.budgets).passed
 
 
 @pytest.mark.parametrize("at", [0, degenerate.CHUNK - 1, degenerate.CHUNK, 3 * degenerate.CHUNK + 4])
@@ -372,7 +372,7 @@ def test_sampled_budgets_are_the_whole_passes_at_those_elements(compiled_everywh
 
     inputs = dd.make_inputs(desc, "large_offset", 2)
     ref = execute(desc, inputs)
-    whole, _ = case_budgets(desc, ref, inputs, SPEC)
+    whole, _ = case_budgets(desc, ref, inputs, SPEC, NO_OPTIONS)
     sampled, _ = sampled_budgets(desc, ref, inputs, SPEC, count)
     at, b = sampled["OutputTensor"]
     n_slice = int(np.prod([desc.members["InputTensor"].sizes[a] for a in desc.members["Axes"]]))

@@ -395,11 +395,12 @@ def test_small_cases_do_not_import_numba(tmp_path):
     code = (
         "import sys, dmlconform as dc\n"
         "from dmlconform.generation import data\nfrom dmlconform import tolerance\n"
+        "from dmlconform.tolerance.options import NO_OPTIONS\n"
         "t = {'DataType': 'FLOAT32', 'Sizes': [4, 1000]}\n"
         "d = dc.parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {'InputTensor': t, 'OutputTensor': t, 'Axes': [1], 'NormalizeVariance': True}})\n"
         "i = data.make_inputs(d, 'standard_normal', seed=1)\n"
         "r = dc.execute(d, i)\n"
-        "assert tolerance.compare(d, r, r, i).passed\n"
+        "assert tolerance.compare(d, r, r, i, dc.load_spec(), NO_OPTIONS).passed\n"
         "print('numba' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -431,10 +432,10 @@ def test_the_reduced_outputs_budgets_and_verdicts_equal_the_models(model, regime
     inputs = data.make_inputs(desc, regime, seed=4)
     ref = dc.execute(desc, inputs)
     with compiled_everywhere():
-        fast, none = compare_module.case_budgets(desc, ref, inputs, SPEC)
+        fast, none = compare_module.case_budgets(desc, ref, inputs, SPEC, NO_OPTIONS)
     assert none is None  # the compiled judge's budgets
     with numpy_only():
-        slow, _ = compare_module.case_budgets(desc, ref, inputs, SPEC)
+        slow, _ = compare_module.case_budgets(desc, ref, inputs, SPEC, NO_OPTIONS)
     assert set(fast) == set(slow) == set(ref)
     for name in ref:
         assert_budgets_agree(fast[name], slow[name])

@@ -38,13 +38,13 @@ def shrink_dir(
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
     tolerance = meta.get("tolerance") or None
-    options = ToleranceOptions.parse(tolerance)
+    judged_by = ToleranceOptions.parse(tolerance)
     guard, opened = open_saved_backend(meta, backend, options, isolate, timeout)
     info, name, options = opened.info, opened.name, opened.options
     data = inputs if case.kind != "validation" else None
 
     def run(c: Any, inp: Any) -> Any:
-        return run_case(c, guard, spec, options, inputs=inp)
+        return run_case(c, guard, spec, judged_by, inputs=inp)
 
     try:
         found = shrink(case, data, run, spec, max_seconds, progress)

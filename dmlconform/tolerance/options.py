@@ -41,7 +41,7 @@ class ToleranceOptions:
     atol: float | None = None
     max_ulp: float | None = None
     #: other coefficients by name, sorted: (name, value), the value a float or a word
-    coefficients: tuple[tuple[str, float | str], ...] = ()
+    coefficients: tuple[tuple[str, float | str | None], ...] = ()
 
     @classmethod
     def parse(cls, pairs: Mapping[str, Any] | None, known: Iterable[str] = ()) -> ToleranceOptions:
@@ -61,6 +61,8 @@ class ToleranceOptions:
             elif known and key not in known:
                 names = ", ".join(sorted(known | {"model", "ulp_scale", "atol", "max_ulp"}))
                 raise ValueError(f"unknown tolerance override {key!r} (known: {names})")
+            elif raw is None:  # a coefficient unset (``threads: null``: no thread count)
+                extra[key] = None
             else:
                 extra[key] = str(raw).strip() if key in TEXT_COEFFICIENTS else _number(key, raw)
         return cls(**typed, coefficients=tuple(sorted(extra.items())))
@@ -83,17 +85,19 @@ class ToleranceOptions:
         """Every budget times ``factor`` more (the degenerate-input check's widening)."""
         return replace(self, ulp_scale=factor * (1.0 if self.ulp_scale is None else self.ulp_scale))
 
-    def pairs(self) -> dict[str, Any]:
-        """The set options by name, as they are recorded (results.json ``tolerance.overrides``)
-        and passed to the coefficients: numbers written back as they read (2, not 2.0)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "coefficients":
-                out.update(value)
-            elif value is not None:
-                out[f.name] = value
-        return {k: _text(v) for k, v in sorted(out.items())}
+    def changes(self) -> dict[str, Any]:
+        """The set options by name, typed: what the coefficients take over the spec's."""
+        out: dict[str, Any] = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name != "coefficients"
+        }
+        return dict(
+            sorted({**{k: v for k, v in out.items() if v is not None}, **dict(self.coefficients)}.items())
+        )
+
+    def pairs(self) -> dict[str, str | None]:
+        """:meth:`changes` as text, as results.json records them (``tolerance.overrides``) and
+        :meth:`parse` reads them back: numbers written as they read (2, not 2.0)."""
+        return {k: _text(v) for k, v in self.changes().items()}
 
     def label(self) -> str:
         """How these options are named in records and messages: the model's name alone when it
@@ -111,7 +115,9 @@ def _number(key: str, raw: Any) -> float:
         raise ValueError(f"tolerance override {key}={raw!r}: not a number") from None
 
 
-def _text(value: Any) -> str:
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
     return str(value)

@@ -177,7 +177,7 @@ def _parse_coefficients(
     for key, value in per_type.items():
         if key in Coefficients.__dataclass_fields__:
             values[key] = value
-    changed = {k: v for k, v in options.pairs().items() if k != "model"}
+    changed = {k: v for k, v in options.changes().items() if k != "model"}
     for key in changed:
         if key not in Coefficients.__dataclass_fields__:
             raise ValueError(
