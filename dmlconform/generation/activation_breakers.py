@@ -63,7 +63,7 @@ def _fusable_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -
 
 
 def _later_activations(model: Model) -> list[Activation]:
-    return [a for a in model.spec.activations.values() if model.spec.level(a.since).index > model.level.index]
+    return [a for a in model.spec.activations.values() if model.spec.level(a.since) > model.level]
 
 
 def _available_act_why(model: Model, rule: Rule) -> str | None:

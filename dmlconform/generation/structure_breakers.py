@@ -106,9 +106,7 @@ def _bad_dtypes(model: Model, group: int) -> list[str]:
     return [
         d.name
         for d in model.spec.data_types.values()
-        if d.size > 0
-        and d.name not in ok
-        and (d.since is None or model.spec.level(d.since).index <= model.level.index)
+        if d.size > 0 and d.name not in ok and (d.since is None or model.spec.level(d.since) <= model.level)
     ]
 
 

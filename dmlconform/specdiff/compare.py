@@ -26,7 +26,7 @@ def level_diff(spec: Spec, from_level: str, to_level: str, operators: list[str] 
     a, b = spec.level(from_level), spec.level(to_level)
     names = _operator_names(spec, operators)
     result = DiffResult("levels", a.name, b.name)
-    step = 1 if b.index >= a.index else -1
+    step = 1 if b >= a else -1
     pairs = [(spec.levels[i], spec.levels[i + step]) for i in range(a.index, b.index, step)]
     for name in names:
         changes: list[Change] = []

@@ -39,7 +39,7 @@ def view(spec: Spec, operator: str, level: FeatureLevel) -> View | None:
     op = spec.operators.get(operator)
     if op is None:
         return None
-    available = level.index >= spec.level(op.introduced).index
+    available = level >= spec.level(op.introduced)
     row = op.support_row(spec, level)
     rules = {r.id: r for r, _ in active_rules(spec, op.name, level)}
     has_activation = any(m.type == "activation" for m in op.members)
@@ -48,7 +48,7 @@ def view(spec: Spec, operator: str, level: FeatureLevel) -> View | None:
         activations = {
             a.name: {"since": a.since, "formula": a.formula, "parameters": list(a.parameter_names)}
             for a in spec.activations.values()
-            if spec.level(a.since).index <= level.index
+            if spec.level(a.since) <= level
         }
     return View(
         operator=op,

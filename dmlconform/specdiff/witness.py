@@ -56,9 +56,9 @@ def add_witnesses(result: DiffResult, budget: int = 4000) -> None:
 def _across_range(result: DiffResult, change: Change, w: Witness) -> bool:
     assert change.sides is not None and w.desc is not None
     spec = change.sides[0].spec
-    ends = sorted((spec.level(result.from_), spec.level(result.to)), key=lambda lv: lv.index)
+    ends = sorted((spec.level(result.from_), spec.level(result.to)))
     legal, illegal = spec.level(str(w.legal_at)), spec.level(str(w.illegal_at))
-    good, bad = (ends[1], ends[0]) if legal.index > illegal.index else (ends[0], ends[1])
+    good, bad = (ends[1], ends[0]) if legal > illegal else (ends[0], ends[1])
     return not validate(w.desc, good, spec) and bool(validate(w.desc, bad, spec))
 
 

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 from dataclasses import dataclass, field
+from functools import total_ordering
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,12 @@ def default_spec_dir() -> Path:
 # Spec objects
 
 
+@total_ordering
 @dataclass(frozen=True)
 class FeatureLevel:
+    """A DML feature level: ordered by its place in the spec's list (4_0 < 6_4), so that "at or
+    below the level under test" is a comparison of objects, not of names looked up again."""
+
     name: str
     value: int
     directml: str
@@ -78,6 +83,11 @@ class FeatureLevel:
 
     def __str__(self) -> str:
         return self.name
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, FeatureLevel):
+            return NotImplemented
+        return self.index < other.index
 
 
 @dataclass(frozen=True)
@@ -162,9 +172,9 @@ class Rule:
     text: str | None = None
 
     def active_at(self, spec: Spec, level: FeatureLevel) -> bool:
-        if self.since is not None and level.index < spec.level(self.since).index:
+        if self.since is not None and level < spec.level(self.since):
             return False
-        return not (self.until is not None and level.index >= spec.level(self.until).index)
+        return not (self.until is not None and level >= spec.level(self.until))
 
     def source_text(self) -> str:
         return format_source(self.source)
@@ -287,7 +297,7 @@ class Operator:
         so that a desc legal at introduction reports only ``available`` below it."""
         row = self.support[0]
         for candidate in self.support:
-            if spec.level(candidate.since).index <= level.index:
+            if spec.level(candidate.since) <= level:
                 row = candidate
         return row
 

@@ -56,10 +56,10 @@ class ToleranceOptions:
             if key == "model":
                 name = str(raw).strip()
                 typed["model"] = MODEL_ALIASES.get(name, name)
-            elif key in ("ulp_scale", "atol", "max_ulp"):
+            elif key in _numbers(cls):
                 typed[key] = _number(key, raw)
             elif known and key not in known:
-                names = ", ".join(sorted(known | {"model", "ulp_scale", "atol", "max_ulp"}))
+                names = ", ".join(sorted(known | {f.name for f in fields(cls)} - {"coefficients"}))
                 raise ValueError(f"unknown tolerance override {key!r} (known: {names})")
             elif raw is None:  # a coefficient unset (``threads: null``: no thread count)
                 extra[key] = None
@@ -106,6 +106,12 @@ class ToleranceOptions:
         if self.model is not None and len(pairs) == 1:
             return self.model
         return ", ".join(f"{k}={v}" for k, v in pairs.items())
+
+
+def _numbers(cls: type[ToleranceOptions]) -> set[str]:
+    """The typed numeric options: every field but the model's name and the named coefficients,
+    so that a new option is one field here (and its use where the budgets read it)."""
+    return {f.name for f in fields(cls)} - {"model", "coefficients"}
 
 
 def _number(key: str, raw: Any) -> float:
