@@ -5,6 +5,7 @@ Verdicts come from the seed docs and directml-facts.md; each test names the sent
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 import dmlconform as dc
-from dmlconform.specification.rules import KINDS, ActivationKind, TensorKind
+from dmlconform.specification.rules import KINDS, ActivationKind, AxesInRange, Context, TensorKind
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 N = [2, 3, 4, 5]
@@ -105,6 +106,20 @@ def test_members_lists_bound_members() -> None:
     for r in op.rules:
         for m in KINDS[r.kind].members(r):
             assert op.member(m) is not None, (r.id, m)
+
+
+def test_no_family_module_imports_the_package_face() -> None:
+    """The face imports every family so that KINDS is complete; a family that imported the face
+    back would close a circle, and read a half-filled registry while the face is still loading."""
+    face = "dmlconform.specification.rules"
+    for path in (Path(dc.__file__).parent / "specification" / "rules").glob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0 and node.module != face, f"{path.name}: {ast.unparse(node)}"
+            elif isinstance(node, ast.Import):
+                assert all(a.name != face for a in node.names), f"{path.name}: {ast.unparse(node)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,6 +232,21 @@ def test_array_length() -> None:
     assert (v.rule, v.member) == ("axis-count", "AxisCount")
     assert "3" in v.message and "2" in v.message
     assert found(desc(MVN1, AxisCount=2), "5_2") == []
+
+
+def test_axes_in_range_edges_set_the_length_member_found_by_its_kind() -> None:
+    """An array holding one axis at the edge comes with its length member at 1: the member is the
+    one an ``array_length`` rule (found by kind class, not by its string) names for the array."""
+    spec = dc.load_spec()
+    op, level = spec.operator(MVN1), spec.level("5_2")
+    d = desc(MVN1)
+    ctx = Context(spec, op, level, d, op.support_row(spec, level))
+    rule = next(r for r in op.rules if isinstance(KINDS[r.kind], AxesInRange))
+    edges = dict(KINDS[rule.kind].edges(rule, ctx))
+    assert set(edges) == {"Axes [0]", "Axes [3]"}
+    for label, edge in edges.items():
+        assert edge.get("AxisCount", spec) == 1, label
+        assert found(edge, "5_2") == [], label
 
 
 def test_axes_in_range_and_unique() -> None:

@@ -52,7 +52,7 @@ from dmlconform.specification.validate import active_rules
 def kind_of(rule: Rule) -> RuleKind:
     """The kind object of ``rule``. A rule names its kind by a string (the spec's YAML); this is
     the one place the generator turns that string into the kind, through the registry
-    ``rules.py`` keeps, so that everything else compares kind classes: renaming a kind's string
+    ``rules`` keeps, so that everything else compares kind classes: renaming a kind's string
     then fails here, loudly, instead of leaving a string comparison that silently never holds."""
     return KINDS[rule.kind]
 

@@ -157,7 +157,7 @@ class SupportRow:
 
 @dataclass(frozen=True)
 class Rule:
-    """One documented constraint: a kind from the closed vocabulary in ``rules.py`` plus its
+    """One documented constraint: a kind from the closed vocabulary in ``rules`` plus its
     parameters. ``since``/``until`` bound the levels where it holds (until is exclusive)."""
 
     id: str

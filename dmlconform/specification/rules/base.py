@@ -1,0 +1,114 @@
+"""What every rule kind shares: the :class:`Context` a check sees, the :class:`RuleKind` base
+and the ``KINDS`` registry its ``@kind`` decorator fills.
+
+Every rule in the spec names one of these kinds; the kind knows how to check a desc against the
+rule's parameters (and, in ``dmlconform.generation``, how to satisfy and break it). Nothing here
+names an operator: a new operator is YAML that reuses these kinds, and a new *kind* of constraint
+is one new class in the family module it belongs to plus its enum entry in ``spec/schema``.
+
+A check yields ``(member_path, message)`` pairs; the validator turns them into Violations with the
+rule's id and source. Checks see a :class:`Context` that already knows which tensors are unusable
+(missing, or not a valid DML_BUFFER_TENSOR_DESC), so that one mistake is reported once, by the
+rule that names it, and not again by every rule that reads the same tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
+
+Finding = tuple[str, str]
+Edge = tuple[str, OperatorDesc]  # (label, desc)
+
+
+@dataclass
+class Context:
+    spec: Spec
+    op: Operator
+    level: FeatureLevel
+    desc: OperatorDesc
+    row: SupportRow
+    unusable: set[str] = field(default_factory=set)
+
+    def tensor(self, name: str) -> TensorDesc | None:
+        """The member's tensor desc if it is present and usable, else None."""
+        if name in self.unusable:
+            return None
+        value = self.desc.members.get(name)
+        return value if isinstance(value, TensorDesc) else None
+
+    def present(self, name: str) -> bool:
+        return self.desc.members.get(name) is not None
+
+    def value(self, name: str) -> Any:
+        return self.desc.get(name, self.spec)
+
+    def struct_order(self, names: list[str]) -> list[str]:
+        order = {m.name: i for i, m in enumerate(self.op.members)}
+        return sorted(names, key=lambda n: order.get(n, len(order)))
+
+
+class RuleKind:
+    """One kind of constraint. ``params`` are the rule parameters the spec must give."""
+
+    name: ClassVar[str]
+    params: ClassVar[tuple[str, ...]] = ()
+    scope: ClassVar[str] = "operator"
+
+    #: Whether a legal desc can sit at this kind's boundary (coverage, ``at_edge``). Kinds that
+    #: only demand presence or equality (required members, same sizes, a supported data type)
+    #: have no edge: every legal desc satisfies them the same way, so only an illegal desc, one
+    #: that breaks the rule, exercises them.
+    has_edge: ClassVar[bool] = False
+    #: Whether the rule bounds the values of the members it names (a range, a list): members no
+    #: such rule names take any value of their type, and their type's edges.
+    bounds_values: ClassVar[bool] = False
+
+    def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    def at_edge(self, rule: Rule, ctx: Context) -> bool:
+        """Whether the legal desc in ``ctx`` depends on this rule: a value the rule reads sits at
+        the limit of what it allows (a range's end, a minimum, the level something arrives at) or
+        uses a permission the rule grants (a broadcast dimension, a non-zero alignment). An
+        implementation that got the rule wrong meets such a desc; the coverage table counts it
+        as exercising the rule, and no other legal desc."""
+        return False
+
+    def edge_reachable(
+        self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
+    ) -> bool:
+        """Whether any legal desc at ``level`` can sit at this rule's edge (``at_edge``): not the
+        arrival level of an operator at a later level, nor a dimension count at the end of the
+        range where the support table allows only 4."""
+        return self.has_edge
+
+    def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
+        """Descs made from the legal desc in ``ctx`` whose values sit at this rule's boundary on
+        the legal side, derived from the rule's own parameters (a range's ends, the least
+        alignment, the largest buffer, an output's unusual strides), each labelled. The edge
+        generator (``dmlconform.generation.edges``) keeps those still legal; the breaker is the
+        value just past it."""
+        return iter(())
+
+    def members(self, rule: Rule) -> list[str]:
+        """Members the rule binds (for spec lint and spec-diff)."""
+        out = list(rule.params.get("members", []))
+        for key in ("member", "to", "of", "length_member"):
+            if key in rule.params:
+                out.append(rule.params[key])
+        return out
+
+
+KINDS: dict[str, RuleKind] = {}
+
+
+def kind(cls: type[RuleKind]) -> type[RuleKind]:
+    """Registers one instance of the kind class under its ``name``: rules name their kind by a
+    string (the spec's YAML), and ``KINDS`` is where that string becomes the kind."""
+    KINDS[cls.name] = cls()
+    return cls
