@@ -13,9 +13,21 @@ from dataclasses import dataclass
 from dmlconform.errors import Violation
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
-from dmlconform.specification.rules import KINDS, Context, RuleKind, TensorKind
+from dmlconform.specification.rules import (
+    KINDS,
+    Available,
+    Context,
+    Required,
+    RuleKind,
+    SupportDataType,
+    SupportDimensionCount,
+    TensorKind,
+)
 
-_PHASE = {"available": 0, "required": 1, "support_dimension_count": 3, "support_data_type": 3}
+#: the checking order of the kinds that come before the tensors' own rules: a desc of an
+#: operator not available, or without a required member, says only that (keyed by kind class,
+#: so that a renamed kind fails at import instead of dropping out of the order)
+_PHASE: dict[type[RuleKind], int] = {Available: 0, Required: 1, SupportDimensionCount: 3, SupportDataType: 3}
 
 
 def _phase(rule: Rule) -> int:
@@ -23,7 +35,7 @@ def _phase(rule: Rule) -> int:
         return 2
     if rule.scope == "activation":
         return 5
-    return _PHASE.get(rule.kind, 4)
+    return _PHASE.get(type(KINDS[rule.kind]), 4)
 
 
 def validate(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec | None = None) -> list[Violation]:
