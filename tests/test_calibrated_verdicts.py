@@ -146,7 +146,7 @@ def test_short_float16_slices_centre_half_an_ulp_off_a_float16_number():
     assert np.all(means.astype(np.float16).astype(np.float64) != means)
 
 
-@pytest.mark.parametrize("n", [4097, 65537, 2**20])
+@pytest.mark.parametrize("n", [6, 64, 255, 4097, 65537, 2**20])
 def test_a_four_ulp_scale_error_fails_exact_data_that_sound_kernels_pass(n):
     desc = mvn1(n, slices=6)
     for kernel in (NumpyBackend(), KERNELS["32-strided"], KERNELS["32-rsqrt"]):

@@ -285,7 +285,7 @@ def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> I
     replaced, under the same id, by the first that judges something of the generator's spare
     descs for that id (:func:`_spares`); the other cases keep their ids, descs and data."""
     for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
-        case = _numeric_case(op, level, dt, i, desc, sel.seed)
+        case = _numeric_case(spec, op, level, dt, i, desc, sel.seed)
         if _judges_nothing(case):
             spare = next(
                 (c for c in _spares(spec, op, level, dt, i, sel.seed) if not _judges_nothing(c)), None
@@ -300,12 +300,15 @@ def _spares(spec: Spec, op: Operator, level: str, dt: str, index: int, seed: int
     the default case of the same id) nor on the other cases."""
     key = zlib.crc32(f"spare {seed} {index}".encode()) & 0x7FFFFFFF
     for desc in legal_for(spec, op, level, dt, SPARE_DESCS, key):
-        yield _numeric_case(op, level, dt, index, desc, seed)
+        yield _numeric_case(spec, op, level, dt, index, desc, seed)
 
 
-def _numeric_case(op: Operator, level: str, dt: str, i: int, desc: OperatorDesc, seed: int) -> Case:
+def _numeric_case(
+    spec: Spec, op: Operator, level: str, dt: str, i: int, desc: OperatorDesc, seed: int
+) -> Case:
     regs = regimes(desc)
-    return Case("numeric", op.name, level, dt, i, desc, seed, regime=regs[i % len(regs)])
+    regime = regs[i % len(regs)]
+    return Case("numeric", op.name, level, dt, i, data.regime_desc(desc, regime, spec), seed, regime=regime)
 
 
 def _judges_nothing(case: Case) -> bool:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from dmlconform import kernels
 from dmlconform.generation.chooser import seeded_chooser
-from dmlconform.generation.data import regimes_for
+from dmlconform.generation.data import regime_desc, regimes_for
 from dmlconform.generation.model import model_for
 from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, choose_plan
 from dmlconform.generation.realize import realize
@@ -277,7 +277,7 @@ def size_cases(
             seen.add(label)
             regimes = [r for r in regimes_for(desc, spec) if family.regimes is None or r in family.regimes]
             for i, regime in enumerate(regimes):
-                yield SizeCase(label, desc, regime, i)
+                yield SizeCase(label, regime_desc(desc, regime, spec), regime, i)
 
 
 def _sized_or_simpler(

@@ -49,7 +49,12 @@ def aggregate_from_sums(
     ``on_grid``: slices whose exact outputs are float numbers already; rounding to the output type
     moves nothing there, so none of it is allowed to line up with z."""
     aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
+    fit_rb2 = rb2
     if on_grid is not None:
+        # on such slices a sound implementation's every step is exact: what the fit may see of
+        # its noise is one output ULP an element (an implementation rounding a last step its own
+        # way), not the per-element budget, which allows for the roundings of data off the grid
+        fit_rb2 = np.where(on_grid, np.minimum(round2, rb2), rb2)
         round2 = np.where(on_grid, 0.0, round2)
     det = aa * cc - bb * bb
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -65,7 +70,7 @@ def aggregate_from_sums(
         # what the fit may see of the rounding to the output type at worst (Cauchy-Schwarz: the
         # fit's row of (X^T X)^-1 X^T has norm sqrt(var)), and of the rest at four standard deviations
         aligned = np.sqrt(round2)
-        noise = 4 * rms_bound
+        noise = 4 * np.sqrt(fit_rb2 / count)
         shift_bound = co.ulp_scale * co.aggregate_shift * (shift + (noise + aligned) * np.sqrt(var_a))
         scale_bound = co.ulp_scale * co.aggregate_scale * (scale + (noise + aligned) * np.sqrt(var_b))
         figures = {
@@ -73,7 +78,7 @@ def aggregate_from_sums(
             "scale": _worst(np.abs(b), scale_bound),
             "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
         }
-        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, rb2, round2, count, scale, co)
+        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, fit_rb2, round2, count, scale, co)
         if pooled is not None:
             figures["pooled scale"] = pooled
         return figures
