@@ -347,68 +347,16 @@ def path_fits(plan: NormalizationPlan, path: str, opset: int) -> bool:
 def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dtype, opset: int) -> _Graph:
     """The ONNX graph computing ``plan`` by ``path``; graph inputs carry their own feeders."""
     g = _Graph(io=io, compute=compute, opset=opset)
-    r = plan.rank
-    x = g.add_input(plan.input, _dims(r), _aligned_feed(plan.input))
-    eps = plan.epsilon
+    x = g.add_input(plan.input, _dims(plan.rank), _aligned_feed(plan.input))
     stats: dict[str, str] = {}
-
-    def aligned(member: str | None) -> str | None:
-        if member is None:
-            return None
-        return g.add_input(member, _aligned_shape(plan, member), _aligned_feed(member))
-
-    def scale_bias(y: str) -> str:
-        scale, bias = aligned(plan.scale), aligned(plan.bias)
-        if scale is not None:
-            y = g.node("Mul", [y, scale])
-        if bias is not None:
-            y = g.node("Add", [y, bias])
-        return y
-
     if path in ("InstanceNormalization", "BatchNormalization"):
-        scale = g.add_input("__scale", ["d1"], _channel_feed(plan.scale, 1.0))
-        bias = g.add_input("__bias", ["d1"], _channel_feed(plan.bias, 0.0))
-        if path == "InstanceNormalization":
-            y = g.node("InstanceNormalization", [x, scale, bias], epsilon=eps)
-        else:
-            zeros = g.add_input("__running_mean", ["d1"], _channel_feed(None, 0.0))
-            ones = g.add_input("__running_var", ["d1"], _channel_feed(None, 1.0))
-            y, stats["mean"], stats["variance"] = g.node(
-                "BatchNormalization",
-                [x, scale, bias, zeros, ones],
-                outputs=3,
-                epsilon=eps,
-                momentum=0.0,
-                training_mode=1,
-            )
+        y, stats = _channel_normalization(g, plan, path, x)
     elif path == "LayerNormalization":
-        k = plan.trailing_axis()
-        assert k is not None
-        scale = g.add_input("__scale", _dims(r)[k:], _trailing_feed(plan.scale, k, 1.0))
-        ln_inputs = [x, scale]
-        if plan.bias is not None:
-            ln_inputs.append(g.add_input("__bias", _dims(r)[k:], _trailing_feed(plan.bias, k, 0.0)))
-        y = g.node("LayerNormalization", ln_inputs, axis=k, epsilon=eps)
+        y = _layer_normalization(g, plan, x)
     elif path == "MeanVarianceNormalization":
-        y = scale_bias(g.node("MeanVarianceNormalization", [x], axes=list(plan.axes)))
+        y = _scale_bias(g, plan, g.node("MeanVarianceNormalization", [x], axes=list(plan.axes)))
     else:
-        if path == "blocked":
-            shape = tuple(plan.shape)
-
-            def mean_of(v: str) -> str:
-                return g.blocked_mean(v, shape, plan.axes)
-        else:
-
-            def mean_of(v: str) -> str:
-                return g.reduce_mean(v, plan.axes)
-
-        mean = mean_of(x)
-        d = g.node("Sub", [x, mean])
-        var = mean_of(g.node("Mul", [d, d]))
-        stats = {"mean": mean, "variance": var}
-        if plan.normalize_variance:
-            d = g.node("Div", [d, g.node("Sqrt", [g.node("Add", [var, g.const(eps)])])])
-        y = scale_bias(d)
+        y, stats = _primitive_normalization(g, plan, path, x)
 
     if plan.stats_outputs and not stats:  # dedicated op without statistics outputs
         mean = g.reduce_mean(x, plan.axes)
@@ -416,7 +364,7 @@ def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dt
         stats = {"mean": mean, "variance": g.reduce_mean(g.node("Mul", [d, d]), plan.axes)}
         g.notes.append("statistics from ReduceMean")
     if plan.fused_add is not None:
-        y = g.node("Add", [y, aligned(plan.fused_add)])
+        y = g.node("Add", [y, _aligned_input(g, plan, plan.fused_add)])
     if plan.activation is not None:
         build = _ACTIVATIONS.get(plan.activation)
         if build is None:
@@ -426,6 +374,81 @@ def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dt
     for key, member in plan.stats_outputs.items():
         g.add_output(member, stats[key])
     return g
+
+
+def _aligned_input(g: _Graph, plan: NormalizationPlan, member: str | None) -> str | None:
+    if member is None:
+        return None
+    return g.add_input(member, _aligned_shape(plan, member), _aligned_feed(member))
+
+
+def _scale_bias(g: _Graph, plan: NormalizationPlan, y: str) -> str:
+    """Scale and Bias applied after an operator that has none of its own (Mul, then Add)."""
+    scale, bias = _aligned_input(g, plan, plan.scale), _aligned_input(g, plan, plan.bias)
+    if scale is not None:
+        y = g.node("Mul", [y, scale])
+    if bias is not None:
+        y = g.node("Add", [y, bias])
+    return y
+
+
+def _channel_normalization(
+    g: _Graph, plan: NormalizationPlan, path: str, x: str
+) -> tuple[str, dict[str, str]]:
+    """InstanceNormalization or BatchNormalization with per-channel scale and bias; only
+    BatchNormalization gives statistics (its running mean and variance, with momentum 0)."""
+    eps = plan.epsilon
+    scale = g.add_input("__scale", ["d1"], _channel_feed(plan.scale, 1.0))
+    bias = g.add_input("__bias", ["d1"], _channel_feed(plan.bias, 0.0))
+    if path == "InstanceNormalization":
+        return g.node("InstanceNormalization", [x, scale, bias], epsilon=eps), {}
+    zeros = g.add_input("__running_mean", ["d1"], _channel_feed(None, 0.0))
+    ones = g.add_input("__running_var", ["d1"], _channel_feed(None, 1.0))
+    stats: dict[str, str] = {}
+    y, stats["mean"], stats["variance"] = g.node(
+        "BatchNormalization",
+        [x, scale, bias, zeros, ones],
+        outputs=3,
+        epsilon=eps,
+        momentum=0.0,
+        training_mode=1,
+    )
+    return y, stats
+
+
+def _layer_normalization(g: _Graph, plan: NormalizationPlan, x: str) -> str:
+    k = plan.trailing_axis()
+    assert k is not None
+    r = plan.rank
+    scale = g.add_input("__scale", _dims(r)[k:], _trailing_feed(plan.scale, k, 1.0))
+    ln_inputs = [x, scale]
+    if plan.bias is not None:
+        ln_inputs.append(g.add_input("__bias", _dims(r)[k:], _trailing_feed(plan.bias, k, 0.0)))
+    return g.node("LayerNormalization", ln_inputs, axis=k, epsilon=plan.epsilon)
+
+
+def _primitive_normalization(
+    g: _Graph, plan: NormalizationPlan, path: str, x: str
+) -> tuple[str, dict[str, str]]:
+    """The ``primitive`` and ``blocked`` paths: the formula from ReduceMean (or blocked sums), Sub,
+    Mul, Sqrt, Add and Div; its mean and variance are the statistics."""
+    if path == "blocked":
+        shape = tuple(plan.shape)
+
+        def mean_of(v: str) -> str:
+            return g.blocked_mean(v, shape, plan.axes)
+    else:
+
+        def mean_of(v: str) -> str:
+            return g.reduce_mean(v, plan.axes)
+
+    mean = mean_of(x)
+    d = g.node("Sub", [x, mean])
+    var = mean_of(g.node("Mul", [d, d]))
+    stats = {"mean": mean, "variance": var}
+    if plan.normalize_variance:
+        d = g.node("Div", [d, g.node("Sqrt", [g.node("Add", [var, g.const(plan.epsilon)])])])
+    return _scale_bias(g, plan, d), stats
 
 
 @dataclass

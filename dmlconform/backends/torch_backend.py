@@ -247,48 +247,10 @@ class TorchBackend(BackendBase):
     ) -> dict[str, np.ndarray]:
         with torch.no_grad():
             x = self._tensor(plan, inputs, plan.input, dtype)
-            eps = plan.epsilon
-            stats: tuple[torch.Tensor, torch.Tensor] | None = None
-            if path == "instance_norm":
-                w, b = (
-                    self._channel(plan, inputs, plan.scale, dtype),
-                    self._channel(plan, inputs, plan.bias, dtype),
-                )
-                y = F.instance_norm(x, weight=w, bias=b, eps=eps)
-            elif path == "batch_norm":
-                w, b = (
-                    self._channel(plan, inputs, plan.scale, dtype),
-                    self._channel(plan, inputs, plan.bias, dtype),
-                )
-                y = F.batch_norm(x, None, None, weight=w, bias=b, training=True, momentum=0.0, eps=eps)
-            elif path == "layer_norm":
-                k = plan.trailing_axis()
-                assert k is not None
-                shape = tuple(plan.shape[k:])
-
-                def trailing(member: str | None) -> torch.Tensor | None:
-                    if member is None:
-                        return None
-                    t = self._tensor(plan, inputs, member, dtype)
-                    return t.reshape(t.shape[k:]).expand(shape).contiguous()
-
-                y = F.layer_norm(x, shape, weight=trailing(plan.scale), bias=trailing(plan.bias), eps=eps)
-            else:
-                stats = self._stats(x, plan.axes)
-                y = x - stats[0]
-                if plan.normalize_variance:
-                    y = y / torch.sqrt(stats[1] + eps)
-                if plan.scale is not None:
-                    y = y * self._tensor(plan, inputs, plan.scale, dtype)
-                if plan.bias is not None:
-                    y = y + self._tensor(plan, inputs, plan.bias, dtype)
+            y, stats = self._normalize(plan, inputs, path, dtype, x)
             if plan.fused_add is not None:
                 y = y + self._tensor(plan, inputs, plan.fused_add, dtype)
-            if plan.activation is not None:
-                fn = _ACTIVATIONS.get(plan.activation)
-                if fn is None:
-                    raise Unsupported(f"fused activation {plan.activation} has no torch mapping")
-                y = fn(y, plan.activation_params)
+            y = _activate(y, plan.activation, plan.activation_params)
             values = {plan.output: y}
             if plan.stats_outputs:
                 mean, var = stats if stats is not None else self._stats(x, plan.axes)
@@ -300,6 +262,58 @@ class TorchBackend(BackendBase):
                     }
                 )
             return {m: v.detach().cpu().numpy() for m, v in values.items()}
+
+    def _normalize(
+        self,
+        plan: NormalizationPlan,
+        inputs: Mapping[str, np.ndarray],
+        path: str,
+        dtype: Any,
+        x: torch.Tensor,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """The normalized (scaled, biased) tensor by ``path``, and the statistics where the path
+        computed them itself (the formula's var_mean; the torch.nn.functional paths give none)."""
+        eps = plan.epsilon
+        if path in ("instance_norm", "batch_norm"):
+            w, b = (
+                self._channel(plan, inputs, plan.scale, dtype),
+                self._channel(plan, inputs, plan.bias, dtype),
+            )
+            if path == "instance_norm":
+                return F.instance_norm(x, weight=w, bias=b, eps=eps), None
+            return F.batch_norm(x, None, None, weight=w, bias=b, training=True, momentum=0.0, eps=eps), None
+        if path == "layer_norm":
+            return self._layer_norm(plan, inputs, dtype, x), None
+        return self._var_mean(plan, inputs, dtype, x)
+
+    def _layer_norm(
+        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], dtype: Any, x: torch.Tensor
+    ) -> torch.Tensor:
+        k = plan.trailing_axis()
+        assert k is not None
+        shape = tuple(plan.shape[k:])
+
+        def trailing(member: str | None) -> torch.Tensor | None:
+            if member is None:
+                return None
+            t = self._tensor(plan, inputs, member, dtype)
+            return t.reshape(t.shape[k:]).expand(shape).contiguous()
+
+        return F.layer_norm(x, shape, weight=trailing(plan.scale), bias=trailing(plan.bias), eps=plan.epsilon)
+
+    def _var_mean(
+        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], dtype: Any, x: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The ``var_mean`` path: DirectML's formula elementwise from torch.var_mean, for any desc."""
+        stats = self._stats(x, plan.axes)
+        y = x - stats[0]
+        if plan.normalize_variance:
+            y = y / torch.sqrt(stats[1] + plan.epsilon)
+        if plan.scale is not None:
+            y = y * self._tensor(plan, inputs, plan.scale, dtype)
+        if plan.bias is not None:
+            y = y + self._tensor(plan, inputs, plan.bias, dtype)
+        return y, stats
 
 
 # --------------------------------------------------------------------------------------------

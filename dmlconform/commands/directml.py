@@ -17,7 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the stack loads when a verb runs, not when the parsers are built
+    from dmlconform.backends.directml.stack import Stack
 
 
 def register(sub: Any) -> None:
@@ -31,6 +34,15 @@ def register(sub: Any) -> None:
     verbs = p.add_subparsers(
         dest="directml_verb", metavar="setup|info|versions|accept|sweep|publish", required=True
     )
+    _register_setup(verbs)
+    _register_info(verbs)
+    _register_versions(verbs)
+    from dmlconform.commands import directml_releases
+
+    directml_releases.register(verbs)
+
+
+def _register_setup(verbs: Any) -> None:
     setup_p = verbs.add_parser(
         "setup",
         help="install Wine, lavapipe, DirectML.dll and the runner; self-test",
@@ -47,6 +59,9 @@ def register(sub: Any) -> None:
         help="DirectML release to install and self-test (repeatable; default 1.15.4; 'all' for every release)",
     )
     setup_p.set_defaults(run=run_setup)
+
+
+def _register_info(verbs: Any) -> None:
     info_p = verbs.add_parser(
         "info",
         help="print the installed stack and self-test it, changing nothing",
@@ -57,6 +72,9 @@ def register(sub: Any) -> None:
     info_p.add_argument("--version", metavar="V", help="DirectML release (default 1.15.4)")
     info_p.add_argument("--dll", metavar="PATH", help="a DirectML.dll to inspect instead (default: none)")
     info_p.set_defaults(run=run_info)
+
+
+def _register_versions(verbs: Any) -> None:
     versions_p = verbs.add_parser(
         "versions",
         help="list known DirectML releases and what is installed",
@@ -71,9 +89,6 @@ def register(sub: Any) -> None:
         "recorded self-test)",
     )
     versions_p.set_defaults(run=run_versions)
-    from dmlconform.commands import directml_releases
-
-    directml_releases.register(verbs)
 
 
 def _err(message: str, action: str) -> int:
@@ -158,33 +173,9 @@ def _report(version: str | None, dll: str | None, action: str) -> int:
             info, test = account(session, load_spec())
     except (RunnerError, OSError, RuntimeError) as exc:
         if record:
-            status.write(
-                status.Status(
-                    record,
-                    False,
-                    f"the runner did not start: {exc}",
-                    file_version=_file_version(found),
-                    runner=runner,
-                    lavapipe=lavapipe,
-                )
-            )
-            print(
-                f"DirectML {_file_version(found)}\n  {'self-test':<18} cannot run here: the runner did not start: {exc}"
-            )
-            return 1
+            return _runner_did_not_start(record, found, exc, runner, lavapipe)
         return _err(f"the runner did not start: {exc}", action)
-    print(f"DirectML {info['directml']}")
-    for key in (
-        "max_feature_level",
-        "float16",
-        "wave_ops",
-        "adapter",
-        "vulkan_driver",
-        "vkd3d",
-        "wine",
-        "directml_dll",
-    ):
-        print(f"  {key.replace('_', ' '):<18} {info.get(key, '?')}")
+    _print_account(info)
     passed = test.passed and bool(info.get("max_feature_level"))
     if record:
         status.write(
@@ -202,6 +193,42 @@ def _report(version: str | None, dll: str | None, action: str) -> int:
     verdict = "passed" if passed else "FAILED (cannot run here)"
     print(f"  {'self-test':<18} {verdict}: {test.detail}")
     return 0 if passed else 1
+
+
+def _runner_did_not_start(record: str, found: Stack, exc: Exception, runner: str, lavapipe: str) -> int:
+    """Record and print that the release cannot run here: its runner did not start (exit 1)."""
+    from dmlconform.backends.directml import status
+
+    status.write(
+        status.Status(
+            record,
+            False,
+            f"the runner did not start: {exc}",
+            file_version=_file_version(found),
+            runner=runner,
+            lavapipe=lavapipe,
+        )
+    )
+    print(
+        f"DirectML {_file_version(found)}\n  {'self-test':<18} cannot run here: the runner did not start: {exc}"
+    )
+    return 1
+
+
+def _print_account(info: dict[str, Any]) -> None:
+    """What DirectML says of itself on this stack, one line a fact."""
+    print(f"DirectML {info['directml']}")
+    for key in (
+        "max_feature_level",
+        "float16",
+        "wave_ops",
+        "adapter",
+        "vulkan_driver",
+        "vkd3d",
+        "wine",
+        "directml_dll",
+    ):
+        print(f"  {key.replace('_', ' '):<18} {info.get(key, '?')}")
 
 
 def _file_version(found: Any) -> str:

@@ -19,13 +19,25 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the work modules load when a verb runs, not when the parsers are built
+    from dmlconform.releases.acceptance import ReleaseAnswers
+    from dmlconform.releases.findings import Registry
+    from dmlconform.releases.matrix import Judged
+    from dmlconform.specification.model import Spec
 
 DEFAULT_OUT = "reports/directml-releases"
 DEFAULT_DOC = "docs/directml-conformance.md"
 
 
 def register(verbs: Any) -> None:
+    _register_accept(verbs)
+    _register_sweep(verbs)
+    _register_publish(verbs)
+
+
+def _register_accept(verbs: Any) -> None:
     accept_p = verbs.add_parser(
         "accept",
         help="ask DirectML releases about every probe of the acceptance corpus",
@@ -41,6 +53,8 @@ def register(verbs: Any) -> None:
     _corpus_arguments(accept_p)
     accept_p.set_defaults(run=run_accept)
 
+
+def _register_sweep(verbs: Any) -> None:
     sweep_p = verbs.add_parser(
         "sweep",
         help="acceptance, a conformance run and the reproducers on every release, into one directory",
@@ -79,6 +93,8 @@ def register(verbs: Any) -> None:
     )
     sweep_p.set_defaults(run=run_sweep)
 
+
+def _register_publish(verbs: Any) -> None:
     publish_p = verbs.add_parser(
         "publish",
         help="write docs/directml-conformance.md from a sweep directory",
@@ -175,29 +191,39 @@ def run_accept(args: argparse.Namespace) -> int:
             continue
         answers = acc.ask_release(v, probes, settings, spec)
         acc.write_answers(answers, out)
-        judged = matrix.judge(expect, probes, answers)
-        m = matrix.acceptance(spec, judged, v, answers.max_feature_level)
-        t = m.totals()
-        lg, il = t[matrix.LEGAL], t["illegal"]
-        print(
-            f"DirectML {v} ({answers.max_feature_level}), probes at its level and below: legal {lg.accepted} "
-            f"accepted / {lg.refused} refused; illegal {il.refused} refused / {il.accepted} accepted; "
-            f"{lg.failed + il.failed} failed; {lg.inexpressible + il.inexpressible} cannot be asked; "
-            f"{lg.error + il.error} errors ({answers.seconds:.1f} s)"
-        )
-        groups: dict[tuple[str, str, str, str], int] = {}
-        for j in matrix.disagreements(judged):
-            owners = reg.explain_judged(j, spec)
-            where = f" by {acc.STAGE_CALLS[j.stage]}" if j.verdict == acc.REFUSED and j.stage else ""
-            key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict + where)
-            groups[key] = groups.get(key, 0) + 1
-            undecided += not owners
-        for (fid, op, rule, verdict), n in sorted(groups.items()):
-            print(f"  {fid:<9} {op} breaks {rule}: {verdict} ({n} probes)")
-        for line in acc.failure_lines(answers):
-            print(f"  {line}")
+        undecided += _print_judgement(v, answers, matrix.judge(expect, probes, answers), spec, reg)
     print(f"answers in {out}; {undecided} undecided disagreement(s)")
     return 1 if undecided else 0
+
+
+def _print_judgement(v: str, answers: ReleaseAnswers, judged: list[Judged], spec: Spec, reg: Registry) -> int:
+    """Print a release's totals, its disagreements grouped by the finding that decides them and
+    its failed answers; return how many disagreements no finding decides."""
+    from dmlconform.releases import acceptance as acc
+    from dmlconform.releases import matrix
+
+    m = matrix.acceptance(spec, judged, v, answers.max_feature_level)
+    t = m.totals()
+    lg, il = t[matrix.LEGAL], t["illegal"]
+    print(
+        f"DirectML {v} ({answers.max_feature_level}), probes at its level and below: legal {lg.accepted} "
+        f"accepted / {lg.refused} refused; illegal {il.refused} refused / {il.accepted} accepted; "
+        f"{lg.failed + il.failed} failed; {lg.inexpressible + il.inexpressible} cannot be asked; "
+        f"{lg.error + il.error} errors ({answers.seconds:.1f} s)"
+    )
+    groups: dict[tuple[str, str, str, str], int] = {}
+    undecided = 0
+    for j in matrix.disagreements(judged):
+        owners = reg.explain_judged(j, spec)
+        where = f" by {acc.STAGE_CALLS[j.stage]}" if j.verdict == acc.REFUSED and j.stage else ""
+        key = ("+".join(owners) or "UNDECIDED", j.probe.operator, j.expect_key, j.verdict + where)
+        groups[key] = groups.get(key, 0) + 1
+        undecided += not owners
+    for (fid, op, rule, verdict), n in sorted(groups.items()):
+        print(f"  {fid:<9} {op} breaks {rule}: {verdict} ({n} probes)")
+    for line in acc.failure_lines(answers):
+        print(f"  {line}")
+    return undecided
 
 
 def run_sweep(args: argparse.Namespace) -> int:

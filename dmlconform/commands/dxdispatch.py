@@ -31,7 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Exit status: that of the action; 2 without one.",
     )
     sub = p.add_subparsers(dest="dxdispatch_verb", metavar="ACTION")
+    _register_export(sub)
+    _register_check(sub)
+    _register_emulate(sub)
+    p.set_defaults(run=lambda args: _usage(p))
 
+
+def _register_export(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "export",
         help="write the selected cases as DxDispatch models and run scripts",
@@ -45,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_spec_dir(e)
     e.set_defaults(run=run_export)
 
+
+def _register_check(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
         "check",
         help="judge a bundle DxDispatch has run and write the report",
@@ -67,6 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_spec_dir(c)
     c.set_defaults(run=run_check)
 
+
+def _register_emulate(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser(
         "emulate",
         help="run a bundle as DxDispatch would, on a dmlconform backend",
@@ -79,7 +89,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_arguments(m, "emulate")
     add_spec_dir(m)
     m.set_defaults(run=run_emulate)
-    p.set_defaults(run=lambda args: _usage(p))
 
 
 def _usage(p: argparse.ArgumentParser) -> int:

@@ -95,21 +95,9 @@ def run(args: argparse.Namespace) -> int:
     except PlanError as exc:
         return _fail(f"{args.desc}: {exc}")
     if args.inputs:
-        if not _is_npz(Path(args.inputs)):
-            return _fail(
-                f"{args.inputs}: not an .npz file (--inputs takes numpy's .npz of arrays named by "
-                "input member, as 'dmlconform generate --with-data' writes)"
-            )
-        try:
-            with np.load(args.inputs, allow_pickle=False) as npz:
-                inputs = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError) as exc:
-            return _fail(f"{args.inputs}: cannot read inputs: {exc}")
-        unknown = sorted(set(inputs) - set(names))
-        if unknown:
-            return _fail(
-                f"{args.inputs}: {unknown[0]}: not an input member of this desc (inputs: {', '.join(names)})"
-            )
+        inputs = _read_inputs(args.inputs, names)
+        if isinstance(inputs, str):
+            return _fail(inputs)
     else:
         inputs = _generate(desc, spec, args.seed)
     try:
@@ -127,6 +115,30 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"{args.out}: cannot write: {exc.strerror or exc}")
         print(f"wrote {', '.join(outputs)} to {args.out}")
         return 0
+    _print_summary(outputs)
+    return 0
+
+
+def _read_inputs(path: str, names: tuple[str, ...]) -> dict[str, np.ndarray] | str:
+    """The arrays of the --inputs file, or why they cannot be the desc's inputs (one line)."""
+    if not _is_npz(Path(path)):
+        return (
+            f"{path}: not an .npz file (--inputs takes numpy's .npz of arrays named by "
+            "input member, as 'dmlconform generate --with-data' writes)"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            inputs = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        return f"{path}: cannot read inputs: {exc}"
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        return f"{path}: {unknown[0]}: not an input member of this desc (inputs: {', '.join(names)})"
+    return inputs
+
+
+def _print_summary(outputs: dict[str, np.ndarray]) -> None:
+    """Each output's shape, dtype and the range and mean of its finite values."""
     for name, value in outputs.items():
         v = value.astype(np.float64)
         finite = v[np.isfinite(v)]
@@ -136,4 +148,3 @@ def run(args: argparse.Namespace) -> int:
             else "no finite values"
         )
         print(f"{name}: shape {list(value.shape)} {value.dtype}  {stats}")
-    return 0

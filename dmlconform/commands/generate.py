@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlconform.cli import add_spec_dir
 from dmlconform.runner.directories import directory_problem
-from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
+from dmlconform.specification.model import FeatureLevel, Operator, Spec, SpecError, UnknownLevel, load_spec
+
+if TYPE_CHECKING:  # the generators load when the verb runs, not when the parsers are built
+    from dmlconform.specification.desc import OperatorDesc
+
+#: a desc to write: (desc, the first line of its file, its file name without extension)
+_Item = tuple["OperatorDesc", str, str]
 
 
 def register(sub: Any) -> None:
@@ -81,8 +88,6 @@ def _error(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from dmlconform.generation import data
-    from dmlconform.generation.illegal import illegal_descs
-    from dmlconform.generation.legal import legal_descs
 
     try:
         spec = load_spec(args.spec_dir)
@@ -94,27 +99,50 @@ def run(args: argparse.Namespace) -> int:
         return _error(str(exc.args[0]) if exc.args else str(exc))
     if args.count is None:
         args.count = 1 if args.edges else 20
-    if args.count < 0:
-        return _error("--count must be >= 0")
-    if args.regime is not None and args.regime not in data.REGIMES:
-        return _error(f"unknown regime {args.regime!r} (known: {', '.join(data.REGIMES)})")
-    if (args.illegal or args.edges) and args.with_data:
-        return _error("--with-data applies to legal descs only (not to --illegal or --edges)")
+    problem = _unusable_options(args, data.REGIMES)
+    if problem:
+        return _error(problem)
     out = Path(args.out)
     problem = directory_problem(out, "--out")
     if problem:
         return _error(problem)
+    written, inputs = _write(args, _descs(args, op, level, spec), out, spec)
+    kind = "illegal" if args.illegal else "edge" if args.edges else "legal"
+    extra = f" and {inputs} input files" if args.with_data else ""
+    if args.illegal and written == 0 and args.count:
+        print(f"no rule of {op.name} can be broken alone at {level.name}", file=sys.stderr)
+    if not args.illegal and written == 0 and args.count:
+        print(f"{op.name} is not available at {level.name} (introduced in {op.introduced})", file=sys.stderr)
+    print(f"wrote {written} {kind} {op.name} descs at {level.name}{extra} to {out}")
+    return 0
+
+
+def _unusable_options(args: argparse.Namespace, regimes: Iterable[str]) -> str | None:
+    """Why the options cannot be used together (None: they can), checked before anything is written."""
+    if args.count < 0:
+        return "--count must be >= 0"
+    if args.regime is not None and args.regime not in regimes:
+        return f"unknown regime {args.regime!r} (known: {', '.join(regimes)})"
+    if (args.illegal or args.edges) and args.with_data:
+        return "--with-data applies to legal descs only (not to --illegal or --edges)"
+    return None
+
+
+def _descs(args: argparse.Namespace, op: Operator, level: FeatureLevel, spec: Spec) -> Iterator[_Item]:
+    """(desc, first line of its file, file name stem) of each desc to write, in seed order."""
+    from dmlconform.generation.illegal import illegal_descs
+    from dmlconform.generation.legal import legal_descs
+
     stem = op.name.lower()
-    written = inputs = 0
     if args.illegal:
-        items = (
+        return (
             (d, f"# expect: illegal rule={rule}\n", f"{stem}_{level.name}_{i:04d}_illegal_{rule}")
             for i, (d, rule) in enumerate(illegal_descs(op.name, level, args.seed, args.count, spec))
         )
-    elif args.edges:
+    if args.edges:
         from dmlconform.generation.edges import edge_corpus
 
-        items = (
+        return (
             (
                 e.desc,
                 f"# expect: legal edge={e.rule}: {e.label}\n",
@@ -122,11 +150,17 @@ def run(args: argparse.Namespace) -> int:
             )
             for i, e in enumerate(edge_corpus(op.name, level, spec, args.seed, max(args.count, 1)))
         )
-    else:
-        items = (
-            (d, "# expect: legal\n", f"{stem}_{level.name}_{i:04d}_legal")
-            for i, d in enumerate(legal_descs(op.name, level, args.seed, args.count, spec))
-        )
+    return (
+        (d, "# expect: legal\n", f"{stem}_{level.name}_{i:04d}_legal")
+        for i, d in enumerate(legal_descs(op.name, level, args.seed, args.count, spec))
+    )
+
+
+def _write(args: argparse.Namespace, items: Iterator[_Item], out: Path, spec: Spec) -> tuple[int, int]:
+    """Write each desc file (and with --with-data its inputs); return how many of each."""
+    from dmlconform.generation import data
+
+    written = inputs = 0
     for i, (desc, header, name) in enumerate(items):
         (out / f"{name}.yaml").write_text(header + desc.to_yaml(), encoding="utf-8")
         written += 1
@@ -139,11 +173,4 @@ def run(args: argparse.Namespace) -> int:
                 continue
             np.savez(out / f"{name}.npz", **data.make_inputs(desc, regime, args.seed, spec))
             inputs += 1
-    kind = "illegal" if args.illegal else "edge" if args.edges else "legal"
-    extra = f" and {inputs} input files" if args.with_data else ""
-    if args.illegal and written == 0 and args.count:
-        print(f"no rule of {op.name} can be broken alone at {level.name}", file=sys.stderr)
-    if not args.illegal and written == 0 and args.count:
-        print(f"{op.name} is not available at {level.name} (introduced in {op.introduced})", file=sys.stderr)
-    print(f"wrote {written} {kind} {op.name} descs at {level.name}{extra} to {out}")
-    return 0
+    return written, inputs

@@ -15,10 +15,14 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dmlconform.cli import add_spec_dir
 from dmlconform.commands.replay import add_backend_arguments
 from dmlconform.runner.directories import directory_problem
+
+if TYPE_CHECKING:  # the search loads when the verb runs, not when the parsers are built
+    from dmlconform.shrink.search import Shrunk
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,6 +107,13 @@ def run(args: argparse.Namespace) -> int:
         _remove_if_empty(out, created)
         print(f"dmlconform shrink: {exc}; nothing to shrink", file=sys.stderr)
         return 1
+    _print_result(found, backend, record, out)
+    return 0
+
+
+def _print_result(found: Shrunk, backend: str, record: dict[str, Any], out: Path) -> None:
+    """What the search found: the failure, the sizes before and after, each step, and where the
+    reproducer is."""
     (e0, d0), (e1, d1) = found.original_size, found.size
     print(f"case:     {found.case.id}")
     print(f"backend:  {backend}")
@@ -114,4 +125,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"time:     {found.seconds:.1f} s ({found.stopped})")
     print(f"written:  {out}")
     print(f"replay:   {record.get('replay') or ''}")
-    return 0

@@ -99,38 +99,98 @@ def build_model(calls: list[Call], spec: Spec) -> tuple[dict[str, Any], dict[str
     dispatchable that is only created (DxDispatch creates and compiles every dispatchable before
     the first command) and a one-element marker written after creation succeeded.
     Raises :class:`NotExpressible`."""
-    resources: dict[str, Any] = {}
-    dispatchables: dict[str, Any] = {}
-    commands: list[dict[str, Any]] = []
-    files: dict[str, np.ndarray] = {}
-    entries: list[dict[str, Any]] = []
+    model = _ModelParts(spec)
     for i, call in enumerate(calls):
-        pre = _prefix(i, len(calls))
-        name = f"op{i}"
-        desc = export_desc(call.desc, spec)
+        model.add(call, f"op{i}", _prefix(i, len(calls)))
+    return (
+        {"resources": model.resources, "dispatchables": model.dispatchables, "commands": model.commands},
+        model.files,
+        model.entries,
+    )
+
+
+@dataclass
+class _ModelParts:
+    """A DxDispatch model as its calls are added: each call appends to every part in call order,
+    so the model's resources and commands read in the order the case made its calls."""
+
+    spec: Spec
+    resources: dict[str, Any] = field(default_factory=dict)
+    dispatchables: dict[str, Any] = field(default_factory=dict)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, np.ndarray] = field(default_factory=dict)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, call: Call, name: str, pre: str) -> None:
+        desc = export_desc(call.desc, self.spec)
         dispatchable: dict[str, Any] = {
             "type": operator_type(desc),
-            "desc": desc_json(call.desc, spec),
+            "desc": desc_json(call.desc, self.spec),
             "executionFlags": ["NONE"],
         }
-        dispatchables[name] = dispatchable
+        self.dispatchables[name] = dispatchable
         entry: dict[str, Any] = {"dispatchable": name, "method": call.method, "inputs": {}, "outputs": {}}
         if call.method == "check":
-            marker = f"{pre}created"
-            resources[marker] = {
-                "initialValuesDataType": "UINT32",
-                "initialValues": {"valueCount": 1, "value": 1},
+            self._add_creation(desc, pre, dispatchable, entry)
+        else:
+            self._add_dispatch(call, desc, name, pre, dispatchable, entry)
+        self.entries.append(entry)
+
+    def _add_creation(
+        self, desc: OperatorDesc, pre: str, dispatchable: dict[str, Any], entry: dict[str, Any]
+    ) -> None:
+        """A ``check`` call: the dispatchable is only created; a marker written after says it was."""
+        marker = f"{pre}created"
+        self.resources[marker] = {
+            "initialValuesDataType": "UINT32",
+            "initialValues": {"valueCount": 1, "value": 1},
+        }
+        self.commands.append(
+            {"type": "writeFile", "resource": marker, "targetPath": f"{marker}.npy", "dimensions": [1]}
+        )
+        entry["created"] = f"{marker}.npy"
+        init = _owned_init_bindings(desc, self.spec, pre, self.resources)
+        if init:
+            dispatchable["bindings"] = init
+
+    def _add_dispatch(
+        self,
+        call: Call,
+        desc: OperatorDesc,
+        name: str,
+        pre: str,
+        dispatchable: dict[str, Any],
+        entry: dict[str, Any],
+    ) -> None:
+        """An ``execute`` call: its inputs and outputs as resources, a dispatch, and a writeFile
+        per output."""
+        ins, outs = bind_points(desc, self.spec)
+        init_bindings, bindings = self._bind_inputs(call, desc, ins, pre, entry)
+        for member in outs:
+            t = desc.members[member]
+            res = f"{pre}{member}"
+            n = buffers.buffer_elements(t)
+            value: Any = "nan" if np.isnan(buffers.sentinel(t)) else 0
+            self.resources[res] = {
+                "initialValuesDataType": t.data_type,
+                "initialValues": {"valueCount": n, "value": value},
             }
-            commands.append(
-                {"type": "writeFile", "resource": marker, "targetPath": f"{marker}.npy", "dimensions": [1]}
+            bindings[member] = res
+            entry["outputs"][member] = f"{res}.npy"
+        if init_bindings:
+            dispatchable["bindings"] = init_bindings
+        self.commands.append({"type": "dispatch", "dispatchable": name, "bindings": bindings})
+        for member in outs:
+            res = f"{pre}{member}"
+            n = self.resources[res]["initialValues"]["valueCount"]
+            self.commands.append(
+                {"type": "writeFile", "resource": res, "targetPath": f"{res}.npy", "dimensions": [n]}
             )
-            entry["created"] = f"{marker}.npy"
-            init = _owned_init_bindings(desc, spec, pre, resources)
-            if init:
-                dispatchable["bindings"] = init
-            entries.append(entry)
-            continue
-        ins, outs = bind_points(desc, spec)
+
+    def _bind_inputs(
+        self, call: Call, desc: OperatorDesc, ins: list[str], pre: str, entry: dict[str, Any]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(initialization bindings, dispatch bindings) of a call's inputs, each a .npy buffer."""
         init_bindings: dict[str, str] = {}
         bindings: dict[str, str] = {}
         for member in ins:
@@ -140,34 +200,15 @@ def build_model(calls: list[Call], spec: Spec) -> tuple[dict[str, Any], dict[str
                 raise NotExpressible(f"{member} is in the desc but the case gave it no data")
             res = f"{pre}{member}"
             file = f"{res}.npy"
-            files[file] = buffers.input_buffer(arr, t)
-            resources[res] = {"initialValuesDataType": t.data_type, "initialValues": {"sourcePath": file}}
+            self.files[file] = buffers.input_buffer(arr, t)
+            self.resources[res] = {
+                "initialValuesDataType": t.data_type,
+                "initialValues": {"sourcePath": file},
+            }
             # OWNED_BY_DML inputs are bound once, at initialization (dispatchable-level bindings).
             (init_bindings if t.effective_flags == "OWNED_BY_DML" else bindings)[member] = res
             entry["inputs"][member] = file
-        for member in outs:
-            t = desc.members[member]
-            res = f"{pre}{member}"
-            n = buffers.buffer_elements(t)
-            value: Any = "nan" if np.isnan(buffers.sentinel(t)) else 0
-            resources[res] = {
-                "initialValuesDataType": t.data_type,
-                "initialValues": {"valueCount": n, "value": value},
-            }
-            bindings[member] = res
-            entry["outputs"][member] = f"{res}.npy"
-        if init_bindings:
-            dispatchable["bindings"] = init_bindings
-        commands.append({"type": "dispatch", "dispatchable": name, "bindings": bindings})
-        for member in outs:
-            res = f"{pre}{member}"
-            n = resources[res]["initialValues"]["valueCount"]
-            commands.append(
-                {"type": "writeFile", "resource": res, "targetPath": f"{res}.npy", "dimensions": [n]}
-            )
-        entries.append(entry)
-    model = {"resources": resources, "dispatchables": dispatchables, "commands": commands}
-    return model, files, entries
+        return init_bindings, bindings
 
 
 #: Largest zero buffer a creation-only model binds for an OWNED_BY_DML input (legal descs are far

@@ -407,46 +407,8 @@ def check_bundle(
 ) -> dict[str, Any]:
     """Judge every case, write results.json, junit.xml, summary.md and index.html; return results."""
     started, t0 = _utc(), time.monotonic()
-    entries = manifest["cases"]
-    records = []
-    for n, entry in enumerate(entries, 1):
-        try:
-            records.append(judge_case(root, entry, spec, run_info))
-        except Exception as exc:  # a hand-edited manifest must not cost the other cases
-            if not isinstance(entry, dict):
-                entry = {"id": f"manifest-entry-{n}"}
-            records.append(
-                _bare_record(entry, "error", f"internal error in dmlconform: {type(exc).__name__}: {exc}")
-            )
-        if progress and (n % 100 == 0 or n == len(entries)):
-            progress(f"checked {n}/{len(entries)} cases")
-    sel = manifest.get("selection") or {}
-    operators = list(
-        sel.get("operators") or sorted({e.get("operator") for e in entries if e.get("operator")})
-    )
-    dtypes = list(sel.get("data_types") or sorted({e["data_type"] for e in entries if e.get("data_type")}))
-    desc = f"DirectML {run_info.version or '(version not recorded)'} via DxDispatch"
-    if run_info.adapter:
-        desc += f" on {run_info.adapter}"
-    extra = {"directml": run_info.version or "unknown", "dxdispatch_adapter": run_info.adapter or "unknown"}
-    extra["bundle_dmlconform"] = str(manifest.get("dmlconform"))
-    meta = RunMeta(
-        backend="directml",
-        backend_options={},
-        backend_level=run_info.level,
-        backend_description=desc,
-        feature_level=str(manifest.get("feature_level")),
-        seed=int(manifest.get("seed") or 0),
-        cases_per_group=int(sel.get("cases") or 0),
-        operators=operators,
-        data_types=dtypes,
-        command=command,
-        started=started,
-        finished=_utc(),
-        duration_s=time.monotonic() - t0,
-        versions=versions(extra),
-        spec_hash=spec_hash(spec),
-    )
+    records = _judge_cases(root, manifest["cases"], spec, run_info, progress)
+    meta = _run_meta(manifest, spec, command, run_info, started, t0)
     results = build_results(meta, spec, records)
     results["bundle"] = {
         "path": str(root),
@@ -463,6 +425,60 @@ def check_bundle(
     except Exception as exc:  # the verdict does not depend on the renderer (as in a run)
         results["report_error"] = f"{type(exc).__name__}: {exc}"
     return results
+
+
+def _judge_cases(
+    root: Path, entries: list[Any], spec: Spec, run_info: RunInfo, progress: Any
+) -> list[dict[str, Any]]:
+    """A record per manifest entry, in manifest order; an entry that breaks the judge is an error."""
+    records = []
+    for n, entry in enumerate(entries, 1):
+        try:
+            records.append(judge_case(root, entry, spec, run_info))
+        except Exception as exc:  # a hand-edited manifest must not cost the other cases
+            if not isinstance(entry, dict):
+                entry = {"id": f"manifest-entry-{n}"}
+            records.append(
+                _bare_record(entry, "error", f"internal error in dmlconform: {type(exc).__name__}: {exc}")
+            )
+        if progress and (n % 100 == 0 or n == len(entries)):
+            progress(f"checked {n}/{len(entries)} cases")
+    return records
+
+
+def _run_meta(
+    manifest: dict[str, Any], spec: Spec, command: str, run_info: RunInfo, started: str, t0: float
+) -> RunMeta:
+    """The run's metadata as a ``run`` records it: the bundle's selection, DirectML as the backend;
+    it finishes now."""
+    entries = manifest["cases"]
+    sel = manifest.get("selection") or {}
+    operators = list(
+        sel.get("operators") or sorted({e.get("operator") for e in entries if e.get("operator")})
+    )
+    dtypes = list(sel.get("data_types") or sorted({e["data_type"] for e in entries if e.get("data_type")}))
+    desc = f"DirectML {run_info.version or '(version not recorded)'} via DxDispatch"
+    if run_info.adapter:
+        desc += f" on {run_info.adapter}"
+    extra = {"directml": run_info.version or "unknown", "dxdispatch_adapter": run_info.adapter or "unknown"}
+    extra["bundle_dmlconform"] = str(manifest.get("dmlconform"))
+    return RunMeta(
+        backend="directml",
+        backend_options={},
+        backend_level=run_info.level,
+        backend_description=desc,
+        feature_level=str(manifest.get("feature_level")),
+        seed=int(manifest.get("seed") or 0),
+        cases_per_group=int(sel.get("cases") or 0),
+        operators=operators,
+        data_types=dtypes,
+        command=command,
+        started=started,
+        finished=_utc(),
+        duration_s=time.monotonic() - t0,
+        versions=versions(extra),
+        spec_hash=spec_hash(spec),
+    )
 
 
 def write_junit(path: Path, results: dict[str, Any]) -> None:

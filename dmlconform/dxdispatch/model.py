@@ -405,30 +405,7 @@ def read_desc_json(op_type: Any, body: Any, spec: Spec, path: str = "desc") -> O
             if m.type in ("tensor", "activation") and m.nullable:
                 continue
             raise ModelError(where, f"Field '{m.name}' is required.")
-        value = body[m.name]
-        if value is None:
-            raise ModelError(
-                where,
-                "Expected a non-null JSON object."
-                if m.type in ("tensor", "activation")
-                else "null is not allowed",
-            )
-        if m.type == "tensor":
-            members[m.name] = read_tensor_json(value, where, spec)
-        elif m.type == "activation":
-            members[m.name] = read_activation_json(value, where, spec)
-        elif m.type == "bool":
-            if not isinstance(value, bool):
-                raise ModelError(where, f"Expected a bool, got {_show(value)}.")
-            members[m.name] = value
-        elif m.type == "uint":
-            members[m.name] = read_uint(value, where)
-        elif m.type == "float":
-            members[m.name] = read_float(value, where)
-        elif m.type == "uint_array":
-            members[m.name] = read_uint_list(value, where)
-        else:
-            raise ModelError(where, f"member type {m.type!r} has no DxDispatch form known to dmlconform")
+        members[m.name] = _read_member(m, body[m.name], where, spec)
     for count, array in counts.items():
         if count in members and array in members and members[count] != len(members[array]):
             raise ModelError(
@@ -436,6 +413,32 @@ def read_desc_json(op_type: Any, body: Any, spec: Spec, path: str = "desc") -> O
                 f"{members[count]} but {array} has {len(members[array])} entries (DxDispatch does not check)",
             )
     return OperatorDesc(name, members)
+
+
+def _read_member(m: Member, value: Any, where: str, spec: Spec) -> Any:
+    """A present member's value by its type in the spec; null is never a value DxDispatch reads."""
+    if value is None:
+        raise ModelError(
+            where,
+            "Expected a non-null JSON object."
+            if m.type in ("tensor", "activation")
+            else "null is not allowed",
+        )
+    if m.type == "tensor":
+        return read_tensor_json(value, where, spec)
+    if m.type == "activation":
+        return read_activation_json(value, where, spec)
+    if m.type == "bool":
+        if not isinstance(value, bool):
+            raise ModelError(where, f"Expected a bool, got {_show(value)}.")
+        return value
+    if m.type == "uint":
+        return read_uint(value, where)
+    if m.type == "float":
+        return read_float(value, where)
+    if m.type == "uint_array":
+        return read_uint_list(value, where)
+    raise ModelError(where, f"member type {m.type!r} has no DxDispatch form known to dmlconform")
 
 
 def bind_points(desc: OperatorDesc, spec: Spec) -> tuple[list[str], list[str]]:

@@ -199,26 +199,79 @@ def run_plan(
     x3 = _as_3d(xp, len(kept))
     if x3 is None or (x.size > GATHER_MIN_ELEMENTS and x3.dtype == np.float32 and short_rows(x3.shape)):
         x3 = contiguous_slices(xp, len(kept))
-    x_flat, x_sk, x_sm = _rows(x3)
+    x_rows = _rows(x3)
+    operands = _operands(plan, arrays, perm)
+    kernel_dtype = np.float32 if out_dtype == np.float32 else np.float64
+    result, o3 = _output_slices(plan, out, kernel_dtype, perm, inv_perm, x3, xp)
+    o_rows = _rows(o3)
+    mean = np.empty(n_slices)
+    var = np.empty(n_slices)
+    _normalize_rows(plan, x.size, x_rows, o_rows, x3.shape, operands, mean, var)
+    if (out is not None and result is not out) or result.dtype != out_dtype:
+        result = rounded(result, out_dtype, out)
+    kept_shape = tuple(plan.shape[i] for i in kept)
+    stat = mean.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
+    vstat = var.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
+    return result, stat, vstat
+
+
+#: a broadcastable operand as the kernel takes it (see :func:`_factor`)
+_Factor = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
+#: (flat array, K stride, M stride) of (K, M, L) rows (see :func:`_rows`)
+_Rows = tuple[np.ndarray, int, int]
+
+
+def _operands(
+    plan: Plan, arrays: dict[str, np.ndarray], perm: tuple[int, ...]
+) -> tuple[_Factor, _Factor, _Factor]:
+    """Scale, Bias and FusedAdd as the kernel's factors (see :func:`_factor`), each checked to
+    broadcast to the input first."""
     for name in (plan.scale, plan.bias, plan.fused_add):
         if name:
             _broadcastable(name, arrays[name], plan.shape)
     sc = _factor(arrays.get(plan.scale) if plan.scale else None, plan, perm, 1.0)
     bi = _factor(arrays.get(plan.bias) if plan.bias else None, plan, perm, 0.0)
     ad = _factor(arrays.get(plan.fused_add) if plan.fused_add else None, plan, perm, 0.0)
-    kernel_dtype = np.float32 if out_dtype == np.float32 else np.float64
+    return sc, bi, ad
+
+
+def _output_slices(
+    plan: Plan,
+    out: np.ndarray | None,
+    kernel_dtype: type[np.floating[Any]],
+    perm: tuple[int, ...],
+    inv_perm: tuple[int, ...],
+    x3: np.ndarray,
+    xp: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the output in logical order, the (K, M, L) slices the kernel writes it through)."""
     # write the output in logical order when its rows line up with the input's (the usual case)
     target = out if out is not None and out.dtype == kernel_dtype else buffers.empty(plan.shape, kernel_dtype)
     result = target
-    o3 = _as_3d(target.transpose(perm), len(kept), x3.shape)
+    o3 = _as_3d(target.transpose(perm), len(plan.kept_axes), x3.shape)
     if o3 is None or not target.flags.writeable:
         o3 = buffers.empty(x3.shape, kernel_dtype)
         result = o3.reshape(xp.shape).transpose(inv_perm)
-    o_flat, o_sk, o_sm = _rows(o3)
-    mean = np.empty(n_slices)
-    var = np.empty(n_slices)
+    return result, o3
+
+
+def _normalize_rows(
+    plan: Plan,
+    size: int,
+    x_rows: _Rows,
+    o_rows: _Rows,
+    shape: tuple[int, int, int],
+    operands: tuple[_Factor, _Factor, _Factor],
+    mean: np.ndarray,
+    var: np.ndarray,
+) -> None:
+    """Run the kernel, or its numpy mirror for an input of at most MIRROR_MAX_ELEMENTS (``size``),
+    over the (flat, K stride, M stride) rows of the input and the output."""
+    x_flat, x_sk, x_sm = x_rows
+    o_flat, o_sk, o_sm = o_rows
+    sc, bi, ad = operands
     code, pa, pb = activation_args(plan.activation, plan.activation_params)
-    if x.size <= MIRROR_MAX_ELEMENTS:
+    if size <= MIRROR_MAX_ELEMENTS:
         kernel = normalize_numpy  # small: no compilation; bit-identical to the numba kernel
     else:
         from dmlconform.reference.kernels import normalize_kernel
@@ -231,7 +284,7 @@ def run_plan(
         o_flat,
         o_sk,
         o_sm,
-        *x3.shape,
+        *shape,
         *sc,
         *bi,
         *ad,
@@ -243,12 +296,6 @@ def run_plan(
         mean,
         var,
     )
-    if (out is not None and result is not out) or result.dtype != out_dtype:
-        result = rounded(result, out_dtype, out)
-    kept_shape = tuple(plan.shape[i] for i in kept)
-    stat = mean.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
-    vstat = var.reshape(kept_shape + (1,) * len(axes)).transpose(inv_perm)
-    return result, stat, vstat
 
 
 def rounded(values: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:

@@ -49,6 +49,9 @@ def activation_args(act_type: str | None, params: dict[str, float]) -> tuple[int
     return code, slots[0], slots[1]
 
 
+# One function on purpose (a table with a branch per activation code): numba compiles it as it is
+# (a helper would need its own jit wrapper in the kernel), and mirror.py reruns this very code
+# with IEEE math bound into its globals, which a helper's own globals would escape.
 def activate(code: int, x: float, a: float, b: float) -> float:  # noqa: C901 - one branch per activation
     """The activation ``code`` at ``x`` in float64 (NaN propagates through every branch)."""
     if code == 0:

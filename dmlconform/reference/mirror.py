@@ -157,6 +157,34 @@ def _operand(table: np.ndarray, tk: np.ndarray, tr: np.ndarray, const: bool, n: 
     return table[tk[:, None], tr[None, :n]]
 
 
+def _slice_stats(x3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, variance) per slice by the kernel's passes: the variance clamped at 0, as the
+    kernel clamps it before anything reads it."""
+    # pass 1: deviations from each slice's first element
+    center = x3[:, 0, 0].astype(np.float64)
+    mean, var, corr = _stats(x3, center)
+    far = corr * corr > SHIFT_LIMIT * var
+    if far.any():  # pass 2 for the slices whose first element is far from the mean
+        mean[far], var[far], _ = _stats(x3[far], mean[far])
+    return mean, np.where(var < 0.0, 0.0, var)
+
+
+def _scaled(
+    xf: np.ndarray,
+    mean: np.ndarray,
+    inv: np.ndarray,
+    s: np.ndarray,
+    b: np.ndarray,
+    a: np.ndarray,
+    folded: bool,
+) -> np.ndarray:
+    """The output formula before the activation, in the kernel's association: ``folded`` where
+    the operands are constant within a slice (the kernel folds them per slice)."""
+    if folded:  # the kernel's per-slice folding
+        return (xf - mean[:, None]) * (s * inv[:, None]) + (b + a)
+    return s * ((xf - mean[:, None]) * inv[:, None]) + b + a
+
+
 def normalize_numpy(
     x,
     x_sk,
@@ -192,13 +220,7 @@ def normalize_numpy(
     n = m_len * l_len
     with np.errstate(all="ignore"):  # the kernel's IEEE results (inf, nan), without warnings
         x3 = _view(x, x_sk, x_sm, shape)
-        # pass 1: deviations from each slice's first element
-        center = x3[:, 0, 0].astype(np.float64)
-        mean, var, corr = _stats(x3, center)
-        far = corr * corr > SHIFT_LIMIT * var
-        if far.any():  # pass 2 for the slices whose first element is far from the mean
-            mean[far], var[far], _ = _stats(x3[far], mean[far])
-        var = np.where(var < 0.0, 0.0, var)
+        mean, var = _slice_stats(x3)
         mean_out[:] = mean
         var_out[:] = var
         inv = 1.0 / np.sqrt(var + eps) if normalize else np.ones(n_slices)
@@ -206,10 +228,7 @@ def normalize_numpy(
         b = _operand(bi, bi_k, bi_r, bi_const, n)
         a = _operand(ad, ad_k, ad_r, ad_const, n)
         xf = x3.reshape(n_slices, n).astype(np.float64)
-        if sc_const and bi_const and ad_const:  # the kernel's per-slice folding
-            v = (xf - mean[:, None]) * (s * inv[:, None]) + (b + a)
-        else:
-            v = s * ((xf - mean[:, None]) * inv[:, None]) + b + a
+        v = _scaled(xf, mean, inv, s, b, a, folded=sc_const and bi_const and ad_const)
         if act != 0:
             v = np.array(_activate_all(act, v.ravel().tolist(), pa, pb), dtype=np.float64).reshape(v.shape)
         _view(out, o_sk, o_sm, shape)[...] = v.reshape(shape)

@@ -19,7 +19,7 @@ from typing import Any
 from dmlconform.errors import hresult_hex
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases import matrix
-from dmlconform.releases.findings import Registry, registry
+from dmlconform.releases.findings import Finding, Registry, registry
 from dmlconform.releases.sweep import WAVE_OPS, replays_path, runs_dir
 from dmlconform.specification.model import Spec
 
@@ -175,8 +175,22 @@ def _judged(sweep: Sweep, spec: Spec) -> dict[str, list[matrix.Judged]]:
 
 
 def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.Judged]]) -> list[str]:
+    matrices = {
+        a.release: matrix.acceptance(spec, judged[a.release], a.release, a.max_feature_level)
+        for a in sweep.answers
+    }
+    return [
+        *_acceptance_intro(sweep),
+        *(_acceptance_totals_row(a, matrices[a.release]) for a in sweep.answers),
+        *_acceptance_by_operator(sweep, matrices),
+        *_acceptance_by_rule(sweep, spec, matrices),
+    ]
+
+
+def _acceptance_intro(sweep: Sweep) -> list[str]:
+    """The corpus the releases were asked about, and the head of the totals table."""
     st = sweep.answers[0].settings
-    lines = [
+    return [
         "## Acceptance: DirectML's CreateOperator and CompileOperator against the spec",
         "",
         f"The corpus: at every feature level, {st.legal} legal descs per data type and {st.illegal} illegal "
@@ -200,23 +214,26 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
         "| release | level | probes | legal accepted | legal refused | illegal refused | illegal accepted | failed | cannot be asked | errors | agreement |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    matrices = {}
-    for a in sweep.answers:
-        m = matrix.acceptance(spec, judged[a.release], a.release, a.max_feature_level)
-        matrices[a.release] = m
-        t = m.totals()
-        lg, il = t[matrix.LEGAL], t["illegal"]
-        asked = lg.accepted + lg.refused + il.refused + il.accepted
-        agree = lg.accepted + il.refused
-        lines.append(
-            f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | {lg.accepted} | {_refused(lg)} | "
-            f"{_refused(il)} | {il.accepted} | {lg.failed + il.failed} | {lg.inexpressible + il.inexpressible} | "
-            f"{lg.error + il.error} | {agree / asked:.2%} |"
-            if asked
-            else f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | 0 | 0 | 0 | 0 | "
-            f"{lg.failed + il.failed} | {lg.inexpressible + il.inexpressible} | {lg.error + il.error} | n/a |"
-        )
-    lines += [
+
+
+def _acceptance_totals_row(a: acc.ReleaseAnswers, m: matrix.Matrix) -> str:
+    """One release's totals; its agreement is 'n/a' when no probe could be asked."""
+    t = m.totals()
+    lg, il = t[matrix.LEGAL], t["illegal"]
+    asked = lg.accepted + lg.refused + il.refused + il.accepted
+    agree = lg.accepted + il.refused
+    return (
+        f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | {lg.accepted} | {_refused(lg)} | "
+        f"{_refused(il)} | {il.accepted} | {lg.failed + il.failed} | {lg.inexpressible + il.inexpressible} | "
+        f"{lg.error + il.error} | {agree / asked:.2%} |"
+        if asked
+        else f"| {a.release} | {a.max_feature_level} | {lg.total + il.total} | 0 | 0 | 0 | 0 | "
+        f"{lg.failed + il.failed} | {lg.inexpressible + il.inexpressible} | {lg.error + il.error} | n/a |"
+    )
+
+
+def _acceptance_by_operator(sweep: Sweep, matrices: dict[str, matrix.Matrix]) -> list[str]:
+    lines = [
         "",
         "Per operator (legal accepted / refused; illegal refused / accepted; and the failed answers "
         "where there are any):",
@@ -239,7 +256,12 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
                 + (f"; {failed} failed" if failed else "")
             )
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
-    lines += [
+    return lines
+
+
+def _acceptance_by_rule(sweep: Sweep, spec: Spec, matrices: dict[str, matrix.Matrix]) -> list[str]:
+    """The per-rule table, folded in a <details> block: it has a row per (operator, rule)."""
+    lines = [
         "",
         "<details><summary>Per rule (the rules a probe breaks at the release's level; refused / asked "
         "for illegal probes, accepted / asked for legal ones; the generated levels in the last column)</summary>",
@@ -252,21 +274,27 @@ def acceptance_section(sweep: Sweep, spec: Spec, judged: dict[str, list[matrix.J
         for key, value in matrices[a.release].by_rule().items():
             rows[key][a.release] = value
     for (op, rule), per in sorted(rows.items()):
-        cells = []
-        levels: set[str] = set()
-        for a in sweep.answers:
-            if a.release not in per:
-                cells.append("-")
-                continue
-            cell, lvs = per[a.release]
-            levels |= set(lvs)
-            asked = cell.accepted + cell.refused
-            good = cell.accepted if rule == matrix.LEGAL else cell.refused
-            cells.append(f"{good}/{asked}" if asked else "n/a")
-        span = sorted(levels, key=lambda n: spec.level(n).index)
-        lines.append(f"| {op} | {rule} | " + " | ".join(cells) + f" | {span[0]}..{span[-1]} |")
-    lines += ["", "</details>"]
-    return lines
+        lines.append(_rule_row(sweep, spec, op, rule, per))
+    return [*lines, "", "</details>"]
+
+
+def _rule_row(
+    sweep: Sweep, spec: Spec, op: str, rule: str, per: dict[str, tuple[matrix.Cell, list[str]]]
+) -> str:
+    """A rule's row: what each release got right of what it was asked, and the levels it spans."""
+    cells = []
+    levels: set[str] = set()
+    for a in sweep.answers:
+        if a.release not in per:
+            cells.append("-")
+            continue
+        cell, lvs = per[a.release]
+        levels |= set(lvs)
+        asked = cell.accepted + cell.refused
+        good = cell.accepted if rule == matrix.LEGAL else cell.refused
+        cells.append(f"{good}/{asked}" if asked else "n/a")
+    span = sorted(levels, key=lambda n: spec.level(n).index)
+    return f"| {op} | {rule} | " + " | ".join(cells) + f" | {span[0]}..{span[-1]} |"
 
 
 def _refused(cell: matrix.Cell) -> str:
@@ -527,7 +555,7 @@ def _failing_by_finding(
 
 def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -> tuple[list[str], int]:
     claimed, unexplained = _failing_by_finding(sweep, reg)
-    order = sweep.order
+    labels = [label for label, _ in _labelled_runs(sweep)]
     lines = [
         "## Findings",
         "",
@@ -536,54 +564,8 @@ def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -
     ]
     detail: list[str] = []
     for f in reg.findings:
-        acc_rel = _span(shown.get(f.id, []), order) if f.acceptance else "-"
-        runs = claimed.get(f.id, {})
-        labels = [label for label, _ in _labelled_runs(sweep)]
-        run_text = (
-            ", ".join(f"{r} ({runs[r]})" for r in labels if r in runs)
-            if runs
-            else ("none" if f.cases else "-")
-        )
-        repro_rel: list[str] = []
-        for r in f.reproducers:
-            outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
-            text = f"`{r.path}`: " + _span(
-                [v for v, o in outcomes.items() if o.get("outcome") == r.shows], order
-            )
-            for w, replays in sweep.other_replays.items():
-                other = replays.get(f.id, {}).get(r.path, {})
-                if other:
-                    shows = [v for v, o in other.items() if o.get("outcome") == r.shows]
-                    text += f"; wave_ops={w}: {_span(shows, order)}"
-            repro_rel.append(text)
-        lines.append(
-            f"| {f.id} | {_md(f.title)} | {f.decision} | {acc_rel} | {run_text} | {'<br>'.join(repro_rel) or '-'} |"
-        )
-        detail += [
-            "",
-            f"### {f.id}: {f.title}",
-            "",
-            f"**Decision: {f.decision}.** {reg.decisions[f.decision]}",
-            "",
-        ]
-        detail.append(f.evidence)
-        for r in f.reproducers:
-            outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
-            if outcomes:
-                per = ", ".join(f"{v} {o.get('outcome')}" for v, o in outcomes.items())
-                for w, replays in sweep.other_replays.items():
-                    other = replays.get(f.id, {}).get(r.path, {})
-                    if other:
-                        per += f"; with wave_ops={w}: " + ", ".join(
-                            f"{v} {o.get('outcome')}" for v, o in other.items()
-                        )
-                detail += [
-                    "",
-                    f"Reproducer `{r.path}` (shows the finding when it {r.shows}): {per}. "
-                    f"`dmlconform replay {r.path} --backend directml --backend-option version=V`",
-                ]
-        if f.experiment:
-            detail += ["", f"Experiment: `python {f.experiment} --version V`."]
+        lines.append(_finding_row(sweep, f, shown, claimed.get(f.id, {}), labels))
+        detail += _finding_detail(sweep, reg, f)
     total_unexplained = sum(len(v) for v in unexplained.values())
     lines += detail
     lines += ["", "### Run failures no finding explains", ""]
@@ -594,6 +576,58 @@ def findings_section(sweep: Sweep, reg: Registry, shown: dict[str, list[str]]) -
             f"- {release}: " + ", ".join(f"`{i}`" for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
         )
     return lines, total_unexplained
+
+
+def _finding_row(
+    sweep: Sweep, f: Finding, shown: dict[str, list[str]], runs: dict[str, int], labels: list[str]
+) -> str:
+    """A finding's row of the summary table: where acceptance, the runs and its reproducers show it."""
+    order = sweep.order
+    acc_rel = _span(shown.get(f.id, []), order) if f.acceptance else "-"
+    run_text = (
+        ", ".join(f"{r} ({runs[r]})" for r in labels if r in runs) if runs else ("none" if f.cases else "-")
+    )
+    repro_rel: list[str] = []
+    for r in f.reproducers:
+        outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
+        text = f"`{r.path}`: " + _span([v for v, o in outcomes.items() if o.get("outcome") == r.shows], order)
+        for w, replays in sweep.other_replays.items():
+            other = replays.get(f.id, {}).get(r.path, {})
+            if other:
+                shows = [v for v, o in other.items() if o.get("outcome") == r.shows]
+                text += f"; wave_ops={w}: {_span(shows, order)}"
+        repro_rel.append(text)
+    return f"| {f.id} | {_md(f.title)} | {f.decision} | {acc_rel} | {run_text} | {'<br>'.join(repro_rel) or '-'} |"
+
+
+def _finding_detail(sweep: Sweep, reg: Registry, f: Finding) -> list[str]:
+    """A finding's own subsection: its decision, evidence, reproducers' replays and experiment."""
+    detail = [
+        "",
+        f"### {f.id}: {f.title}",
+        "",
+        f"**Decision: {f.decision}.** {reg.decisions[f.decision]}",
+        "",
+        f.evidence,
+    ]
+    for r in f.reproducers:
+        outcomes = sweep.replays.get(f.id, {}).get(r.path, {})
+        if outcomes:
+            per = ", ".join(f"{v} {o.get('outcome')}" for v, o in outcomes.items())
+            for w, replays in sweep.other_replays.items():
+                other = replays.get(f.id, {}).get(r.path, {})
+                if other:
+                    per += f"; with wave_ops={w}: " + ", ".join(
+                        f"{v} {o.get('outcome')}" for v, o in other.items()
+                    )
+            detail += [
+                "",
+                f"Reproducer `{r.path}` (shows the finding when it {r.shows}): {per}. "
+                f"`dmlconform replay {r.path} --backend directml --backend-option version=V`",
+            ]
+    if f.experiment:
+        detail += ["", f"Experiment: `python {f.experiment} --version V`."]
+    return detail
 
 
 def regenerate_section(sweep: Sweep) -> list[str]:

@@ -287,12 +287,7 @@ def sweep(
     done: dict[str, Any] = {}
     if runs:
         t = time.monotonic()
-        for w in settings.wave_ops:
-            log(
-                f"conformance runs (--tier {settings.tier} --cases {settings.cases} --seed {settings.seed}, "
-                f"wave_ops={w}):"
-            )
-            done.update(run_conformance(runnable, settings, out, log, w))
+        done = _conformance_runs(runnable, settings, out, log)
         steps["runs"] = time.monotonic() - t
     t = time.monotonic()
     for w in settings.wave_ops:
@@ -301,13 +296,7 @@ def sweep(
     steps["replays"] = time.monotonic() - t
     previous = out / "sweep.json"
     if not runs and previous.is_file():  # the runs already there stay, and so does their record
-        try:
-            old = json.loads(previous.read_text(encoding="utf-8"))
-            done = old.get("runs") or {}
-            if "runs" in (old.get("seconds") or {}):
-                steps["runs"] = float(old["seconds"]["runs"])
-        except (OSError, ValueError):
-            pass
+        done = _recorded_runs(previous, steps)
     meta = {
         "settings": settings.to_json(),
         "releases": versions,
@@ -317,3 +306,30 @@ def sweep(
     }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
+
+
+def _conformance_runs(runnable: list[str], settings: SweepSettings, out: Path, log: Log) -> dict[str, Any]:
+    """The conformance runs of every wave_ops setting, one setting after the other: sweep.json's
+    ``runs``, by run label."""
+    done: dict[str, Any] = {}
+    for w in settings.wave_ops:
+        log(
+            f"conformance runs (--tier {settings.tier} --cases {settings.cases} --seed {settings.seed}, "
+            f"wave_ops={w}):"
+        )
+        done.update(run_conformance(runnable, settings, out, log, w))
+    return done
+
+
+def _recorded_runs(previous: Path, steps: dict[str, float]) -> dict[str, Any]:
+    """The runs the previous sweep.json recorded, and their time into ``steps``: a sweep with
+    --no-runs keeps the runs already there (none when the file cannot be read)."""
+    done: dict[str, Any] = {}
+    try:
+        old = json.loads(previous.read_text(encoding="utf-8"))
+        done = old.get("runs") or {}
+        if "runs" in (old.get("seconds") or {}):
+            steps["runs"] = float(old["seconds"]["runs"])
+    except (OSError, ValueError):
+        pass
+    return done

@@ -14,7 +14,7 @@ from typing import Any
 
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.session import open_saved_backend
-from dmlconform.shrink.search import Shrunk, shrink
+from dmlconform.shrink.search import NotFailing, Shrunk, shrink
 from dmlconform.specification.model import load_spec
 from dmlconform.tolerance.options import ToleranceOptions
 
@@ -86,7 +86,6 @@ def shrink_report(
 
     from dmlconform.report.pages import write_reports
     from dmlconform.runner.results import write_results
-    from dmlconform.shrink.search import NotFailing
 
     path = report_dir / "results.json"
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -98,32 +97,47 @@ def shrink_report(
         if left <= 0:
             log(f"shrink: time budget spent; {len(todo) - n + 1} failures left as they are")
             break
-        rel = Path(record["reproducer"]) / "shrunk"
-        try:
-            found, _, shrunk_record = shrink_dir(
-                report_dir / record["reproducer"],
-                report_dir / rel,
-                isolate=isolate,
-                timeout=timeout,
-                max_seconds=left / (len(todo) - n + 1),
-            )
-        except (ValueError, NotFailing) as exc:
-            record["shrunk"] = {"error": str(exc)}
-            log(f"shrink {n}/{len(todo)}: {record['id']}: not shrunk: {exc}")
-            continue
-        record["shrunk"] = {
-            "reproducer": rel.as_posix(),
-            "replay": shrunk_record.get("replay"),
-            "desc": shrunk_record.get("desc"),
-            "message": found.result.message,
-            **found.to_dict(),
-        }
-        shrunk += bool(found.steps)
-        (e0, d0), (e1, d1) = found.original_size, found.size
-        log(
-            f"shrink {n}/{len(todo)}: {record['id']}: {e0} elements, {d0} dims -> {e1}, {d1} "
-            f"({found.seconds:.1f} s, {found.stopped})"
-        )
+        budget = left / (len(todo) - n + 1)
+        shrunk += _shrink_record(report_dir, record, f"shrink {n}/{len(todo)}", budget, isolate, timeout, log)
     write_results(report_dir, data)
     write_reports(report_dir)
     return shrunk
+
+
+def _shrink_record(
+    report_dir: Path,
+    record: dict[str, Any],
+    label: str,
+    max_seconds: float,
+    isolate: bool,
+    timeout: float,
+    log: Callable[[str], None],
+) -> bool:
+    """Shrink one failure of a run into ``<its reproducer>/shrunk`` and set the record's
+    ``shrunk`` field (the error, when it could not be shrunk); whether a smaller case fails."""
+    rel = Path(record["reproducer"]) / "shrunk"
+    try:
+        found, _, shrunk_record = shrink_dir(
+            report_dir / record["reproducer"],
+            report_dir / rel,
+            isolate=isolate,
+            timeout=timeout,
+            max_seconds=max_seconds,
+        )
+    except (ValueError, NotFailing) as exc:
+        record["shrunk"] = {"error": str(exc)}
+        log(f"{label}: {record['id']}: not shrunk: {exc}")
+        return False
+    record["shrunk"] = {
+        "reproducer": rel.as_posix(),
+        "replay": shrunk_record.get("replay"),
+        "desc": shrunk_record.get("desc"),
+        "message": found.result.message,
+        **found.to_dict(),
+    }
+    (e0, d0), (e1, d1) = found.original_size, found.size
+    log(
+        f"{label}: {record['id']}: {e0} elements, {d0} dims -> {e1}, {d1} "
+        f"({found.seconds:.1f} s, {found.stopped})"
+    )
+    return bool(found.steps)

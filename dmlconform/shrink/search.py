@@ -108,33 +108,9 @@ def shrink(
     original = size_of(case.desc, spec)
     best = Shrunk(case, inputs, first, sig, original, original)
     seen: set[str] = set()
-    stopped = "minimal"
-    improved = True
-    while improved:
-        improved = False
-        for move in candidates(best.case.desc, best.inputs, spec):
-            if time.monotonic() >= deadline:
-                stopped = "time limit"
-                break
-            if not _worth_running(case, move, spec):
-                continue
-            key = _fingerprint(move)
-            if key in seen:
-                continue
-            seen.add(key)
-            trial = replace(best.case, desc=move.desc, size=SHRUNK_SIZE_LABEL)
-            result = run(trial, move.inputs)
-            best.tried += 1
-            if same_failure(sig, trial, result):
-                best.case, best.inputs, best.result = trial, move.inputs, result
-                best.size = size_of(move.desc, spec)
-                best.steps.append(move.note)
-                if progress:
-                    progress(f"{move.note}: {best.size[0]} elements, {best.size[1]} dims")
-                improved = True
-                break
-        if stopped == "time limit":
-            break
+    stopped = "improved"
+    while stopped == "improved":
+        stopped = _take_first_smaller(best, case, run, spec, seen, deadline, progress)
     if best.steps:
         again = run(best.case, best.inputs)
         if not same_failure(sig, best.case, again):
@@ -143,3 +119,37 @@ def shrink(
     best.stopped = stopped
     best.seconds = time.monotonic() - start
     return best
+
+
+def _take_first_smaller(
+    best: Shrunk,
+    case: Case,
+    run: Runner,
+    spec: Spec,
+    seen: set[str],
+    deadline: float,
+    progress: Callable[[str], None] | None,
+) -> str:
+    """Run the candidates one move smaller than ``best`` until one fails the same way and make
+    it ``best``: "improved"; "minimal" when none does, "time limit" when the deadline came first.
+    ``seen`` (fingerprints of the candidates run) spares running one twice across calls."""
+    for move in candidates(best.case.desc, best.inputs, spec):
+        if time.monotonic() >= deadline:
+            return "time limit"
+        if not _worth_running(case, move, spec):
+            continue
+        key = _fingerprint(move)
+        if key in seen:
+            continue
+        seen.add(key)
+        trial = replace(best.case, desc=move.desc, size=SHRUNK_SIZE_LABEL)
+        result = run(trial, move.inputs)
+        best.tried += 1
+        if same_failure(best.signature, trial, result):
+            best.case, best.inputs, best.result = trial, move.inputs, result
+            best.size = size_of(move.desc, spec)
+            best.steps.append(move.note)
+            if progress:
+                progress(f"{move.note}: {best.size[0]} elements, {best.size[1]} dims")
+            return "improved"
+    return "minimal"

@@ -598,23 +598,46 @@ def _opt_level(value: Any) -> str | None:
 
 
 def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
-    fl = files["common/feature_levels.yaml"]
-    levels = tuple(
+    levels = _feature_levels(files["common/feature_levels.yaml"])
+    dt = files["common/data_types.yaml"]
+    data_types = _data_types(dt)
+    flags = tuple(
+        TensorFlag(x["name"], int(x["value"]), bool(x.get("inputs_only", False))) for x in dt["tensor_flags"]
+    )
+    act = files["common/activations.yaml"]
+    activations = _activations(act)
+    tensor_rules = tuple(_rule(r, "tensor") for r in files["common/tensor_desc.yaml"]["rules"])
+    activation_rules = tuple(_rule(r, "activation") for r in act["rules"])
+    operators: dict[str, Operator] = {}
+    paths = spec_paths(spec_dir) if spec_dir.is_dir() else {}
+    for rel, data in files.items():
+        if not rel.startswith("operators"):
+            continue
+        path = str(paths.get(rel, spec_dir / rel))
+        op = _operator(data, path)
+        _check_operator_names(op, operators, path)
+        operators[op.name] = op
+    return Spec(spec_dir, levels, data_types, flags, activations, tensor_rules, activation_rules, operators)
+
+
+def _feature_levels(fl: dict[str, Any]) -> tuple[FeatureLevel, ...]:
+    return tuple(
         FeatureLevel(str(x["name"]), int(x["value"]), str(x["directml"]), int(x["max_dimension_count"]), i)
         for i, x in enumerate(fl["feature_levels"])
     )
-    dt = files["common/data_types.yaml"]
-    data_types = {
+
+
+def _data_types(dt: dict[str, Any]) -> dict[str, DataType]:
+    return {
         x["name"]: DataType(
             x["name"], x["size"], x.get("numpy"), bool(x.get("float", False)), x.get("since"), x.get("value")
         )
         for x in dt["data_types"]
     }
-    flags = tuple(
-        TensorFlag(x["name"], int(x["value"]), bool(x.get("inputs_only", False))) for x in dt["tensor_flags"]
-    )
-    act = files["common/activations.yaml"]
-    activations = {
+
+
+def _activations(act: dict[str, Any]) -> dict[str, Activation]:
+    return {
         x["name"]: Activation(
             x["name"],
             normalize_level(x["since"]),
@@ -626,59 +649,58 @@ def build_spec(spec_dir: Path, files: dict[str, Any]) -> Spec:
         )
         for x in act["activations"]
     }
-    tensor_rules = tuple(_rule(r, "tensor") for r in files["common/tensor_desc.yaml"]["rules"])
-    activation_rules = tuple(_rule(r, "activation") for r in act["rules"])
-    operators = {}
-    paths = spec_paths(spec_dir) if spec_dir.is_dir() else {}
-    for rel, data in files.items():
-        if not rel.startswith("operators"):
-            continue
-        op = Operator(
-            name=data["operator"],
-            struct=data["struct"],
-            introduced=normalize_level(data["introduced"]),
-            members=tuple(
-                Member(
-                    m["name"],
-                    m["kind"],
-                    m["type"],
-                    bool(m.get("nullable", False)),
-                    m.get("default"),
-                    m.get("size_member"),
-                    dict(m.get("source") or {}),
-                    tuple(m.get("draw") or ()),
-                )
-                for m in data["members"]
-            ),
-            support=tuple(
-                SupportRow(
-                    normalize_level(row["since"]),
-                    {
-                        name: TensorSupport(tuple(t["dimension_counts"]), tuple(t["data_types"]))
-                        for name, t in row["tensors"].items()
-                    },
-                    dict(row.get("source") or {}),
-                )
-                for row in data["support"]
-            ),
-            rules=tuple(_rule(r, "operator") for r in data["rules"]),
-            semantics=dict(data.get("semantics") or {}),
-            tolerance=dict(data.get("tolerance") or {}),
-            doc_notes=tuple(data.get("doc_notes") or ()),
-            summary=data.get("summary", ""),
-            path=str(paths.get(rel, spec_dir / rel)),
-            relations=tuple(Relation.from_dict(r) for r in data.get("relations") or ()),
-            operator_type=(data.get("operator_type") or {}).get("value"),
-            short_name=data.get("short_name", ""),
-        )
-        if op.name in operators:
-            raise SpecError(f"operator {op.name} defined twice", str(paths.get(rel, spec_dir / rel)))
-        for other in operators.values():
-            if op.short_name and op.short_name in (other.name, other.short_name):
-                raise SpecError(
-                    f"operator {op.name}'s short name {op.short_name} is {other.name}'s too", op.path
-                )
-            if other.short_name == op.name:
-                raise SpecError(f"operator {op.name} is {other.name}'s short name", op.path)
-        operators[op.name] = op
-    return Spec(spec_dir, levels, data_types, flags, activations, tensor_rules, activation_rules, operators)
+
+
+def _operator(data: dict[str, Any], path: str) -> Operator:
+    """One operators/*.yaml file as an Operator; ``path`` is where its errors point."""
+    return Operator(
+        name=data["operator"],
+        struct=data["struct"],
+        introduced=normalize_level(data["introduced"]),
+        members=tuple(_member(m) for m in data["members"]),
+        support=tuple(_support_row(row) for row in data["support"]),
+        rules=tuple(_rule(r, "operator") for r in data["rules"]),
+        semantics=dict(data.get("semantics") or {}),
+        tolerance=dict(data.get("tolerance") or {}),
+        doc_notes=tuple(data.get("doc_notes") or ()),
+        summary=data.get("summary", ""),
+        path=path,
+        relations=tuple(Relation.from_dict(r) for r in data.get("relations") or ()),
+        operator_type=(data.get("operator_type") or {}).get("value"),
+        short_name=data.get("short_name", ""),
+    )
+
+
+def _member(m: dict[str, Any]) -> Member:
+    return Member(
+        m["name"],
+        m["kind"],
+        m["type"],
+        bool(m.get("nullable", False)),
+        m.get("default"),
+        m.get("size_member"),
+        dict(m.get("source") or {}),
+        tuple(m.get("draw") or ()),
+    )
+
+
+def _support_row(row: dict[str, Any]) -> SupportRow:
+    return SupportRow(
+        normalize_level(row["since"]),
+        {
+            name: TensorSupport(tuple(t["dimension_counts"]), tuple(t["data_types"]))
+            for name, t in row["tensors"].items()
+        },
+        dict(row.get("source") or {}),
+    )
+
+
+def _check_operator_names(op: Operator, operators: dict[str, Operator], path: str) -> None:
+    """Spec.operator looks an operator up by its name or its short name: each must pick out one."""
+    if op.name in operators:
+        raise SpecError(f"operator {op.name} defined twice", path)
+    for other in operators.values():
+        if op.short_name and op.short_name in (other.name, other.short_name):
+            raise SpecError(f"operator {op.name}'s short name {op.short_name} is {other.name}'s too", op.path)
+        if other.short_name == op.name:
+            raise SpecError(f"operator {op.name} is {other.name}'s short name", op.path)

@@ -392,56 +392,68 @@ def ensure_lavapipe(log: Log = None) -> Path:
         if found is not None:
             return found
         apt_dir = home() / "apt"
-        for sub in ("lists/partial", "cache/archives/partial"):
-            (apt_dir / sub).mkdir(parents=True, exist_ok=True)
-        mirror = debian_mirror()
-        (apt_dir / "sources.list").write_text(backports_line(mirror))
-        _say(log, f"apt-get update ({_DEBIAN_SUITE}-backports, private lists under {apt_dir})")
-        _run(["apt-get", *_apt_options(apt_dir), "update"], what="apt-get update (backports)", timeout=300)
-        versions = _backports_versions(apt_dir)
-        if not versions:
-            raise ProvisionError(
-                f"{_LAVAPIPE_PACKAGE} not found in {_DEBIAN_SUITE}-backports at {mirror.uri}"
-            )
-        version = LAVAPIPE_VERSION if LAVAPIPE_VERSION in versions else versions[0]
-        if version != LAVAPIPE_VERSION:
-            _say(log, f"lavapipe {LAVAPIPE_VERSION} is gone from backports; taking {version}")
+        version = _lavapipe_version_to_take(apt_dir, log)
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".download-", dir=root) as download:
-            _say(log, f"downloading {_LAVAPIPE_PACKAGE}={version}")
-            _run(
-                ["apt-get", *_apt_options(apt_dir), "download", f"{_LAVAPIPE_PACKAGE}={version}"],
-                what="apt-get download",
-                timeout=600,
-                cwd=Path(download),
-            )
-            debs = sorted(Path(download).glob("*.deb"))
-            if len(debs) != 1:
-                raise ProvisionError(f"apt-get download left {len(debs)} .deb files in {download}")
-            final = root / version
-            staging = Path(download) / "tree"
-            _run(["dpkg-deb", "-x", str(debs[0]), str(staging)], what="dpkg-deb -x", timeout=300)
-            libraries = sorted(staging.rglob("libvulkan_lvp.so"))
-            if not libraries:
-                raise ProvisionError(f"no libvulkan_lvp.so in {debs[0].name}")
-            unresolved = _unresolved_libraries(libraries[0])
-            if unresolved:
-                raise ProvisionError(
-                    f"lavapipe {version} needs {' '.join(unresolved)}: run as root: "
-                    f"{apt_command([_LAVAPIPE_PACKAGE])}"
-                )
-            library = final / libraries[0].relative_to(staging)
-            icd = {
-                "file_format_version": "1.0.0",
-                "ICD": {"library_path": str(library), "api_version": "1.3.0"},
-            }
-            (staging / _ICD_NAME).write_text(json.dumps(icd, indent=2) + "\n")
-            (staging / "version.txt").write_text(version + "\n")
-            if final.exists():
-                shutil.rmtree(final)  # incomplete leftovers: _installed_lavapipe did not accept it
-            staging.rename(final)
+            final = _unpack_lavapipe(apt_dir, version, Path(download), root / version, log)
         _say(log, f"lavapipe {version} ready: {final / _ICD_NAME}")
         return final / _ICD_NAME
+
+
+def _lavapipe_version_to_take(apt_dir: Path, log: Log) -> str:
+    """Update the private apt lists under ``apt_dir`` from the backports suite and pick the deb
+    version: the pinned one while the suite has it, else the suite's newest (logged)."""
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (apt_dir / sub).mkdir(parents=True, exist_ok=True)
+    mirror = debian_mirror()
+    (apt_dir / "sources.list").write_text(backports_line(mirror))
+    _say(log, f"apt-get update ({_DEBIAN_SUITE}-backports, private lists under {apt_dir})")
+    _run(["apt-get", *_apt_options(apt_dir), "update"], what="apt-get update (backports)", timeout=300)
+    versions = _backports_versions(apt_dir)
+    if not versions:
+        raise ProvisionError(f"{_LAVAPIPE_PACKAGE} not found in {_DEBIAN_SUITE}-backports at {mirror.uri}")
+    version = LAVAPIPE_VERSION if LAVAPIPE_VERSION in versions else versions[0]
+    if version != LAVAPIPE_VERSION:
+        _say(log, f"lavapipe {LAVAPIPE_VERSION} is gone from backports; taking {version}")
+    return version
+
+
+def _unpack_lavapipe(apt_dir: Path, version: str, download: Path, final: Path, log: Log) -> Path:
+    """Download the deb into ``download``, unpack it there, check that its library loads, write
+    its ICD json and version.txt, and move the tree to ``final`` by rename (a tree is complete
+    or absent)."""
+    _say(log, f"downloading {_LAVAPIPE_PACKAGE}={version}")
+    _run(
+        ["apt-get", *_apt_options(apt_dir), "download", f"{_LAVAPIPE_PACKAGE}={version}"],
+        what="apt-get download",
+        timeout=600,
+        cwd=download,
+    )
+    debs = sorted(download.glob("*.deb"))
+    if len(debs) != 1:
+        raise ProvisionError(f"apt-get download left {len(debs)} .deb files in {download}")
+    staging = download / "tree"
+    _run(["dpkg-deb", "-x", str(debs[0]), str(staging)], what="dpkg-deb -x", timeout=300)
+    libraries = sorted(staging.rglob("libvulkan_lvp.so"))
+    if not libraries:
+        raise ProvisionError(f"no libvulkan_lvp.so in {debs[0].name}")
+    unresolved = _unresolved_libraries(libraries[0])
+    if unresolved:
+        raise ProvisionError(
+            f"lavapipe {version} needs {' '.join(unresolved)}: run as root: "
+            f"{apt_command([_LAVAPIPE_PACKAGE])}"
+        )
+    library = final / libraries[0].relative_to(staging)
+    icd = {
+        "file_format_version": "1.0.0",
+        "ICD": {"library_path": str(library), "api_version": "1.3.0"},
+    }
+    (staging / _ICD_NAME).write_text(json.dumps(icd, indent=2) + "\n")
+    (staging / "version.txt").write_text(version + "\n")
+    if final.exists():
+        shutil.rmtree(final)  # incomplete leftovers: _installed_lavapipe did not accept it
+    staging.rename(final)
+    return final
 
 
 def lavapipe_version(icd_json: Path) -> str:
@@ -535,44 +547,9 @@ def ensure_dll(dml_version: str, log: Log = None) -> Path:
             requirement = f"{row.package}=={row.package_version}"
             _say(log, f"pip download {requirement} (DirectML {dml_version})")
             with tempfile.TemporaryDirectory(prefix=".download-", dir=dest.parent) as download:
-                _run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pip",
-                        "download",
-                        "--no-deps",
-                        "--only-binary=:all:",
-                        "--platform",
-                        "win_amd64",
-                        "--python-version",
-                        row.python_version,
-                        "--disable-pip-version-check",
-                        "--no-input",
-                        "--progress-bar",
-                        "off",
-                        requirement,
-                        "-d",
-                        download,
-                    ],
-                    what=f"pip download {requirement}",
-                    timeout=900,
-                )
-                wheels = sorted(Path(download).glob("*.whl"))
-                if len(wheels) != 1:
-                    raise ProvisionError(f"pip download {requirement} left {len(wheels)} wheels")
+                wheel = _download_wheel(requirement, row.python_version, download)
                 partial = Path(download) / "DirectML.dll"
-                try:
-                    with (
-                        zipfile.ZipFile(wheels[0]) as wheel,
-                        wheel.open(wheel_member(wheel.namelist())) as member,
-                        open(partial, "wb") as out,
-                    ):
-                        shutil.copyfileobj(member, out, 1 << 20)
-                except KeyError:
-                    raise ProvisionError(f"{wheels[0].name} has no {_WHEEL_MEMBER}") from None
-                except zipfile.BadZipFile:
-                    raise ProvisionError(f"{wheels[0].name} is not a valid wheel (zip)") from None
+                _extract_dll(wheel, partial)
                 found = file_version(partial)
                 if not _version_matches(found, dml_version):
                     raise ProvisionError(
@@ -584,6 +561,52 @@ def ensure_dll(dml_version: str, log: Log = None) -> Path:
             raise ProvisionError(f"{dest} is DirectML {found}, not {dml_version}: delete it and retry")
     _say(log, f"DirectML {found}: {dest}")
     return dest
+
+
+def _download_wheel(requirement: str, python_version: str, download: str) -> Path:
+    """The one Windows wheel ``pip download`` leaves in ``download`` for ``requirement``."""
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "win_amd64",
+            "--python-version",
+            python_version,
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+            requirement,
+            "-d",
+            download,
+        ],
+        what=f"pip download {requirement}",
+        timeout=900,
+    )
+    wheels = sorted(Path(download).glob("*.whl"))
+    if len(wheels) != 1:
+        raise ProvisionError(f"pip download {requirement} left {len(wheels)} wheels")
+    return wheels[0]
+
+
+def _extract_dll(wheel_path: Path, partial: Path) -> None:
+    """Copy the wheel's DirectML.dll to ``partial``; a wheel without one, or no zip, is an error."""
+    try:
+        with (
+            zipfile.ZipFile(wheel_path) as wheel,
+            wheel.open(wheel_member(wheel.namelist())) as member,
+            open(partial, "wb") as out,
+        ):
+            shutil.copyfileobj(member, out, 1 << 20)
+    except KeyError:
+        raise ProvisionError(f"{wheel_path.name} has no {_WHEEL_MEMBER}") from None
+    except zipfile.BadZipFile:
+        raise ProvisionError(f"{wheel_path.name} is not a valid wheel (zip)") from None
 
 
 # --------------------------------------------------------------------------------------------
