@@ -16,7 +16,7 @@ import numpy as np
 
 from dmlconform.backends.broken import sequential_statistics
 from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.generation.data import to_slices
+from dmlconform.specification.slices import to_slices
 
 
 def _slices(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, list[int]]:

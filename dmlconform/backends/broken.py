@@ -20,10 +20,10 @@ import numpy as np
 
 from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend, reduce_sum
-from dmlconform.generation.data import to_slices
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import load_spec
+from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance.degenerate import unchanged_inputs
 
 

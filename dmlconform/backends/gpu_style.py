@@ -28,7 +28,7 @@ import numpy as np
 
 from dmlconform.backends.base import FEATURE_LEVEL_OPTION, NormalizationPlan, Option
 from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.generation.data import to_slices
+from dmlconform.specification.slices import to_slices
 
 F32 = np.float32
 

@@ -31,10 +31,10 @@ from dmlconform.backends.base import (
     validate_or_reject,
 )
 from dmlconform.errors import Unsupported
-from dmlconform.generation.data import to_slices
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import load_spec
+from dmlconform.specification.slices import to_slices
 
 F32 = np.float32
 _erf = np.frompyfunc(math.erf, 1, 1)

@@ -57,7 +57,8 @@ import numpy as np
 from dmlconform.generation.exact_statistics import exact_operand, exact_rows
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.specification.model import Activation, Spec, load_spec
+from dmlconform.specification.model import Spec, load_spec, resolve_branch_points
+from dmlconform.specification.slices import from_slices, slice_shape, to_slices
 
 REGIMES: tuple[str, ...] = (
     "standard_normal",
@@ -139,21 +140,6 @@ def branch_points(desc: OperatorDesc, spec: Spec | None = None) -> list[float]:
     return resolve_branch_points(act, {p.name: p.default for p in act.parameters} | a.param_dict)
 
 
-def resolve_branch_points(act: Activation, values: dict[str, Any]) -> list[float]:
-    """``act``'s spec ``branch_points`` as numbers, parameter references taken from ``values``
-    (a parameter with no value is skipped)."""
-    out = []
-    for bp in act.branch_points:
-        if isinstance(bp, dict):
-            v = values.get(bp["parameter"])
-            if v is None:
-                continue
-            out.append(-float(v) if bp.get("negate") else float(v))
-        else:
-            out.append(float(bp))
-    return out
-
-
 def _numpy_dtype(spec: Spec, dtype: str) -> np.dtype:
     name = spec.data_types[dtype].numpy
     if name is None:
@@ -163,28 +149,6 @@ def _numpy_dtype(spec: Spec, dtype: str) -> np.dtype:
 
 # --------------------------------------------------------------------------------------------
 # Slices along the reduction axes
-
-
-def to_slices(arr: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """View ``arr`` as (slices, elements per slice): reduction axes last, flattened."""
-    keep = [i for i in range(arr.ndim) if i not in axes]
-    moved = np.transpose(arr, keep + list(axes))
-    n = math.prod(arr.shape[a] for a in axes)
-    return moved.reshape(-1, n)
-
-
-def from_slices(slices: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
-    keep = [i for i in range(len(shape)) if i not in axes]
-    order = keep + list(axes)
-    moved = slices.reshape([shape[i] for i in order])
-    return np.transpose(moved, np.argsort(order))
-
-
-def slice_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-    """``shape`` with the reduced ``axes`` as 1: one value per slice, broadcast along its
-    elements; (K,) per-slice values in :func:`to_slices` order reshape to it (the kept axes in
-    C order)."""
-    return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
 def standardize_along(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

@@ -128,6 +128,21 @@ class Activation:
         return tuple(p.name for p in self.parameters)
 
 
+def resolve_branch_points(act: Activation, values: dict[str, Any]) -> list[float]:
+    """``act``'s spec ``branch_points`` as numbers, parameter references taken from ``values``
+    (a parameter with no value is skipped)."""
+    out = []
+    for bp in act.branch_points:
+        if isinstance(bp, dict):
+            v = values.get(bp["parameter"])
+            if v is None:
+                continue
+            out.append(-float(v) if bp.get("negate") else float(v))
+        else:
+            out.append(float(bp))
+    return out
+
+
 @dataclass(frozen=True)
 class Member:
     name: str

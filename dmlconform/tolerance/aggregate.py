@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmlconform.generation.data import to_slices
 from dmlconform.specification.semantics import Plan
+from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance.terms import AggregateModel, Coefficients
 
 FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2")

@@ -28,13 +28,12 @@ from typing import Any
 import numpy as np
 
 from dmlconform import tolerance as tl
-from dmlconform.generation.data import resolve_branch_points, to_slices
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows, contiguous_slices, short_rows
 from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
-from dmlconform.specification.model import Spec
+from dmlconform.specification.model import Spec, resolve_branch_points
 from dmlconform.specification.semantics import (
     GivenPlan,
     GradPlan,
@@ -44,6 +43,7 @@ from dmlconform.specification.semantics import (
     make_grad_plan,
     make_plan,
 )
+from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
