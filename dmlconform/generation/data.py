@@ -58,6 +58,7 @@ from dmlconform.generation.exact_statistics import exact_operand, exact_rows
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec, load_spec, resolve_branch_points
+from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.specification.slices import from_slices, slice_shape, to_slices
 
 REGIMES: tuple[str, ...] = (
@@ -201,13 +202,19 @@ def regime_desc(desc: OperatorDesc, regime: str, spec: Spec) -> OperatorDesc:
     """The desc a case of ``regime`` runs. ``exact_statistics`` runs without a fused activation
     (where the activation is an optional member): its cases exist to judge the normalization to
     a few ULP, and an activation's own error (several ULP for tanh, GELU, softplus) hides that;
-    the other regimes draw the activations. Every other regime runs the desc as drawn."""
+    the other regimes draw the activations. A desc that neither centres nor divides keeps it:
+    without it the case would compute its input (MVN2 with UseMean and NormalizeVariance false).
+    Every other regime runs the desc as drawn."""
     a = _sem(desc, spec).get("activation")
     name = a["member"] if isinstance(a, dict) and "member" in a else None
     if regime != "exact_statistics" or name is None or desc.members.get(name) is None:
         return desc
     nullable = any(m.name == name and m.nullable for m in spec.operator(desc.operator).members)
-    return desc.replace(**{name: None}) if nullable else desc
+    try:
+        normalizes = centers(desc, spec) or normalizes_variance(desc, spec)
+    except SemanticsError:
+        normalizes = False
+    return desc.replace(**{name: None}) if nullable and normalizes else desc
 
 
 def _branch_targets(desc: OperatorDesc, spec: Spec) -> list[float]:
