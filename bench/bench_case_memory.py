@@ -36,9 +36,9 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
     from dmlconform import kernels
     from dmlconform.generation.reductions import reduction_size
     from dmlconform.runner import tiers
+    from dmlconform.runner.backend_loading import guard_for, open_backend
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.session import guard_for, open_backend
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()

@@ -49,9 +49,9 @@ def worker(args: argparse.Namespace) -> int:
     """Run one band's size cases against one backend; print one JSON line."""
     from dmlconform.generation.reductions import reduction_size
     from dmlconform.runner import tiers
+    from dmlconform.runner.backend_loading import guard_for, open_backend
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
-    from dmlconform.runner.session import guard_for, open_backend
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()

@@ -386,7 +386,7 @@ def test_a_travelling_option_is_saved_with_the_run_even_at_its_default(isolate: 
     it names a ``travels`` option at its resolved value though the user left it out, so a replay
     uses the same setting whatever the default becomes; other options stay as typed. The
     isolated path gets it from the worker's BackendInfo."""
-    from dmlconform.runner.session import open_backend
+    from dmlconform.runner.backend_loading import open_backend
 
     name = f"{__name__}:TravellingBackend"
     opened = open_backend(name, {"note": "x"}, isolate=isolate, timeout=60)

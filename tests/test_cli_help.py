@@ -138,7 +138,7 @@ def test_short_flags_and_older_spellings_parse(argv: list[str], dest: str, value
 def test_the_plugin_takes_no_short_flag() -> None:
     """pytest's -l is --showlocals (and pytest refuses a plugin's lowercase short flag): the plugin's
     options stay --dml-* only, while the CLI's --feature-level has -l."""
-    from dmlconform.runner.session import add_pytest_options
+    from dmlconform.runner.options import add_pytest_options
 
     class Group:
         names: list[str] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ def facts(**kw: Any) -> CaseFacts:
 
 
 def one(text: str) -> Any:
-    (bound,) = parse_findings(text, "f.yaml")
+    (bound,) = parse_findings(text, "f.yaml", spec=SPEC)
     return bound
 
 
@@ -145,7 +146,7 @@ def test_case_fields_levels_relations_and_presence() -> None:
 )
 def test_a_bad_findings_file_is_one_line_with_file_and_line(text: str, line: int, message: str) -> None:
     with pytest.raises(ExpectError) as info:
-        parse_findings(text, "bad.yaml")
+        parse_findings(text, "bad.yaml", spec=SPEC)
     text_of = str(info.value)
     assert text_of.startswith(f"bad.yaml:{line}: "), text_of
     assert message in text_of and "\n" not in text_of
@@ -185,6 +186,7 @@ def test_fails_with_a_message_bound_and_first_explaining_wins() -> None:
         "  - {id: F12, reason: refused, when: {operator: LP, P: 1}, fails: true, message: rejected a legal desc}\n"
         "  - {id: F1, reason: stats, when: {data_type: FLOAT16}, meets: fp16-statistics}\n",
         "f.yaml",
+        spec=SPEC,
     )
     lp = facts(operator="LP_NORMALIZATION", data_type="FLOAT16", members={"P": 1})
     refused = settle(
@@ -203,7 +205,8 @@ def test_fails_with_a_message_bound_and_first_explaining_wins() -> None:
     # under a plain ``fails`` entry it is xpassed: the entry may be stale
     assert settle(found, lp, "passed", None).outcome == "passed"
     plain = parse_findings(
-        "findings:\n  - {id: F9, reason: even window, when: {operator: LRNG, LocalSize: even}, fails: true}\n"
+        "findings:\n  - {id: F9, reason: even window, when: {operator: LRNG, LocalSize: even}, fails: true}\n",
+        spec=SPEC,
     )
     assert settle(plain, facts(), "passed", None).outcome == "xpassed"
 
@@ -211,7 +214,7 @@ def test_fails_with_a_message_bound_and_first_explaining_wins() -> None:
 def test_case_id_format_still_works_and_names_its_finding(tmp_path: Path) -> None:
     path = tmp_path / "expect.txt"
     path.write_text("numeric[LOCAL_RESPONSE_NORMALIZATION_GRAD-*]  # F9: even window\n")
-    (e,) = load_expectations(path)
+    (e,) = load_expectations(path, SPEC)
     assert e.finding == "F9" and e.where == f"{path}:1"
     s = settle([e], facts(), "failed", "anything at all")
     assert (s.outcome, s.finding) == ("xfailed", "F9")
@@ -223,7 +226,7 @@ def test_shipped_findings_files_load_against_the_spec() -> None:
     for backend in ("directml", "torch", "onnxruntime"):
         path = known_findings_file(backend)
         assert path is not None and path.parent.name == "known_findings"
-        found = load_expectations(path)
+        found = load_expectations(path, SPEC)
         assert found and all(b.reason and b.finding for b in found)
     assert known_findings_file("numpy") is None
     assert known_findings_file("../etc/passwd") is None
@@ -271,7 +274,7 @@ def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: 
 
     from dmlconform import execute, kernels
     from dmlconform.generation.data import make_inputs
-    from dmlconform.runner.checks import same_budgets
+    from dmlconform.runner.judging import same_budgets
     from dmlconform.specification.desc import parse_desc
     from dmlconform.specification.model import load_spec
 

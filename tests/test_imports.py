@@ -3,8 +3,8 @@
 Three reasons keep a ``dmlconform`` import inside a function (docs/architecture.md):
 
 - the CLI and what it loads to build its parsers (``cli.py``, ``commands/``,
-  ``runner/session.py``) and the pytest plugin (loaded by every pytest session through its entry
-  point): each verb's work modules load when it runs;
+  ``runner/options.py``, ``runner/selection.py``) and the pytest plugin (loaded by every pytest
+  session through its entry point): each verb's work modules load when it runs;
 - the imported module loads numba, jinja2 or an optional backend library at import (a run of
   small cases never imports numba);
 - the import at the top would close a cycle of top-level imports.
@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "dmlconform"
 LAZY_BY_ROLE = (
     "dmlconform.cli",
     "dmlconform.commands.",
-    "dmlconform.runner.session",
+    "dmlconform.runner.options",
+    "dmlconform.runner.selection",
     "dmlconform.runner.plugin",
 )
 HEAVY_LIBRARIES = {"numba", "jinja2", "torch", "onnxruntime", "hypothesis"}
@@ -133,7 +134,7 @@ def test_the_cli_builds_its_parsers_without_the_work_modules():
         "dmlconform.report",
     ):
         assert f"'{work}'" not in loaded, work
-    assert "'dmlconform.runner.session'" in loaded  # the check above looked at the right process
+    assert "'dmlconform.runner.options'" in loaded  # the check above looked at the right process
 
 
 def test_no_package_binds_a_name_its_submodule_will_overwrite():

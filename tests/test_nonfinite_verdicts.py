@@ -10,8 +10,9 @@ from helpers import SPEC
 
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
-from dmlconform.runner.checks import require_finite, run_case
+from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.runner.judging import require_finite
 from dmlconform.tolerance.options import NO_OPTIONS
 
 
@@ -46,7 +47,7 @@ def test_a_backend_returning_nonfinite_values_fails_every_relation(value):
 
 def test_require_finite_names_the_element():
     import dmlconform as dc
-    from dmlconform.runner.checks import _Fail
+    from dmlconform.runner.judging import _Fail
 
     t = {"DataType": "FLOAT32", "Sizes": [1, 4]}
     desc = dc.parse_desc(

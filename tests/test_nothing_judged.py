@@ -12,8 +12,9 @@ from helpers import SPEC
 
 from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.runner.cases import Selection, collect
-from dmlconform.runner.checks import _Skip, require_judged, run_case
+from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.runner.judging import _Skip, require_judged
 from dmlconform.tolerance.options import NO_OPTIONS
 
 

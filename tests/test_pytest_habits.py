@@ -16,7 +16,8 @@ import pytest
 from helpers import HERE, REPO, SMALL, dmlconform
 
 from dmlconform.commands.run import suite_arguments
-from dmlconform.runner.plugin import SUITE_FILE, case_operator, plugin_args, suite_argument
+from dmlconform.runner.node_ids import SUITE_FILE, case_operator, suite_argument
+from dmlconform.runner.plugin import plugin_args
 
 CASE = "validation[MEAN_VARIANCE_NORMALIZATION1-2_1-illegal-required-members-0000]"
 ACCEPTS_ALL = "test_plugin_backends:AcceptsAll"  # accepts every illegal desc: validation fails
@@ -129,7 +130,8 @@ def test_junit_classname_per_operator_and_replay_in_the_failure_text(tmp_path: P
 
 def test_failure_text_without_a_report_says_how_to_rerun_the_case(tmp_path: Path) -> None:
     from dmlconform.report.record import CaseRecord
-    from dmlconform.runner.plugin import Settings, failure_text
+    from dmlconform.runner.plugin import failure_text
+    from dmlconform.runner.settings import Settings
     from dmlconform.tolerance.options import ToleranceOptions
 
     settings = Settings(

@@ -120,7 +120,8 @@ def test_the_main_runs_case_count_is_what_the_run_collects() -> None:
     command makes (the backend's own level and capabilities, every default option)."""
     pytest.importorskip("onnxruntime")
     from dmlconform.runner.cases import collect
-    from dmlconform.runner.session import given, resolve_settings
+    from dmlconform.runner.options import given
+    from dmlconform.runner.settings import resolve_settings
     from dmlconform.specification.model import load_spec
 
     shown = example(section("The two commands"), "dmlconform run --backend onnxruntime")

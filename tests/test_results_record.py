@@ -33,7 +33,7 @@ def test_runner_and_bundle_records_have_the_same_keys_and_the_report_reads_them_
     from dmlconform.dxdispatch.check import _bare_record
 
     case = next(iter(collect(SPEC, Selection(level="6_4", kinds=("validation",), cases=1))))
-    ran = finish_record(case_record(case, "x::" + case.id, None), "skipped", "why", 0.5)
+    ran = finish_record(case_record(case, "x::" + case.id, None, spec=SPEC), "skipped", "why", 0.5)
     bare = _bare_record({"id": case.id, "case": case.to_dict()}, "error", "unreadable")
     assert list(ran) == list(bare) == list(CaseRecord.field_names())
     assert (ran["outcome"], ran["message"], ran["duration_s"]) == ("skipped", "why", 0.5)

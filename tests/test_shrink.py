@@ -21,8 +21,9 @@ from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.cli import main
 from dmlconform.errors import Rejected
 from dmlconform.runner.cases import Case, Selection, collect
-from dmlconform.runner.checks import CaseResult, run_case
+from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
+from dmlconform.runner.judging import CaseResult
 from dmlconform.shrink import moves
 from dmlconform.shrink.search import NotFailing, shrink
 from dmlconform.shrink.signature import Signature, same_failure, signature

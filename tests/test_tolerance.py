@@ -632,7 +632,7 @@ def test_zero_over_zero_accepts_any_value(answer):
     wrong_mean = dict(got, OutputMeanTensor=ref["OutputMeanTensor"] + np.float32(0.5))
     assert not compare(desc, wrong_mean, ref, inputs, SPEC, NO_OPTIONS).passed
     # the report names the failing output, not an accepted undefined element
-    from dmlconform.runner.checks import compare as runner_compare
+    from dmlconform.runner.judging import compare as runner_compare
     from dmlconform.specification.model import load_spec
 
     passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs, NO_OPTIONS)

@@ -213,7 +213,7 @@ def test_ulp_of_is_numpys_spacing_of_the_rounded_value_for_float32(seed):
 def test_a_relation_run_that_overflowed_within_its_budget_is_not_called_nonfinite():
     """A relation's check that the backend's runs are finite where the reference is: an inf of
     the reference's sign where the budget reaches the overflow is right there too."""
-    from dmlconform.runner.checks import _Fail, require_finite
+    from dmlconform.runner.judging import _Fail, require_finite
 
     desc, inputs, ref = at_the_top("FLOAT16", 64, 1.0)
     r = ref["OutputTensor"]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from dmlconform.cli import add_spec_dir
 from dmlconform.runner.directories import directory_problem
-from dmlconform.runner.session import add_arguments, command_line, given, resolve_selection, spec_level
+from dmlconform.runner.options import add_arguments, command_line, given
+from dmlconform.runner.selection import resolve_selection, spec_level
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +47,7 @@ def _register_export(sub: argparse._SubParsersAction) -> None:
         "to copy to a Windows or WSL machine. Exit status: 0 written, 2 unusable options or directory.",
     )
     e.add_argument("dir", metavar="DIR", help="bundle directory to write (must be empty or absent)")
-    add_arguments(e, "export")  # the selection options of run, from runner/session.py
+    add_arguments(e, "export")  # the selection options of run, from runner/options.py
     e.add_argument("--force", action="store_true", help="write into a directory that is not empty")
     add_spec_dir(e)
     e.set_defaults(run=run_export)
@@ -239,7 +240,7 @@ def _directml_version_problem(args: argparse.Namespace, spec) -> str | None:  # 
 def run_emulate(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.emulate import emulate_bundle, load_emulator
-    from dmlconform.runner.session import parse_pairs
+    from dmlconform.runner.options import parse_pairs
     from dmlconform.specification.model import UnknownLevel
 
     spec = _spec(args)

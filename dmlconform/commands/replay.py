@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.runner.session import add_arguments
+from dmlconform.runner.options import add_arguments
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     """The options that say which backend re-runs a saved case (replay and shrink), from the one
-    table of run options (runner/session.py)."""
+    table of run options (runner/options.py)."""
     add_arguments(p, "replay")
 
 
@@ -52,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
+    from dmlconform.runner.backend_loading import open_saved_backend
     from dmlconform.runner.checks import run_case
+    from dmlconform.runner.options import given, parse_pairs
     from dmlconform.runner.results import load_case_dir
-    from dmlconform.runner.session import given, open_saved_backend, parse_pairs
     from dmlconform.specification.model import load_spec
     from dmlconform.tolerance.options import ToleranceOptions
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.runner.session import SettingsError, add_arguments, check_values, command_line, given
-from dmlconform.runner.session import pytest_argv as session_pytest_argv
+from dmlconform.runner.options import SettingsError, add_arguments, check_values, command_line, given
+from dmlconform.runner.options import pytest_argv as options_pytest_argv
 
 #: Where a user goes next from ``run --help``: the expectations files and the broken backends.
 EPILOG = (
@@ -42,14 +42,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the report of the cases that ran.",
         epilog=EPILOG,
     )
-    add_arguments(p, "run")  # the run options, declared once in runner/session.py
+    add_arguments(p, "run")  # the run options, declared once in runner/options.py
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
     add_spec_dir(p)
     p.set_defaults(run=run)
 
 
 def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> list[str]:
-    from dmlconform.runner.plugin import SUITE_DIR, SUITE_FILE, plugin_args
+    from dmlconform.runner.node_ids import SUITE_DIR, SUITE_FILE
+    from dmlconform.runner.plugin import plugin_args
 
     argv = [
         str(SUITE_FILE),  # also the anchor of pytest's initial conftests: never the current directory's
@@ -71,7 +72,7 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         command,
     ]
     argv[0:0] = plugin_args()
-    argv += session_pytest_argv(argparse.Namespace(**{**vars(args), "report": str(report_dir)}))
+    argv += options_pytest_argv(argparse.Namespace(**{**vars(args), "report": str(report_dir)}))
     return argv + suite_arguments(list(args.pytest_args or []))
 
 
@@ -81,7 +82,7 @@ def suite_arguments(extra: list[str]) -> list[str]:
     them nor takes the current directory for the suite's (its conftest.py). A token right after
     an option that may take a value (``-k EXPR``) is that value and stays as it is; the plugin
     points any the command line leaves at the suite file itself."""
-    from dmlconform.runner.plugin import suite_argument
+    from dmlconform.runner.node_ids import suite_argument
 
     out = []
     for i, token in enumerate(extra):
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     import pytest
 
-    from dmlconform.runner.plugin import default_report_dir
+    from dmlconform.runner.report_directory import default_report_dir
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())

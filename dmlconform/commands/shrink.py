@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    from dmlconform.runner.session import given, parse_pairs
+    from dmlconform.runner.options import given, parse_pairs
     from dmlconform.shrink.files import shrink_dir
     from dmlconform.shrink.search import NotFailing
 

@@ -316,7 +316,7 @@ def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo)
         return _bare_record(entry, "error", f"the bundle's case cannot be read with this spec: {exc}")
     status = entry.get("status")
     if status != "exported":
-        rec = case_record(case, _nodeid(entry), None)
+        rec = case_record(case, _nodeid(entry), None, spec=spec)
         outcome = "error" if status == "error" else "skipped"
         return finish_record(rec, outcome, entry.get("reason") or f"not exported ({status})", 0.0)
     info = {"directml": run_info.version, "adapter": run_info.adapter, "device_level": run_info.level}
@@ -327,7 +327,7 @@ def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo)
         illegal = f"{found[0]} (at {run_info.level})" if found else None
     case_dir = root / entry["dir"]
     run = CaseRun.read(case_dir)
-    rec = case_record(case, _nodeid(entry), None)
+    rec = case_record(case, _nodeid(entry), None, spec=spec)
     try:
         model = load_model_file(case_dir / MODEL, spec)
         guard = ReplayGuard(entry, model, run, spec, illegal, info)
@@ -338,7 +338,7 @@ def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo)
         return finish_record(rec, "error", f"model.json unusable: {exc}", time.monotonic() - t0)
     except CaseError as exc:
         return finish_record(rec, "error", str(exc), time.monotonic() - t0)
-    rec = case_record(case, _nodeid(entry), result)
+    rec = case_record(case, _nodeid(entry), result, spec=spec)
     if case.kind == "validation":
         rec.expected = judged.expected
         rec.rule = judged.rule

@@ -27,8 +27,8 @@ from dmlconform.dxdispatch.bundle import ADAPTERS, CASES_LIST, DEPENDENCIES, EXI
 from dmlconform.dxdispatch.model import ModelError, bind_points
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.runner.backend_loading import open_backend
 from dmlconform.runner.guard import backend_validates
-from dmlconform.runner.session import open_backend
 from dmlconform.specification import layout
 from dmlconform.specification.desc import TensorDesc
 from dmlconform.specification.model import Spec
@@ -67,7 +67,7 @@ class Emulator:
 
 def load_emulator(name: str, options: dict[str, str], level: str | None, spec: Spec) -> Emulator:
     """The backend (asked to emulate ``level`` when it takes a feature_level option), opened as a
-    run opens it (runner.session); raises ValueError with one line."""
+    run opens it (runner.backend_loading); raises ValueError with one line."""
     opened = open_backend(name, options, level=level)
     lv = level or opened.info.feature_level or spec.levels[-1].name
     return Emulator(opened.handle, spec.level(lv).name, spec)

@@ -1,6 +1,6 @@
 """Where and how far the ``directional_derivative`` relation steps, per kernel.
 
-The relation (runner/checks.py) is generic: central differences of the forward operator along a
+The relation (runner/relations.py) is generic: central differences of the forward operator along a
 random direction against the backend's gradient. What is kernel-specific is the scale on which
 the forward is smooth (the step must stay in its linear region, yet be far above the input's
 rounding) and which elements the comparison may judge. Each gradient kernel names its function

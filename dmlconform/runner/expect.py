@@ -54,7 +54,7 @@ import yaml
 from dmlconform.generation.data import REGIMES
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
-from dmlconform.specification.model import UnknownLevel, UnknownOperator, load_spec
+from dmlconform.specification.model import Spec, UnknownLevel, UnknownOperator
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
 
@@ -97,11 +97,11 @@ class CaseFacts:
     members: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, case: Any, nodeid: str = "", regime: str | None = None) -> CaseFacts:
+    def of(cls, case: Any, nodeid: str = "", regime: str | None = None, *, spec: Spec) -> CaseFacts:
         """The facts of a ``runner.cases.Case`` (``regime``: the one its inputs came from)."""
 
         ran = apply_when(case.desc, case.relation) if case.relation else case.desc
-        length = elements_and_length(ran)[1] if case.kind != "validation" else None
+        length = elements_and_length(ran, spec)[1] if case.kind != "validation" else None
         return cls(
             id=case.id,
             kind=case.kind,
@@ -356,7 +356,7 @@ def parse_expectations(text: str, source: str = "<expectations>") -> list[Expect
     return out
 
 
-def load_expectations(path: str | Path, spec: Any = None) -> list[AnyExpectation]:
+def load_expectations(path: str | Path, spec: Spec) -> list[AnyExpectation]:
     """The expectations of a file: findings (YAML) for ``*.yaml`` / ``*.yml``, else case ids."""
     p = Path(path)
     try:
@@ -366,7 +366,7 @@ def load_expectations(path: str | Path, spec: Any = None) -> list[AnyExpectation
     except UnicodeDecodeError:
         raise ExpectError(f"{p}: not UTF-8 text") from None
     if p.suffix.lower() in (".yaml", ".yml"):
-        return list(parse_findings(text, str(p), spec))
+        return list(parse_findings(text, str(p), spec=spec))
     return list(parse_expectations(text, str(p)))
 
 
@@ -408,7 +408,7 @@ def known_findings_file(backend: str) -> Path | None:
 
 
 def known_findings(
-    backend: str, versions: Mapping[str, str] | None = None, spec: Any = None
+    backend: str, versions: Mapping[str, str] | None = None, *, spec: Spec
 ) -> tuple[list[Bound], str | None]:
     """(the backend's shipped findings, a note for the run's header). A file whose
     ``applies_to`` (versions key -> glob) does not match the backend's ``versions`` is not
@@ -427,7 +427,7 @@ def known_findings(
             f"known findings {path.name} are for {k} {wanted[k]}, this run's is {have.get(k, 'not reported')}: "
             "not applied (pass it with --expect to apply it anyway)"
         )
-    found = parse_findings(text, str(path), spec)
+    found = parse_findings(text, str(path), spec=spec)
     ids = list(dict.fromkeys(b.finding for b in found))
     return (
         found,
@@ -444,10 +444,8 @@ def _read_findings(text: str, source: str) -> Any:
         raise ExpectError(f"{source}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
 
 
-def parse_findings(text: str, source: str = "<findings>", spec: Any = None) -> list[Bound]:
+def parse_findings(text: str, source: str = "<findings>", *, spec: Spec) -> list[Bound]:
     """The findings format (see the module's docstring); :class:`ExpectError` with file:line."""
-
-    spec = spec or load_spec()
     doc = _read_findings(text, source)
     if not isinstance(doc, dict) or not isinstance(doc.get("findings"), list):
         raise ExpectError(f"{source}:1: a findings file is a mapping with a 'findings' list")

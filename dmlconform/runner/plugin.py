@@ -18,10 +18,8 @@ the final outcome and writes ``results.json`` at session end, then the HTML/mark
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
-import re
 import shlex
 import sys
 import time
@@ -32,35 +30,37 @@ import pytest
 
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.report.record import CaseRecord
+from dmlconform.runner.backend_loading import OpenedBackend, guard_for
 from dmlconform.runner.cases import collect, in_shard, operator_data_types, selected_operators
 from dmlconform.runner.checks import run_case
-from dmlconform.runner.expect import CaseFacts, Settled, settle
-from dmlconform.runner.lifeline import Lifeline, SigtermTrap
-from dmlconform.runner.session import (
-    OpenedBackend,
-    Settings,
-    SettingsError,
-    add_pytest_options,
-    given,
-    guard_for,
-    unsupported_data_types,
+from dmlconform.runner.completion import judge_completion
+from dmlconform.runner.console import (
+    header_lines,
+    write_incomplete,
+    write_known_findings,
+    write_reports,
+    write_skip_reasons,
 )
-from dmlconform.runner.session import resolve_settings as resolve
+from dmlconform.runner.expect import CaseFacts, Settled, settle
+from dmlconform.runner.junit_xml import junit_classname, mark_junit_incomplete
+from dmlconform.runner.lifeline import Lifeline, SigtermTrap
+from dmlconform.runner.node_ids import SUITE_DIR, SUITE_FILE, show_case_ids, suite_argument
+from dmlconform.runner.options import SettingsError, add_pytest_options, given
+from dmlconform.runner.report_directory import clear_earlier_run, discard_report
+from dmlconform.runner.settings import Settings
+from dmlconform.runner.settings import resolve_settings as resolve
 from dmlconform.runner.tiers import max_elements_for
 from dmlconform.specification.model import load_spec
 from dmlconform.tolerance.options import ToleranceOptions
 
-SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
-SUITE_FILE = SUITE_DIR / "test_conformance.py"
 PLUGIN_NAME = "dmlconform-session"
 #: The signal that ended the last session ("SIGTERM"), or None: ``dmlconform run`` exits 143 for it
 terminated_by: str | None = None
-SKIP_REASONS_SHOWN = 10
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("dmlconform", "DirectML operator conformance (dmlconform)")
-    add_pytest_options(g)  # every --dml-* run option, from the one table in runner/session.py
+    add_pytest_options(g)  # every --dml-* run option, from the one table in runner/options.py
     g.addoption("--dml-command", default=None, help=argparse_suppress())
 
 
@@ -108,7 +108,7 @@ def restyle(config: pytest.Config, exc: pytest.UsageError) -> pytest.UsageError:
 
 
 def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
-    """Settings from the command line (runner.session resolves them), or ``pytest.UsageError``
+    """Settings from the command line (runner.settings resolves them), or ``pytest.UsageError``
     with one line that spells options as the user typed them."""
     opt = config.option
     values = given(opt, "run", prefix="dml_")
@@ -153,87 +153,6 @@ def pytest_configure(config: pytest.Config) -> None:
     session.targeted = targeted
     config.pluginmanager.register(session, PLUGIN_NAME)
     show_case_ids(config)
-
-
-def show_case_ids(config: pytest.Config) -> None:
-    """Print a case as ``numeric[...]`` where pytest prints a node id relative to the current
-    directory (the short summary's ``FAILED`` lines, ``-v``'s lines), not as the path of the suite
-    file inside the installed package (``../venv/lib/python3.11/site-packages/dmlconform/suite/
-    test_conformance.py::...``): the bare id is what a user pastes back (:func:`suite_argument`
-    points it at the suite). pytest has no hook for that text; it asks the config's
-    ``cwd_relative_nodeid``, so this config's method is wrapped. Node ids other than the suite's
-    cases (a plain pytest run's own tests beside them) pass through unchanged, and so does what
-    pytest stores (``--lf``'s cache, junit.xml, results.json keep the real node id)."""
-    import dataclasses
-
-    original = config.cwd_relative_nodeid
-    root = config.rootpath
-
-    def cwd_relative_nodeid(nodeid: Any) -> Any:
-        path, sep, name = str(nodeid).partition("::")
-        # (the suite file outside the rootdir, as under plain pytest in a project, has path "")
-        if not (sep and _CASE_ID.match(name) and (not path or (root / path).resolve() == SUITE_FILE)):
-            return original(nodeid)
-        if isinstance(nodeid, str):  # pytest before 9.2 passes the id as a string
-            return name
-        return dataclasses.replace(nodeid, path=name, names=(), params=None)
-
-    config.cwd_relative_nodeid = cwd_relative_nodeid  # type: ignore[method-assign]
-
-
-def remove_reproducers(failures: Path) -> None:
-    """Empty a report directory's ``failures/`` of an earlier run's reproducers: a report
-    directory holds one run, and a reproducer next to "all passed" would be a lie. Only
-    directories this tool wrote (holding a case.json) go; anything else a user put there stays,
-    and so does the directory then."""
-    import shutil
-
-    if not failures.is_dir():
-        return
-    for entry in failures.iterdir():
-        if entry.is_dir() and not entry.is_symlink() and (entry / "case.json").is_file():
-            shutil.rmtree(entry, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        failures.rmdir()  # only when empty
-
-
-def discard_report(report_dir: Path, created: tuple[Path, ...]) -> None:
-    """Remove what a run wrote into a report directory it made, when the run ended in a usage
-    error: the placeholder results.json, pytest's junit.xml, the pages, the journal, then the
-    directories it made (deepest first) where they are empty. An empty report directory, or one
-    holding the report of no case, would read as a run."""
-    from dmlconform.runner import watch
-
-    for name in ("results.json", "junit.xml", "index.html", "summary.md", watch.JOURNAL):
-        with contextlib.suppress(OSError):
-            (report_dir / name).unlink(missing_ok=True)
-    for directory in created:
-        with contextlib.suppress(OSError):
-            directory.rmdir()  # only when empty: what a user put there stays
-
-
-_CASE_ID = re.compile(r"^(numeric|validation|metamorphic)\[[^\]]+\]$")
-
-
-def suite_argument(arg: str) -> str:
-    """A test argument as the suite file's pytest node id, so that a failure's id pastes back
-    from wherever it was printed: a bare case id (``validation[...]``), ``::validation[...]``,
-    or ``<any path to>test_conformance.py::...`` (the console shows it relative to the directory
-    of the run, results.json relative to the suite). Other arguments are left alone."""
-    if _CASE_ID.match(arg):
-        return f"{SUITE_FILE}::{arg}"
-    path, sep, rest = arg.partition("::")
-    if sep and _CASE_ID.match(rest) and (not path or Path(path).name == SUITE_FILE.name):
-        return f"{SUITE_FILE}::{rest}"
-    return arg
-
-
-def case_operator(nodeid: str) -> str | None:
-    """The operator of a conformance case's node id (``...::numeric[OP-LEVEL-...]``)."""
-    name = nodeid.rpartition("::")[2]
-    if not _CASE_ID.match(name):
-        return None
-    return name[name.index("[") + 1 :].split("-", 1)[0]
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -289,13 +208,13 @@ class ConformanceItem(pytest.Item):
         except (Rejected, Unsupported) as exc:  # pragma: no cover - run_case maps these
             raise ConformanceFailure(str(exc)) from None
         except Exception as exc:
-            self.record = case_record(self.case, self.nodeid, None)
+            self.record = case_record(self.case, self.nodeid, None, spec=session.spec)
             self.record.message = (
                 f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}"
             )
             raise HarnessError(self.record.message) from exc
-        settled = self.settle(session.settings.expectations, result)
-        self.record = case_record(self.case, self.nodeid, result)
+        settled = self.settle(session.settings.expectations, result, session.spec)
+        self.record = case_record(self.case, self.nodeid, result, spec=session.spec)
         self.record.message = settled.message
         self.record.known_finding = settled.finding
         s = session.settings
@@ -315,12 +234,12 @@ class ConformanceItem(pytest.Item):
         if settled.outcome == "skipped":
             pytest.skip(result.message or "skipped")
 
-    def settle(self, expectations: list[Any], result: Any) -> Settled:
+    def settle(self, expectations: list[Any], result: Any, spec: Any) -> Settled:
         """The case's outcome under the run's expectations (``runner.expect.settle``); sets
         :attr:`expectation` to the reason of the one that covered it."""
         if not expectations:
             return Settled(result.status, result.message)
-        from dmlconform.runner.checks import failure_message
+        from dmlconform.runner.error_record import failure_message
 
         def rejudge(options: ToleranceOptions) -> tuple[bool, str | None] | None:
             judged = result.judge_under(options)
@@ -328,7 +247,7 @@ class ConformanceItem(pytest.Item):
                 return None
             return judged[0], None if judged[0] else failure_message(judged[1])
 
-        facts = CaseFacts.of(self.case, self.nodeid, result.regime)
+        facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec)
         settled = settle(expectations, facts, result.status, result.message, rejudge)
         if settled.expectation is not None:
             self.expectation = settled.expectation.reason
@@ -416,13 +335,7 @@ class ConformanceSession:
         report_dir = self.settings.report_dir
         if _is_worker(self.config) or report_dir is None:
             return
-        stale = [report_dir / "index.html", report_dir / "summary.md"]
-        xml = getattr(self.config.option, "xmlpath", None)
-        if xml and Path(xml).resolve() == report_dir / "junit.xml":
-            stale.append(report_dir / "junit.xml")
-        for path in stale:
-            path.unlink(missing_ok=True)
-        remove_reproducers(report_dir / "failures")
+        clear_earlier_run(report_dir, getattr(self.config.option, "xmlpath", None))
         write_results(report_dir, self.placeholder())
         meta = {**asdict(self.run_meta()), "started_epoch": time.time()}
         self.lifeline.start(report_dir, meta, self.settings.isolate_flag)
@@ -474,34 +387,7 @@ class ConformanceSession:
         self.lifeline.write({"start": nodeid})  # the case a crash will be blamed on
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        s = self.settings
-        info = s.info
-        lines = [
-            f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
-            f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
-        ]
-        lines += [f"dmlconform: note: {note}" for note in s.notes]
-        if info.has_check and not getattr(info, "validates", False):
-            lines.append(
-                f"dmlconform: backend {info.name} defines check() but not validates = True: check() is "
-                "not called and no validation cases run (set validates = True to be judged on "
-                "accepting legal descs and rejecting illegal ones)"
-            )
-        if s.tolerance:
-            lines.append(
-                "dmlconform: tolerance overridden: "
-                + ", ".join(f"{k}={v}" for k, v in s.tolerance.pairs().items())
-            )
-        if s.report_dir:
-            lines.append(f"dmlconform: report directory {s.report_dir}")
-        unsupported = unsupported_data_types(self.spec, s.level, s.operators, list(s.data_types))
-        if unsupported:
-            lines.append(
-                f"dmlconform: no selected operator supports {', '.join(unsupported)}: "
-                "only its illegal-type validation cases (which must be rejected) run"
-            )
-        lines.append("dmlconform: generating cases")
-        return lines
+        return header_lines(self.settings, self.spec)
 
     # -- results --------------------------------------------------------------------------
 
@@ -512,7 +398,7 @@ class ConformanceSession:
         if isinstance(item, ConformanceItem) and recorded:
             from dmlconform.runner.results import case_record
 
-            record = item.record or case_record(item.case, item.nodeid, None)
+            record = item.record or case_record(item.case, item.nodeid, None, spec=self.spec)
             record.expectation = item.expectation
             report.dml_record = record.to_dict()  # a dict: xdist serializes it with the report
             report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
@@ -522,7 +408,7 @@ class ConformanceSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if _is_worker(self.config):
             return
-        self.junit_classname(report)
+        junit_classname(self.config, report)
         record = getattr(report, "dml_record", None)
         if record is None:
             if report.when == "teardown" and report.failed and report.nodeid in self.records:
@@ -536,22 +422,6 @@ class ConformanceSession:
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
         self.lifeline.write({"record": self.records[report.nodeid]})
 
-    def junit_classname(self, report: pytest.TestReport) -> None:
-        """junit.xml's classname: ``dmlconform.<OPERATOR>`` (CI pages group test cases by it),
-        not the one suite file every case shares. Set before junitxml records the report (it
-        keeps attributes already set on the test case)."""
-        operator = case_operator(report.nodeid)
-        if operator is None:
-            return
-        try:
-            from _pytest.junitxml import xml_key
-
-            xml = self.config.stash.get(xml_key, None)
-        except ImportError:  # pytest moved its junitxml internals: the default classname stays
-            return
-        if xml is not None:
-            xml.node_reporter(report).add_attribute("classname", f"dmlconform.{operator}")
-
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._guard is not None:
@@ -560,8 +430,15 @@ class ConformanceSession:
             self._handle.close()
         if _is_worker(self.config):
             return
-        self.completion = self.judge_completion(session, exitstatus)
-        self.mark_junit_incomplete()
+        self.completion = judge_completion(
+            session,
+            exitstatus,
+            ran=len(self.records),
+            collected=self.collected,
+            deselected=self.deselected,
+            signal_name=self.sigterm.signal_name,
+        )
+        mark_junit_incomplete(self.config, self.completion)
         if self.settings.report_dir is None:
             return
         if self.settings.created_dirs and self.usage_error(exitstatus):
@@ -604,67 +481,6 @@ class ConformanceSession:
         return code == pytest.ExitCode.USAGE_ERROR or (
             code == pytest.ExitCode.NO_TESTS_COLLECTED and under_cli(self.config)
         )
-
-    def mark_junit_incomplete(self) -> None:
-        """Testsuite properties in junit.xml for an incomplete run, whose test counts a CI page
-        would otherwise show as a whole run's. A complete run's junit.xml is left as pytest writes it."""
-        done = self.completion
-        if done.get("complete", True):
-            return
-        try:
-            from _pytest.junitxml import xml_key
-
-            xml = self.config.stash.get(xml_key, None)
-        except ImportError:  # pytest moved its junitxml internals: the report says it anyway
-            return
-        if xml is None:
-            return
-        for key in ("complete", "status", "stop_reason", "collected", "ran"):
-            value = done.get(key)
-            xml.add_global_property(
-                f"dmlconform_{key}", str(value).lower() if isinstance(value, bool) else str(value)
-            )
-
-    def judge_completion(self, session: pytest.Session, exitstatus: int) -> dict[str, Any]:
-        """Whether every collected case has a result, and if not, why (docs/results-json.md).
-
-        Complete means every collected case has a result, however the session ended (a -x whose
-        failure was the last case stopped nothing); otherwise the cause is named. A run narrowed
-        by -k, -m, --deselect or --lf covers part of its selection: not complete either."""
-        ran, collected, code = len(self.records), self.collected, int(exitstatus)
-        stop = session.shouldfail or session.shouldstop
-        status, reason = "complete", None
-        finished = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED)
-        if collected is not None and ran >= collected:
-            pass
-        elif code == pytest.ExitCode.INTERRUPTED and self.sigterm.signal_name:
-            status, reason = "interrupted", f"terminated ({self.sigterm.signal_name})"
-        elif code == pytest.ExitCode.INTERRUPTED:
-            status, reason = "interrupted", "interrupted (Ctrl-C / SIGINT)"
-        elif stop:
-            status = "stopped"
-            reason = f"stopped early: {stop}" if isinstance(stop, str) else "stopped early"
-        elif self.deselected and code in finished:
-            status = "narrowed"
-            reason = (
-                f"narrowed: {self.deselected} of {collected} cases left out (-k, -m, --deselect, --lf or case ids), "
-                "so the run covers part of its selection"
-            )
-        elif code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            status, reason = "incomplete", f"pytest ended with exit status {code}"
-        else:
-            status, reason = "incomplete", "some collected cases have no result"
-        if status != "complete" and collected is None:
-            reason = f"{reason} (before collection finished)"
-        return {
-            "complete": status == "complete",
-            "status": status,
-            "stop_reason": reason,
-            "exit_status": code,
-            "collected": collected,
-            "ran": ran,
-            "deselected": self.deselected,
-        }
 
     def run_meta(self) -> Any:
         """The run's RunMeta as of now: results.json's fields other than the cases."""
@@ -729,61 +545,20 @@ class ConformanceSession:
         tr = terminalreporter
         done = self.completion
         if done and not done["complete"] and not _is_worker(self.config):
-            tr.section("dmlconform")
-            of = f" of {done['collected']}" if done["collected"] is not None else ""
-            tr.write_line(
-                f"dmlconform: INCOMPLETE RUN: {done['stop_reason']}, {done['ran']}{of} cases ran; "
-                "the counts below cover only the cases that ran",
-                red=True,
-                bold=True,
-            )
+            write_incomplete(tr, done)
         if self.results_path is None:
             if not _is_worker(self.config) and any(
                 r.get("outcome") == "skipped" for r in self.records.values()
             ):
                 tr.section("dmlconform")
-                self.write_skip_reasons(tr)
+                write_skip_reasons(tr, self.records.values())
             return
         if not done or done["complete"]:
             tr.section("dmlconform")
         xml = getattr(self.config.option, "xmlpath", None)
-        for p in self.report_paths:
-            tr.write_line(f"report: {p}")
-        if xml:
-            tr.write_line(f"report: {Path(xml).resolve()}")
-        err = getattr(self, "report_error", None)
-        if err:
-            tr.write_line(f"HTML/markdown report not written: {err}")
-        sm = self.summary
-        tr.write_line(
-            "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, "
-            "{xfailed} xfailed, {xpassed} xpassed, {errors} errors".format(**sm)
-        )
-        self.write_known_findings(tr)
-        self.write_skip_reasons(tr)
-
-    def write_known_findings(self, tr: Any) -> None:
-        """The known findings the run's xfailed cases were explained by, with their counts."""
-        from dmlconform.report.classes import findings_line, known_findings
-
-        hit = known_findings(self.records.values())
-        if hit:
-            tr.write_line(f"dmlconform: known findings hit: {findings_line(hit)}")
-
-    def write_skip_reasons(self, tr: Any) -> None:
-        """The skipped cases, counted by reason (the ten most frequent)."""
-        from dmlconform.report.model import skip_reasons
-
-        reasons = skip_reasons(self.records.values())
-        if not reasons:
-            return
-        total = sum(n for _, n in reasons)
-        tr.write_line(f"dmlconform: {total} skipped, by reason:")
-        for reason, n in reasons[:SKIP_REASONS_SHOWN]:
-            tr.write_line(f"  {n:6d}  {reason}")
-        rest = reasons[SKIP_REASONS_SHOWN:]
-        if rest:
-            tr.write_line(f"  {sum(n for _, n in rest):6d}  ({len(rest)} other reasons: see results.json)")
+        write_reports(tr, self.report_paths, xml, getattr(self, "report_error", None), self.summary)
+        write_known_findings(tr, self.records.values())
+        write_skip_reasons(tr, self.records.values())
 
 
 def _outcome(report: pytest.TestReport) -> tuple[str, str | None]:
@@ -805,9 +580,3 @@ def _outcome(report: pytest.TestReport) -> tuple[str, str | None]:
     if report.when != "call" or getattr(report, "dml_harness_error", False):
         return "error", message
     return "failed", message
-
-
-def default_report_dir(backend: str, cwd: str | os.PathLike[str] | None = None) -> Path:
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in backend.split(":")[-1])
-    return Path(cwd or os.getcwd()) / "reports" / f"{safe}-{stamp}"

@@ -28,7 +28,7 @@ from dmlconform import __version__
 from dmlconform.report.classes import accuracy_classes, known_findings
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case, apply_when
-from dmlconform.runner.checks import CaseResult
+from dmlconform.runner.judging import CaseResult
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.desc import DescError, load_desc
 from dmlconform.specification.model import Spec
@@ -68,12 +68,12 @@ def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str
     return shlex.join(parts)
 
 
-def case_record(case: Case, nodeid: str, result: CaseResult | None) -> CaseRecord:
+def case_record(case: Case, nodeid: str, result: CaseResult | None, *, spec: Spec) -> CaseRecord:
     """The half of a case record known where the case ran (outcome and message come later)."""
     r = result
     # a metamorphic relation runs the desc with its ``when`` members forced (CrossChannel may widen n)
     ran = apply_when(case.desc, case.relation) if case.relation else case.desc
-    elements, length = elements_and_length(ran) if case.kind != "validation" else (None, None)
+    elements, length = elements_and_length(ran, spec) if case.kind != "validation" else (None, None)
     return CaseRecord(
         id=case.id,
         nodeid=nodeid,

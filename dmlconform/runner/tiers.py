@@ -33,15 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dmlconform import kernels
-from dmlconform.generation.chooser import seeded_chooser
+from dmlconform.generation.chooser import Chooser, seeded_chooser
 from dmlconform.generation.data import regime_desc, regimes_for
-from dmlconform.generation.model import model_for
-from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, choose_plan
+from dmlconform.generation.model import Model, model_for
+from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, Plan, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 from dmlconform.specification.validate import validate
 
 THRESHOLDS: tuple[int, ...] = (32, 256, 1024, 4096, 65536)
@@ -185,7 +185,7 @@ def sized_desc(
     slices: int = 1,
     min_axes: int = 1,
     seed: int = 0,
-    spec: Spec | None = None,
+    spec: Spec,
     attempts: int = 200,
 ) -> OperatorDesc:
     """A legal desc whose reduction has exactly ``n`` elements over ``slices`` slices.
@@ -197,7 +197,6 @@ def sized_desc(
     Everything else (optional members, activation, layouts, attributes) is drawn by the legal
     generator from a chooser seeded by the arguments, so the desc is the same in every process.
     Raises RuntimeError when no desc of that shape was found."""
-    spec = spec or load_spec()
     model = model_for(operator, level, spec)
     if not model.available:
         raise RuntimeError(f"{operator} is not available at {level}")
@@ -210,24 +209,10 @@ def sized_desc(
         plan = choose_plan(model, ch, opts)
         if plan is None or g_in not in plan.shapes:
             continue
-        rank = len(plan.shapes[g_in])
-        # With every dim 2, the reduced axes are the structural ones (a drawn 1 would pass for
-        # a reduced dim of an operator that reduces where a partner tensor has size 1).
-        plan.shapes[g_in] = (2,) * rank
-        try:
-            axes = reduction_axes(realize(model, plan, ch, flat), spec)
-        except ValueError:
+        shape = _reduction_shape(model, plan, ch, flat, spec, g_in, (n, slices, min_axes))
+        if shape is None:
             continue
-        kept = [i for i in range(rank) if i not in axes]
-        if len(axes) < min_axes or (slices > 1 and not kept):
-            continue
-        shape = [1] * rank
-        order = ch.permutation(axes)
-        for axis, size in zip(order, split_length(n, len(axes) if min_axes > 1 else 1), strict=False):
-            shape[axis] = size
-        if slices > 1:
-            shape[ch.choice(kept, key="tier:kept")] = slices
-        plan.shapes[g_in] = tuple(shape)
+        plan.shapes[g_in] = shape
         desc = realize(model, plan, ch, opts)
         inp = desc.members.get(input_name)
         if (
@@ -239,6 +224,40 @@ def sized_desc(
         ):
             return desc
     raise RuntimeError(f"{operator} at {level}: no legal desc with {slices} slice(s) of {n} elements")
+
+
+def _reduction_shape(
+    model: Model,
+    plan: Plan,
+    ch: Chooser,
+    flat: Options,
+    spec: Spec,
+    g_in: int | None,
+    size: tuple[int, int, int],
+) -> tuple[int, ...] | None:
+    """The input's shape under ``plan`` for ``size`` = (n, slices, min_axes): ``n`` split over the
+    reduced axes, ``slices`` on one kept axis, 1 elsewhere; None when the plan's operator reduces
+    fewer than ``min_axes`` axes, or keeps none for the slices. Draws from ``ch`` in a fixed
+    order, so that the desc is the same in every process."""
+    n, slices, min_axes = size
+    rank = len(plan.shapes[g_in])
+    # With every dim 2, the reduced axes are the structural ones (a drawn 1 would pass for
+    # a reduced dim of an operator that reduces where a partner tensor has size 1).
+    plan.shapes[g_in] = (2,) * rank
+    try:
+        axes = reduction_axes(realize(model, plan, ch, flat), spec)
+    except ValueError:
+        return None
+    kept = [i for i in range(rank) if i not in axes]
+    if len(axes) < min_axes or (slices > 1 and not kept):
+        return None
+    shape = [1] * rank
+    order = ch.permutation(axes)
+    for axis, length in zip(order, split_length(n, len(axes) if min_axes > 1 else 1), strict=False):
+        shape[axis] = length
+    if slices > 1:
+        shape[ch.choice(kept, key="tier:kept")] = slices
+    return tuple(shape)
 
 
 @dataclass(frozen=True)
@@ -322,9 +341,8 @@ MEMORY_LIMIT_ENV = "DMLCONFORM_MEMORY_LIMIT"
 /proc/meminfo and the cgroup say."""
 
 
-def case_bytes(desc: OperatorDesc, spec: Spec | None = None) -> int:
+def case_bytes(desc: OperatorDesc, spec: Spec) -> int:
     """Estimated peak memory (bytes) of running ``desc`` as a numeric case."""
-    spec = spec or load_spec()
     sem = spec.operator(desc.operator).semantics
     inp = desc.members.get(sem.get("input", ""))
     if not isinstance(inp, TensorDesc):
@@ -378,7 +396,7 @@ def _gib(b: float) -> str:
     return f"{b / 2**30:.1f} GiB" if b >= 2**28 else f"{b / 2**20:.0f} MiB"
 
 
-def memory_shortfall(desc: OperatorDesc, spec: Spec | None = None) -> str | None:
+def memory_shortfall(desc: OperatorDesc, spec: Spec) -> str | None:
     """None when the case fits in memory, else the one-line skip message with the figures."""
     need = case_bytes(desc, spec)
     if need < 2**26:  # small cases never ask (reading /proc per case costs more than they do)
@@ -386,7 +404,6 @@ def memory_shortfall(desc: OperatorDesc, spec: Spec | None = None) -> str | None
     avail = available_memory()
     if avail is None or need <= MEMORY_MARGIN * avail:
         return None
-    spec = spec or load_spec()
     inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
     count = inp.element_count if isinstance(inp, TensorDesc) else 0
     return (
@@ -397,10 +414,9 @@ def memory_shortfall(desc: OperatorDesc, spec: Spec | None = None) -> str | None
     )
 
 
-def elements_and_length(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int | None, int | None]:
+def elements_and_length(desc: OperatorDesc, spec: Spec) -> tuple[int | None, int | None]:
     """(input element count, reduction length) of a desc, None where it has no meaning (an
     illegal desc without the members the semantics need)."""
-    spec = spec or load_spec()
     try:
         inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
         elements = inp.element_count if isinstance(inp, TensorDesc) else None

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dmlconform.runner.backend_loading import open_saved_backend
 from dmlconform.runner.checks import run_case
-from dmlconform.runner.session import open_saved_backend
 from dmlconform.shrink.search import NotFailing, Shrunk, shrink
 from dmlconform.specification.model import load_spec
 from dmlconform.tolerance.options import ToleranceOptions
@@ -50,7 +50,7 @@ def shrink_dir(
         found = shrink(case, data, run, spec, max_seconds, progress)
     finally:
         guard.close()
-    half = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result)
+    half = case_record(found.case, str(meta.get("nodeid") or found.case.id), found.result, spec=spec)
     half.reproducer = str(out)
     extra = {"shrink": {"from": str(case_dir), **found.to_dict()}}
     save_reproducer(out, found.case, found.result, half, name, options, tolerance, extra)

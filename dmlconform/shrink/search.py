@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from dmlconform.runner.cases import Case
-from dmlconform.runner.checks import CaseResult
+from dmlconform.runner.judging import CaseResult
 from dmlconform.shrink.moves import Inputs, Move, candidates, size_of
 from dmlconform.shrink.signature import Signature, same_failure, signature
 from dmlconform.specification.model import Spec

@@ -26,7 +26,7 @@ from typing import Any
 
 from dmlconform.report.model import json_number
 from dmlconform.runner.cases import Case
-from dmlconform.runner.checks import CaseResult
+from dmlconform.runner.judging import CaseResult
 
 
 @dataclass(frozen=True)

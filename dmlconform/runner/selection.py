@@ -1,0 +1,98 @@
+"""What a run selects: the options' operators, data types and kinds checked against the spec.
+
+Checked once, before any case is generated, so that an unknown operator, data type, kind or
+feature level costs one line (a :class:`~dmlconform.runner.options.SettingsError`) and not a
+run. ``dmlconform run``, the pytest plugin and ``dxdispatch export`` resolve their selection
+here.
+
+Module-level imports stay light: the CLI imports this module to build ``dxdispatch``'s parsers;
+case collection (``runner.cases``) loads when a selection is resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dmlconform.runner.defaults import DEFAULT_CASES
+from dmlconform.runner.options import SettingsError, check_values
+
+
+def data_type_key(name: str) -> str:
+    """A data type as the spec names it: ``float16`` and ``DML_TENSOR_DATA_TYPE_FLOAT16`` are FLOAT16."""
+    return name.upper().removeprefix("DML_TENSOR_DATA_TYPE_")
+
+
+def resolve_selection(
+    spec: Any, values: Mapping[str, Any], level: str, prefix: str = "--", validation: bool = True
+) -> Any:
+    """The ``runner.cases.Selection`` the options ask for at ``level`` (already a spec level
+    name); SettingsError with one line for an unknown operator, data type or kind."""
+    from dmlconform.runner.cases import KINDS, Selection
+
+    check_values(values, prefix)
+    operators = []
+    for name in values.get("operators") or []:
+        try:
+            operators.append(spec.operator(name).name)
+        except KeyError as exc:
+            raise SettingsError(str(exc.args[0])) from None
+    dtypes = []
+    for name in values.get("dtypes") or []:
+        key = data_type_key(name)
+        if key not in spec.data_types:
+            raise SettingsError(f"unknown data type {name!r} (known: {', '.join(spec.data_types)})")
+        dtypes.append(key)
+    kinds = tuple(values.get("kinds") or KINDS)
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise SettingsError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
+    return Selection(
+        level=level,
+        operators=tuple(operators),
+        data_types=tuple(dtypes),
+        cases=int(values.get("cases") or DEFAULT_CASES),
+        seed=int(values.get("seed") or 0),
+        kinds=kinds,
+        validation=validation,
+        tier=values.get("tier") or "default",
+        max_elements=values.get("max_elements"),
+    )
+
+
+def spec_level(spec: Any, name: str | None) -> str | None:
+    """A feature level as the spec names it (None for None); SettingsError for an unknown one."""
+    from dmlconform.specification.model import UnknownLevel
+
+    if not name:
+        return None
+    try:
+        return spec.level(name).name
+    except UnknownLevel as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dtypes: list[str]) -> list[str]:
+    """The asked-for data types that no selected operator's support table admits at any level up
+    to ``level``: only illegal-type validation cases could run for them."""
+    from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
+
+    ops = selected_operators(spec, Selection(level=level, operators=operators))
+    have = supported_data_types(spec, ops, level)
+    return [t for t in dtypes if t not in have]
+
+
+def require_supported_data_types(spec: Any, selection: Any) -> None:
+    """SettingsError when the selection names data types and no selected operator supports any
+    of them at its level or below: such a run would have nothing to run."""
+    from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
+
+    level = selection.level
+    unsupported = unsupported_data_types(spec, level, selection.operators, list(selection.data_types))
+    if selection.data_types and len(unsupported) == len(selection.data_types):
+        ops = selected_operators(spec, Selection(level=level, operators=selection.operators))
+        have = ", ".join(supported_data_types(spec, ops, level)) or "none"
+        raise SettingsError(
+            f"no selected operator supports {', '.join(selection.data_types)} at feature level {level} or below "
+            f"(they support {have}): nothing to run"
+        )
