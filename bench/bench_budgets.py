@@ -65,7 +65,7 @@ def measure(cases: int, seeds: list[int], max_elements: int, operators: tuple[st
         )
         for case in collect(spec, sel):
             try:
-                judged = judged_inputs(case)  # as the runner draws them
+                judged = judged_inputs(case, spec)  # as the runner draws them
                 inputs, ref = judged.inputs, judged.reference
             except Exception as exc:  # the run skips the case too
                 per_op[case.operator]["skipped"] += 1

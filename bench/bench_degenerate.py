@@ -30,11 +30,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     real = degenerate.sampled_budgets
+    spec = dc.load_spec()
 
     def check(desc: dc.OperatorDesc, inputs: dict, ref: dict, sample: bool) -> None:
         degenerate.sampled_budgets = real if sample else (lambda *args, **kwargs: None)
         try:
-            assert degenerate.why_degenerate(desc, inputs, ref) is None
+            assert degenerate.why_degenerate(desc, inputs, ref, spec) is None
         finally:
             degenerate.sampled_budgets = real
 

@@ -150,7 +150,7 @@ def _mvn1(sizes, axes, *, act=None, eps=1e-5, bias=False, normalize=True):
 
 
 def _why(desc, inputs):
-    return degenerate.why_degenerate(desc, inputs, execute(desc, inputs))
+    return degenerate.why_degenerate(desc, inputs, execute(desc, inputs), SPEC)
 
 
 def test_a_case_that_judges_something_is_not_degenerate() -> None:
@@ -193,10 +193,12 @@ def test_an_output_judged_nowhere_is_degenerate(monkeypatch: pytest.MonkeyPatch)
     reference = execute(desc, inputs)
     assert np.isfinite(reference["OutputGradientTensor"]).any()
     real = degenerate.budgets(desc, reference, inputs, SPEC)
-    assert degenerate.why_degenerate(desc, inputs, reference) is None
+    assert degenerate.why_degenerate(desc, inputs, reference, SPEC) is None
     infinite = {**real, "OutputGradientTensor": np.full((9, 1), np.inf)}
     monkeypatch.setattr(degenerate, "case_budgets", lambda *a, **k: (infinite, None))
-    assert "OutputGradientTensor judges no element" in degenerate.why_degenerate(desc, inputs, reference)
+    assert "OutputGradientTensor judges no element" in degenerate.why_degenerate(
+        desc, inputs, reference, SPEC
+    )
 
 
 def test_an_output_equal_to_its_input_is_degenerate() -> None:
@@ -210,17 +212,17 @@ def test_inputs_are_drawn_again_until_they_judge_something() -> None:
     desc = _mvn1((1, 16), (1,), act={"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.0}, eps=100.0)
     first = dd.make_inputs(desc, "standard_normal", 7)
     assert _why(desc, first) is not None
-    judged = degenerate.judged_inputs(desc, "standard_normal", 7)
-    assert degenerate.why_degenerate(desc, judged.inputs, judged.reference) is None
+    judged = degenerate.judged_inputs(desc, "standard_normal", 7, SPEC)
+    assert degenerate.why_degenerate(desc, judged.inputs, judged.reference, SPEC) is None
     assert (judged.regime, judged.draw) != ("standard_normal", 0)
-    again = degenerate.judged_inputs(desc, "standard_normal", 7)  # deterministic
+    again = degenerate.judged_inputs(desc, "standard_normal", 7, SPEC)  # deterministic
     assert (again.regime, again.draw) == (judged.regime, judged.draw)
     assert np.array_equal(again.inputs["InputTensor"], judged.inputs["InputTensor"])
 
 
 def test_inputs_that_judge_something_are_the_first_draw() -> None:
     desc = _mvn1((3, 5), (1,))
-    judged = degenerate.judged_inputs(desc, "large_offset", 2)
+    judged = degenerate.judged_inputs(desc, "large_offset", 2, SPEC)
     assert (judged.regime, judged.draw) == ("large_offset", 0)
     assert np.array_equal(
         judged.inputs["InputTensor"], dd.make_inputs(desc, "large_offset", 2)["InputTensor"]
@@ -229,9 +231,9 @@ def test_inputs_that_judge_something_are_the_first_draw() -> None:
 
 def test_a_desc_no_input_can_rescue_is_refused() -> None:
     desc = _bntg((4, 3), (4, 3), eps=0.0)  # one element per slice: Variance 0, Epsilon 0
-    assert degenerate.may_judge_nothing(desc)
+    assert degenerate.may_judge_nothing(desc, SPEC)
     with pytest.raises(degenerate.JudgesNothing, match="Epsilon = 0"):
-        degenerate.judged_inputs(desc, "standard_normal", 0)
+        degenerate.judged_inputs(desc, "standard_normal", 0, SPEC)
 
 
 def test_collection_replaces_only_the_descs_no_input_can_rescue() -> None:
@@ -247,28 +249,28 @@ def test_collection_replaces_only_the_descs_no_input_can_rescue() -> None:
             continue
         replaced += 1
         regs = dd.regimes_for(drawn)
-        assert degenerate.may_judge_nothing(drawn)
+        assert degenerate.may_judge_nothing(drawn, SPEC)
         with pytest.raises(degenerate.JudgesNothing):
-            degenerate.judged_inputs(drawn, regs[case.index % len(regs)], case.input_seed, probe=True)
-        assert degenerate.judged_inputs(case.desc, case.regime, case.input_seed)
+            degenerate.judged_inputs(drawn, regs[case.index % len(regs)], case.input_seed, SPEC, probe=True)
+        assert degenerate.judged_inputs(case.desc, case.regime, case.input_seed, SPEC)
     assert replaced and kept > 10 * replaced
 
 
 def test_what_no_input_can_rescue_is_known_from_the_desc() -> None:
-    assert degenerate.may_judge_nothing(_mvn1((3, 1), (1,)))  # one element per slice
+    assert degenerate.may_judge_nothing(_mvn1((3, 1), (1,)), SPEC)  # one element per slice
     relu = {"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.0}
-    assert degenerate.may_judge_nothing(_mvn1((4, 2), (1,), act=relu))  # z = +-1 < Alpha... at most
-    assert not degenerate.may_judge_nothing(_mvn1((4, 64), (1,), act=relu))
-    assert not degenerate.may_judge_nothing(_mvn1((4, 8), (1,)))
+    assert degenerate.may_judge_nothing(_mvn1((4, 2), (1,), act=relu), SPEC)  # z = +-1 < Alpha... at most
+    assert not degenerate.may_judge_nothing(_mvn1((4, 64), (1,), act=relu), SPEC)
+    assert not degenerate.may_judge_nothing(_mvn1((4, 8), (1,)), SPEC)
     body = {"InputTensor": _tensor((4, 8)), "OutputTensor": _tensor((4, 8)), "Axes": [1], "Epsilon": 1e-5}
     plain = parse_desc(
         {"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**body, "UseMean": False, "UseVariance": False}}
     )
-    assert degenerate.may_judge_nothing(plain)  # nothing centred or divided: the input itself
+    assert degenerate.may_judge_nothing(plain, SPEC)  # nothing centred or divided: the input itself
     centred = parse_desc(
         {"type": "MEAN_VARIANCE_NORMALIZATION2", "desc": {**body, "UseMean": True, "UseVariance": False}}
     )
-    assert not degenerate.may_judge_nothing(centred)
+    assert not degenerate.may_judge_nothing(centred, SPEC)
 
 
 # ------------------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ def test_the_models_budgets_from_the_check_give_the_same_verdict():
     from dmlconform.tolerance import compare
 
     desc = next(iter(legal_descs("BATCH_NORMALIZATION", "6_4", count=1, seed=4, dtype="FLOAT32")))
-    judged = degenerate.judged_inputs(desc, "standard_normal", 0)
+    judged = degenerate.judged_inputs(desc, "standard_normal", 0, SPEC)
     assert judged.budgets is not None
     ref = {k: np.asarray(v) for k, v in judged.reference.items()}
     wrong = {k: v + np.asarray(1e-3, v.dtype) for k, v in ref.items()}
@@ -404,9 +406,9 @@ def test_the_sample_never_changes_the_answer(compiled_everywhere, monkeypatch, d
     element already shows the case judges something, for degenerate cases and sound ones."""
     inputs = given if given is not None else _drawn(desc)
     reference = execute(desc, inputs)
-    with_sample = degenerate.why_degenerate(desc, inputs, reference)
+    with_sample = degenerate.why_degenerate(desc, inputs, reference, SPEC)
     monkeypatch.setattr(degenerate, "sampled_budgets", lambda *a, **k: None)
-    assert degenerate.why_degenerate(desc, inputs, reference) == with_sample
+    assert degenerate.why_degenerate(desc, inputs, reference, SPEC) == with_sample
 
 
 def test_a_case_the_sample_settles_skips_the_pass_over_every_element(
@@ -420,7 +422,7 @@ def test_a_case_the_sample_settles_skips_the_pass_over_every_element(
         raise AssertionError("the whole check ran")
 
     monkeypatch.setattr(degenerate, "_budgets", whole)
-    assert degenerate.why_degenerate(desc, inputs, reference) is None
+    assert degenerate.why_degenerate(desc, inputs, reference, SPEC) is None
     # a sample that shows nothing (every sampled budget infinite) falls back to the whole check
     real = degenerate.sampled_budgets
 
@@ -430,7 +432,7 @@ def test_a_case_the_sample_settles_skips_the_pass_over_every_element(
 
     monkeypatch.setattr(degenerate, "sampled_budgets", blind)
     with pytest.raises(AssertionError, match="the whole check ran"):
-        degenerate.why_degenerate(desc, inputs, reference)
+        degenerate.why_degenerate(desc, inputs, reference, SPEC)
 
 
 def test_the_comparison_takes_back_the_judges_terms_from_the_check(compiled_everywhere, monkeypatch) -> None:
@@ -441,7 +443,7 @@ def test_the_comparison_takes_back_the_judges_terms_from_the_check(compiled_ever
     from dmlconform.tolerance import judge
 
     desc = _mvn1((2, 4096), (1,), bias=True)
-    judged = degenerate.judged_inputs(desc, "large_offset", 0)
+    judged = degenerate.judged_inputs(desc, "large_offset", 0, SPEC)
     assert isinstance(judged.budgets, judge.SliceTerms)
     ref = judged.reference
     got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) * (1 + 2.0**-7)).astype(np.float32)}

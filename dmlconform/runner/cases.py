@@ -286,9 +286,9 @@ def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> I
     descs for that id (:func:`_spares`); the other cases keep their ids, descs and data."""
     for i, desc in enumerate(legal_for(spec, op, level, dt, sel.cases, sel.seed)):
         case = _numeric_case(spec, op, level, dt, i, desc, sel.seed)
-        if _judges_nothing(case):
+        if _judges_nothing(case, spec):
             spare = next(
-                (c for c in _spares(spec, op, level, dt, i, sel.seed) if not _judges_nothing(c)), None
+                (c for c in _spares(spec, op, level, dt, i, sel.seed) if not _judges_nothing(c, spec)), None
             )
             case = spare or case  # none: the case runs and is skipped with its reason
         yield case
@@ -311,13 +311,13 @@ def _numeric_case(
     return Case("numeric", op.name, level, dt, i, data.regime_desc(desc, regime, spec), seed, regime=regime)
 
 
-def _judges_nothing(case: Case) -> bool:
+def _judges_nothing(case: Case, spec: Spec) -> bool:
     """Whether no input makes the case judge anything; inputs are drawn only for the few descs
     where that can happen (``degenerate.may_judge_nothing``), so collection stays cheap."""
-    if not degenerate.may_judge_nothing(case.desc):
+    if not degenerate.may_judge_nothing(case.desc, spec):
         return False
     try:
-        degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed, probe=True)
+        degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed, spec, probe=True)
     except degenerate.JudgesNothing:
         return True
     except degenerate.RegimeNotApplicable:

@@ -66,12 +66,12 @@ def make_inputs(case: Case, desc: OperatorDesc | None = None) -> dict[str, np.nd
         raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
 
 
-def judged_inputs(case: Case) -> degenerate.Judged:
+def judged_inputs(case: Case, spec: Spec) -> degenerate.Judged:
     """A numeric case's inputs, drawn again (other regimes after its own) while they would judge
     nothing (``dmlconform.tolerance.degenerate``), with the reference's outputs on them, the
     regime they come from and the model's budgets where the check computed them."""
     try:
-        return degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed)
+        return degenerate.judged_inputs(case.desc, case.regime or "default", case.input_seed, spec)
     except degenerate.JudgesNothing as exc:
         raise _Skip(f"the case would judge nothing: {exc}") from None
     except degenerate.RegimeNotApplicable as exc:
@@ -157,7 +157,7 @@ def _numeric(
     result.rules = exercised_rules(spec, case.desc, case.level)
     ref, budgets = None, None
     if inputs is None:
-        judged = judged_inputs(case)
+        judged = judged_inputs(case, spec)
         inputs, ref, result.regime = judged.inputs, judged.reference, judged.regime
         budgets = judged.budgets
     result.inputs = inputs

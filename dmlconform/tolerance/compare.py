@@ -17,6 +17,7 @@ from dmlconform.specification.model import Spec
 from dmlconform.tolerance.aggregate import aggregate_check
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import (
+    BudgetModel,
     Budgets,
     Coefficients,
     overflow_within,
@@ -75,19 +76,10 @@ def _compare_member(
     member: str, got: Any, ref: np.ndarray, budget: np.ndarray, co: Coefficients
 ) -> OutputComparison:
     ref = np.asarray(ref)
-    if got is None:
-        return OutputComparison(
-            member, False, math.inf, math.inf, message=f"{member}: backend returned no output"
-        )
+    unusable = _unusable_answer(member, got, ref)
+    if unusable is not None:
+        return unusable
     got = np.asarray(got)
-    if got.shape != ref.shape:
-        return OutputComparison(
-            member,
-            False,
-            math.inf,
-            math.inf,
-            message=f"{member}: shape {list(got.shape)}, expected {list(ref.shape)}",
-        )
     # in place where numpy allows, in the order of operations of the expressions in the comments
     # (the same values to the last bit): as expressions, their temporaries held ~46 bytes per
     # element beside the budget, the peak of a large gradient case's compare
@@ -97,34 +89,12 @@ def _compare_member(
     max_ulp = float(ulps.max()) if ulps.size else 0.0
     if co.max_ulp is None:
         del ulps  # not needed below: one tensor fewer at the peak
-    with np.errstate(invalid="ignore"):
-        err = got.astype(np.float64)  # err = |got - ref| (float64)
-        np.subtract(err, ref, out=err)
-        np.abs(err, out=err)
-    same = (got_t == ref) | (np.isnan(got_t) & np.isnan(ref)) | overflowed_alike(got_t, ref)
-    same |= overflow_within(got_t, ref, budget)
-    np.copyto(err, np.inf, where=np.isnan(err))  # err = where(same, 0, where(isnan(err), inf, err))
-    np.copyto(err, 0.0, where=same)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.divide(err, budget)  # ratio = where(err == 0, 0, err / budget)
-    np.copyto(ratio, 0.0, where=err == 0)
-    # an element with an unbounded budget (0/0, undefined) accepts anything: never the worst;
-    # one whose reference overflowed to inf is not unbounded: only that overflow is right
-    unbounded = np.isposinf(budget) & ~np.isinf(ref)
-    np.copyto(ratio, np.inf, where=np.isnan(ratio))  # where(unbounded, 0, where(isnan, inf, ratio))
-    np.copyto(ratio, 0.0, where=unbounded)
-    del unbounded
-    overflowed = np.isinf(ref) & ~same
-    if overflowed.any():  # budget = where(isinf(ref) & ~same, 0, budget): a copy only then
-        budget = np.where(overflowed, 0.0, budget)
-    del same, overflowed
-    if co.max_ulp is not None:  # a fixed ULP budget replaces the analysis
-        with np.errstate(divide="ignore"):
-            np.divide(ulps, max(co.max_ulp, 1e-300), out=ratio)  # where(ulps == 0, 0, ulps / max_ulp)
-        np.copyto(ratio, 0.0, where=ulps == 0)
-        failing = ulps > co.max_ulp
-    else:
-        failing = err > budget
+    err, same = _element_errors(got, got_t, ref, budget)
+    ratio = _element_ratios(err, budget, ref)
+    budget = _judging_budgets(budget, ref, same)
+    del same
+    # a fixed ULP budget replaces the analysis
+    failing = err > budget if co.max_ulp is None else _fixed_ulp_ratios(ulps, co.max_ulp, ratio)
     if not ratio.size:
         return OutputComparison(member, True, 0.0, 0.0, message=f"{member}: ok; no elements")
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(ratio)), ratio.shape))
@@ -141,6 +111,74 @@ def _compare_member(
         co=co,
         dtype=ref.dtype,
     )
+
+
+def _unusable_answer(member: str, got: Any, ref: np.ndarray) -> OutputComparison | None:
+    """The failed comparison of an answer that cannot be compared element by element (missing,
+    or of another shape), else None."""
+    if got is None:
+        return OutputComparison(
+            member, False, math.inf, math.inf, message=f"{member}: backend returned no output"
+        )
+    shape = np.shape(got)
+    if shape != ref.shape:
+        return OutputComparison(
+            member,
+            False,
+            math.inf,
+            math.inf,
+            message=f"{member}: shape {list(shape)}, expected {list(ref.shape)}",
+        )
+    return None
+
+
+def _element_errors(
+    got: np.ndarray, got_t: np.ndarray, ref: np.ndarray, budget: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(err, same): each element's absolute error (float64; inf where it is NaN, 0 where the
+    answer counts as the reference itself) and where it does: equal, both NaN, overflowed
+    alike, or an overflow the budget reaches."""
+    with np.errstate(invalid="ignore"):
+        err = got.astype(np.float64)  # err = |got - ref| (float64)
+        np.subtract(err, ref, out=err)
+        np.abs(err, out=err)
+    same = (got_t == ref) | (np.isnan(got_t) & np.isnan(ref)) | overflowed_alike(got_t, ref)
+    same |= overflow_within(got_t, ref, budget)
+    np.copyto(err, np.inf, where=np.isnan(err))  # err = where(same, 0, where(isnan(err), inf, err))
+    np.copyto(err, 0.0, where=same)
+    return err, same
+
+
+def _element_ratios(err: np.ndarray, budget: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Each element's error over its budget: 0 without error, inf where undefined (NaN), 0
+    where the budget is unbounded."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.divide(err, budget)  # ratio = where(err == 0, 0, err / budget)
+    np.copyto(ratio, 0.0, where=err == 0)
+    # an element with an unbounded budget (0/0, undefined) accepts anything: never the worst;
+    # one whose reference overflowed to inf is not unbounded: only that overflow is right
+    unbounded = np.isposinf(budget) & ~np.isinf(ref)
+    np.copyto(ratio, np.inf, where=np.isnan(ratio))  # where(unbounded, 0, where(isnan, inf, ratio))
+    np.copyto(ratio, 0.0, where=unbounded)
+    return ratio
+
+
+def _judging_budgets(budget: np.ndarray, ref: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """The budgets the verdict holds errors to: 0 where the reference overflowed and the answer
+    is not that overflow (nothing else is right there)."""
+    overflowed = np.isinf(ref) & ~same
+    if overflowed.any():  # budget = where(isinf(ref) & ~same, 0, budget): a copy only then
+        budget = np.where(overflowed, 0.0, budget)
+    return budget
+
+
+def _fixed_ulp_ratios(ulps: np.ndarray, max_ulp: float, ratio: np.ndarray) -> np.ndarray:
+    """Under a fixed ULP budget: each element's ULP distance over it (into ``ratio``), and the
+    elements over it."""
+    with np.errstate(divide="ignore"):
+        np.divide(ulps, max(max_ulp, 1e-300), out=ratio)  # where(ulps == 0, 0, ulps / max_ulp)
+    np.copyto(ratio, 0.0, where=ulps == 0)
+    return ulps > max_ulp
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -317,7 +355,7 @@ def case_budgets(
     and memory."""
     plan = _judge_plan(desc, reference, reference, inputs, spec)
     if plan is None:
-        b = kernels.resolve(kernels.kernel_of(desc, spec).budgets)(desc, reference, inputs, spec, tolerance)
+        b = _budget_model(desc, spec)(desc, reference, inputs, spec, tolerance)
         return b.by_member, b
     main = np.empty(np.shape(reference[plan.output]))
     _, by_member, _ = _compiled(desc, plan, reference[plan.output], reference, inputs, spec, tolerance, main)
@@ -404,40 +442,91 @@ def compare(
     degenerate-input check computed on these inputs and reference outputs with these options,
     when the caller has it: the numpy model's :class:`Budgets` (:func:`case_budgets`) or the
     compiled judge's per-slice terms (:func:`sampled_budgets`); not recomputed then."""
-    kernel = kernels.kernel_of(desc, spec)
-    budgets_of = kernels.resolve(kernel.budgets)
-    names = [m.name for m in spec.operator(desc.operator).input_members]
-    nonfinite = any(not _all_finite(inputs[m]) for m in names if m in inputs)
+    nonfinite = _nonfinite_inputs(desc, inputs, spec)
     plan = None if also_inputs else _judge_plan(desc, outputs_backend, outputs_reference, inputs, spec)
     if plan is not None:
         terms = None if isinstance(budgets, Budgets) else budgets
-        main, by_member, coeffs = _compiled(
-            desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, tolerance, terms=terms
+        outputs = _compiled_outputs(
+            desc, plan, outputs_backend, outputs_reference, inputs, spec, tolerance, terms
         )
-        outputs = {plan.output: main}
-        for name in by_member:
-            outputs[name] = _compare_member(
-                name, outputs_backend.get(name), outputs_reference[name], by_member[name], coeffs[name]
-            )
-        if main.aggregate is not None:
-            _aggregate_verdict(main)
     else:
-        b = _given(budgets, outputs_reference) or budgets_of(desc, outputs_reference, inputs, spec, tolerance)
-        for other in also_inputs:
-            wider = budgets_of(desc, outputs_reference, other, spec, tolerance).by_member
-            b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
-        outputs = {
-            name: _compare_member(
-                name,
-                outputs_backend.get(name),
-                outputs_reference[name],
-                b.by_member[name],
-                b.coefficients[name],
-            )
-            for name in b.by_member
-        }
-        if b.aggregate is not None and not also_inputs:
-            _judge_aggregate(b, outputs, outputs_backend, outputs_reference)
+        b = _given(budgets, outputs_reference) or _budget_model(desc, spec)(
+            desc, outputs_reference, inputs, spec, tolerance
+        )
+        outputs = _model_outputs(desc, b, outputs_backend, outputs_reference, spec, tolerance, also_inputs)
+    return _verdict(outputs, nonfinite)
+
+
+def _budget_model(desc: OperatorDesc, spec: Spec) -> BudgetModel:
+    """The budget model of the kernel serving ``desc`` (the registry's ``budgets`` part)."""
+    model: BudgetModel = kernels.resolve(kernels.kernel_of(desc, spec).budgets)
+    return model
+
+
+def _nonfinite_inputs(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> bool:
+    """Whether an input member holds NaN or Inf (:class:`Comparison`'s ``nonfinite_inputs``)."""
+    names = [m.name for m in spec.operator(desc.operator).input_members]
+    return any(not _all_finite(inputs[m]) for m in names if m in inputs)
+
+
+def _compiled_outputs(
+    desc: OperatorDesc,
+    plan: Any,
+    outputs_backend: dict[str, Any],
+    outputs_reference: dict[str, np.ndarray],
+    inputs: dict[str, Any],
+    spec: Spec,
+    tolerance: ToleranceOptions,
+    terms: Any,
+) -> dict[str, OutputComparison]:
+    """Every output's comparison where the compiled judge takes the case: the main output's
+    from the judge (its aggregate figures folded in), the statistics outputs' from the budgets
+    its per-slice terms give."""
+    main, by_member, coeffs = _compiled(
+        desc, plan, outputs_backend[plan.output], outputs_reference, inputs, spec, tolerance, terms=terms
+    )
+    outputs = {plan.output: main}
+    for name in by_member:
+        outputs[name] = _compare_member(
+            name, outputs_backend.get(name), outputs_reference[name], by_member[name], coeffs[name]
+        )
+    if main.aggregate is not None:
+        _aggregate_verdict(main)
+    return outputs
+
+
+def _model_outputs(
+    desc: OperatorDesc,
+    b: Budgets,
+    outputs_backend: dict[str, Any],
+    outputs_reference: dict[str, np.ndarray],
+    spec: Spec,
+    tolerance: ToleranceOptions,
+    also_inputs: tuple[dict[str, Any], ...],
+) -> dict[str, OutputComparison]:
+    """Every output's comparison against the numpy model's budgets ``b``, widened to the largest
+    over ``also_inputs``' budgets (the aggregate then left out: it fits one run's errors)."""
+    for other in also_inputs:
+        wider = _budget_model(desc, spec)(desc, outputs_reference, other, spec, tolerance).by_member
+        b.by_member = {k: np.maximum(v, wider[k]) for k, v in b.by_member.items()}
+    outputs = {
+        name: _compare_member(
+            name,
+            outputs_backend.get(name),
+            outputs_reference[name],
+            b.by_member[name],
+            b.coefficients[name],
+        )
+        for name in b.by_member
+    }
+    if b.aggregate is not None and not also_inputs:
+        _judge_aggregate(b, outputs, outputs_backend, outputs_reference)
+    return outputs
+
+
+def _verdict(outputs: dict[str, OutputComparison], nonfinite: bool) -> Comparison:
+    """The case's verdict from its outputs' comparisons: passed when each passed, or always
+    where the inputs are not finite (information only)."""
     passed = all(o.passed for o in outputs.values())
     lines = [o.message for o in outputs.values()]
     if nonfinite:

@@ -52,7 +52,7 @@ from dmlconform.generation.data import (
     regimes_for,
 )
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.tolerance.compare import case_budgets, sampled_budgets
 from dmlconform.tolerance.options import NO_OPTIONS
@@ -72,14 +72,13 @@ def unchanged_inputs(
     desc: OperatorDesc,
     outputs: Mapping[str, np.ndarray],
     inputs: Mapping[str, np.ndarray],
-    spec: Spec | None = None,
+    spec: Spec,
     at: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """The answer of a backend that copies: each output replaced by the semantics' input if it
     has that output's shape, else by the first input member (in the spec's order) that has it,
     else by zeros; in the output's data type. ``at``: per output, the index (into the output's
     shape) of the elements wanted, the whole output where absent."""
-    spec = spec or load_spec()
     op = spec.operator(desc.operator)
     main = op.semantics.get("input")
     order = [main] + [m.name for m in op.input_members if m.name != main]
@@ -99,7 +98,7 @@ def impostors(
     desc: OperatorDesc,
     outputs: Mapping[str, np.ndarray],
     inputs: Mapping[str, np.ndarray],
-    spec: Spec | None = None,
+    spec: Spec,
     at: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """Three answers with nothing to do with the operator, for a case whose right answer is
@@ -175,7 +174,7 @@ def why_degenerate(
     desc: OperatorDesc,
     inputs: Mapping[str, np.ndarray],
     reference: Mapping[str, np.ndarray],
-    spec: Spec | None = None,
+    spec: Spec,
     exact: bool = False,
 ) -> str | None:
     """Why a numeric case on ``inputs`` (whose reference outputs are ``reference``) would judge
@@ -183,7 +182,6 @@ def why_degenerate(
     module's concern (the comparison reports them as information). ``exact``: an impostor
     counts only where it equals the reference exactly (no budgets computed: what no input can
     rescue is exact)."""
-    spec = spec or load_spec()
     return _why(desc, inputs, reference, spec, exact)[0]
 
 
@@ -270,9 +268,7 @@ def _attempts(desc: OperatorDesc, regime: str, spec: Spec, probe: bool) -> list[
     return [(regime, d) for d in range(OWN_DRAWS)] + [(r, d) for r in others for d in range(OTHER_DRAWS)]
 
 
-def judged_inputs(
-    desc: OperatorDesc, regime: str, seed: int = 0, spec: Spec | None = None, probe: bool = False
-) -> Judged:
+def judged_inputs(desc: OperatorDesc, regime: str, seed: int, spec: Spec, probe: bool = False) -> Judged:
     """``data.make_inputs(desc, regime, seed)`` and the reference's outputs on them; while
     :func:`why_degenerate` finds they judge nothing, drawn again: :data:`OWN_DRAWS` draws of the
     regime, then :data:`OTHER_DRAWS` of each other regime that applies (a regime can fail a desc
@@ -281,7 +277,6 @@ def judged_inputs(
     data. Raises :class:`JudgesNothing` (with the last reason) when no attempt judges anything.
     ``probe``: what collection tries (:func:`may_judge_nothing`): the regime's own draws only,
     judged by exact impostors only."""
-    spec = spec or load_spec()
     why = ""
     for reg, draw in _attempts(desc, regime, spec, probe):
         inputs = make_inputs(desc, reg, seed, spec, draw=draw)
@@ -294,7 +289,7 @@ def judged_inputs(
     raise JudgesNothing(f"no input of any regime judges anything: {why}")
 
 
-def may_judge_nothing(desc: OperatorDesc, spec: Spec | None = None) -> bool:
+def may_judge_nothing(desc: OperatorDesc, spec: Spec) -> bool:
     """Whether no draw of any regime might make ``desc`` judge something, from the desc alone:
 
     - every reduction slice holds one value (``data.effective_reduction_size`` 1): x - mean is
@@ -311,7 +306,6 @@ def may_judge_nothing(desc: OperatorDesc, spec: Spec | None = None) -> bool:
     skip), so collection tries inputs for these descs only, and only the regime's own draws,
     judged exactly (``judged_inputs(..., probe=True)``): what no input rescues is exact (0, 0 / 0,
     the input itself), and the run's own draws catch the rest, budgets included."""
-    spec = spec or load_spec()
     n = effective_reduction_size(desc, spec)
     if n <= 1:
         return True

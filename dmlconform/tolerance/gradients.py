@@ -114,17 +114,11 @@ def reduction_grad_budgets(
     and then the Mean member's difference from it is allowed for (either reading passes)."""
     plan = semantics.make_grad_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
-    n = plan.reduction_length
-    g = reduction_growth(n, co)
-    axes = plan.axes
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     dy = np.asarray(inputs[plan.input_gradient], dtype=np.float64)
     mean = np.asarray(inputs[plan.mean], dtype=np.float64)
     var = np.asarray(inputs[plan.variance], dtype=np.float64)
     scale = np.asarray(inputs[plan.scale], dtype=np.float64)
-
-    def total(a: np.ndarray) -> np.ndarray:
-        return np.sum(a, axis=axes, keepdims=True)
 
     # The tensor-sized terms are built in place in three work arrays, in the order of operations
     # of the formulas in the comments (so every budget is the same to the last bit): as separate
@@ -133,63 +127,15 @@ def reduction_grad_budgets(
         ve = var + plan.epsilon
         inv_sd = 1.0 / np.sqrt(ve)
         work = np.abs(dy)
-        sum_abs_dy = total(work)
-        np.subtract(x, mean, out=work)  # |dy (x - Mean)|
-        work *= dy
-        np.abs(work, out=work)
-        sums = GradientSums(sum_abs_dy, total(work))
-        m_x = None
-        if plan.statistics == "batch":
-            if not plan.centres_on_mean:
-                m_x = np.mean(x, axis=axes, keepdims=True)
-            xc = x - (mean if m_x is None else m_x)
-            np.multiply(dy, xc, out=work)
-            sums = replace(sums, dy_xc=total(work))
-            np.abs(work, out=work)
-            sums = replace(sums, abs_dy_xc=total(work))
-            if m_x is None:
-                np.abs(xc, out=work)
-                sums = replace(sums, max_xc=np.max(work, axis=axes, keepdims=True))
-            else:
-                np.abs(x, out=work)
-                sums = replace(sums, abs_x=total(work))
+        sums, m_x, xc = _slice_sums(plan, x, dy, mean, work)
         st = slice_errors(plan, sums, mean, m_x, ve, co, u)
         if plan.statistics == "given":
-            # e_dx = c_pt u |dy Scale / sqrt(ve)|
-            np.multiply(dy, scale, out=work)
-            work *= inv_sd
-            np.abs(work, out=work)
-            e_dx = co.pointwise * u * work
+            e_dx = _given_input_error(dy, scale, inv_sd, work, co, u)
         else:
-            abs_dy, c1, abs_c1, e_xc = st.abs_dy, st.c1, st.abs_c1, st.e_xc
+            assert xc is not None
             del x
-            abs_xc = np.abs(xc, out=xc)
-            # e_dx = |Scale| / sqrt(ve) * (
-            #     c_pt u (|dy| + abs_dy + |xc| abs_c1 / ve)
-            #   + c_mean u g (abs_dy + |xc| abs_c1 / ve)
-            #   + e_xc (|c1| / ve + |xc| abs_dy / ve)
-            #   + e_xc^2 abs_dy / ve)
-            # the last term is second order: the centring error in xc times its error in c1. The
-            # first-order terms vanish on a constant slice (xc = c1 = 0 exactly), where a float32
-            # mean off by one ULP still leaves e_xc^2 |dy| / (var + eps): with Epsilon 1e-12, ~2e5
-            # (the numpy backend failed the constant_slices regime of
-            # BATCH_NORMALIZATION_TRAINING_GRAD at --cases 32 without it)
-            term = np.multiply(abs_xc, abs_c1)
-            term /= ve  # |xc| abs_c1 / ve
-            np.abs(dy, out=work)
-            work += abs_dy
-            work += term
-            work *= co.pointwise * u  # the c_pt term
-            term += abs_dy
-            term *= co.mean * u * g
-            work += term  # + the c_mean term
-            np.multiply(abs_xc, abs_dy, out=term)
-            term /= ve
-            term += np.abs(c1) / ve
-            term *= e_xc
-            work += term  # + the e_xc term
-            work += e_xc * e_xc * abs_dy / ve
-            del term, abs_xc, xc
+            _batch_input_error(work, dy, xc, ve, st, co, u, reduction_growth(plan.reduction_length, co))
+            del xc
             work *= np.abs(scale) * inv_sd
             e_dx = work
         del dy
@@ -198,3 +144,91 @@ def reduction_grad_budgets(
             e_dx = np.where(np.broadcast_to(undefined, np.shape(e_dx)), np.inf, e_dx)
     errors = {plan.output: e_dx, plan.scale_gradient_output: st.e_scale, plan.bias_gradient_output: st.e_bias}
     return Budgets(*rounded_budgets(desc, spec, errors, reference, tolerance))
+
+
+def _slice_sums(
+    plan: semantics.GradPlan, x: np.ndarray, dy: np.ndarray, mean: np.ndarray, work: np.ndarray
+) -> tuple[GradientSums, np.ndarray | None, np.ndarray | None]:
+    """The slices' sums the model reads (keepdims), the batch mean where the centre is the
+    batch's own (else None) and, with batch statistics, the centred input x - centre (else
+    None). ``work`` (|dy| on entry, overwritten) holds each summand in turn."""
+    axes = plan.axes
+
+    def total(a: np.ndarray) -> np.ndarray:
+        return np.sum(a, axis=axes, keepdims=True)
+
+    sum_abs_dy = total(work)
+    np.subtract(x, mean, out=work)  # |dy (x - Mean)|
+    work *= dy
+    np.abs(work, out=work)
+    sums = GradientSums(sum_abs_dy, total(work))
+    m_x = xc = None
+    if plan.statistics == "batch":
+        if not plan.centres_on_mean:
+            m_x = np.mean(x, axis=axes, keepdims=True)
+        xc = x - (mean if m_x is None else m_x)
+        np.multiply(dy, xc, out=work)
+        sums = replace(sums, dy_xc=total(work))
+        np.abs(work, out=work)
+        sums = replace(sums, abs_dy_xc=total(work))
+        if m_x is None:
+            np.abs(xc, out=work)
+            sums = replace(sums, max_xc=np.max(work, axis=axes, keepdims=True))
+        else:
+            np.abs(x, out=work)
+            sums = replace(sums, abs_x=total(work))
+    return sums, m_x, xc
+
+
+def _given_input_error(
+    dy: np.ndarray, scale: np.ndarray, inv_sd: np.ndarray, work: np.ndarray, co: Coefficients, u: float
+) -> np.ndarray:
+    """The input gradient's error with given statistics: pointwise, e_dx = c_pt u |dy Scale /
+    sqrt(ve)| (``work`` overwritten)."""
+    np.multiply(dy, scale, out=work)
+    work *= inv_sd
+    np.abs(work, out=work)
+    return co.pointwise * u * work
+
+
+def _batch_input_error(
+    work: np.ndarray,
+    dy: np.ndarray,
+    xc: np.ndarray,
+    ve: np.ndarray,
+    st: SliceErrors,
+    co: Coefficients,
+    u: float,
+    g: float,
+) -> None:
+    """The input gradient's error with batch statistics, before its factor |Scale| / sqrt(ve),
+    into ``work`` (``xc`` is overwritten by its magnitude)::
+
+        e_dx = |Scale| / sqrt(ve) * (
+            c_pt u (|dy| + abs_dy + |xc| abs_c1 / ve)
+          + c_mean u g (abs_dy + |xc| abs_c1 / ve)
+          + e_xc (|c1| / ve + |xc| abs_dy / ve)
+          + e_xc^2 abs_dy / ve)
+
+    The last term is second order: the centring error in xc times its error in c1. The
+    first-order terms vanish on a constant slice (xc = c1 = 0 exactly), where a float32 mean
+    off by one ULP still leaves e_xc^2 |dy| / (var + eps): with Epsilon 1e-12, ~2e5 (the numpy
+    backend failed the constant_slices regime of BATCH_NORMALIZATION_TRAINING_GRAD at --cases
+    32 without it)."""
+    abs_dy, c1, abs_c1, e_xc = st.abs_dy, st.c1, st.abs_c1, st.e_xc
+    abs_xc = np.abs(xc, out=xc)
+    term = np.multiply(abs_xc, abs_c1)
+    term /= ve  # |xc| abs_c1 / ve
+    np.abs(dy, out=work)
+    work += abs_dy
+    work += term
+    work *= co.pointwise * u  # the c_pt term
+    term += abs_dy
+    term *= co.mean * u * g
+    work += term  # + the c_mean term
+    np.multiply(abs_xc, abs_dy, out=term)
+    term /= ve
+    term += np.abs(c1) / ve
+    term *= e_xc
+    work += term  # + the e_xc term
+    work += e_xc * e_xc * abs_dy / ve

@@ -531,16 +531,54 @@ def _element_pass(
     co = tl.coefficients(tol, desc.get(plan.output, spec).data_type, plan.activation, tolerance)
     u = tl.UNIT_ROUNDOFF[co.working_precision]
     t = terms if terms is not None else jp.terms(plan, inputs, co, u)
+    tensors, half = _tensor_arguments(t, got, ref)
+    model = _model_arguments(t, inputs, plan, spec, co, u)
+    output = _output_arguments(co)
+    k_len, m_len, l_len = t.rows[3]
+    n_slice = m_len * l_len
+    items = sample_items(k_len, n_slice, sample) if sample else work_items(k_len, n_slice)
+    fig = np.empty((items[0].size, jk.N_FIGURES))
+    # pages a sample does not reach are never touched, so never resident
+    store = np.empty(k_len * n_slice if keep_budgets else 0)
+
+    def call(i0: int, i1: int) -> None:
+        item_k, item_p0, item_p1 = (a[i0:i1] for a in items)
+        jk.judge_normalization(
+            *tensors, item_k, item_p0, item_p1, l_len, n_slice, *model, half, *output, fig[i0:i1], store
+        )
+
+    run_chunks(items[0].size, t.rows[0].size, call)
+    fig = fig if sample else merge_items(fig, items[0], k_len)
+    return _ElementPass(fig, store, items, n_slice, co, t)
+
+
+def _tensor_arguments(t: SliceTerms, got: np.ndarray, ref: np.ndarray) -> tuple[tuple[Any, ...], bool]:
+    """The element pass's per-element tensors as it addresses them: the input, the weight
+    (the gradients' dy, else the input again), the answer and the reference (float32 rows and
+    their bits, in the terms' slice order); and whether the output is FLOAT16."""
     x_flat, x_sk, x_sm, shape = t.rows
     w_flat, w_sk, w_sm, _ = t.weight or t.rows
-    c_dev = np.broadcast_to(np.asarray(t.c_dev, np.float64), t.e_mean.shape).copy()
-    zero = np.zeros_like(t.e_mean)
-    ceiling, d_shift, d_rel, unit = t.ceiling or (math.nan, zero, zero, zero)
     n_kept = len(t.slicing.kept_axes)
     got32, half = _as_float32(np.asarray(got).astype(np.asarray(ref).dtype, copy=False))
     ref32, _ = _as_float32(ref)
     g_flat, g_sk, g_sm, _ = _slice_rows(got32, t.perm, n_kept, shape)
     r_flat, r_sk, r_sm, _ = _slice_rows(ref32, t.perm, n_kept, shape)
+    tensors = (
+        x_flat, x_sk, x_sm, w_flat, w_sk, w_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm,
+        r_flat, r_flat.view(np.int32), r_sk, r_sm,
+    )  # fmt: skip
+    return tensors, half
+
+
+def _model_arguments(
+    t: SliceTerms, inputs: dict[str, Any], plan: Plan, spec: Spec, co: Any, u: float
+) -> tuple[Any, ...]:
+    """The element pass's model arguments after the work items: the operands (Scale, Bias,
+    FusedAdd), the centre and 1 / sd, the per-slice terms, the pointwise coefficients and the
+    fused activation's tables."""
+    c_dev = np.broadcast_to(np.asarray(t.c_dev, np.float64), t.e_mean.shape).copy()
+    zero = np.zeros_like(t.e_mean)
+    ceiling, d_shift, d_rel, unit = t.ceiling or (math.nan, zero, zero, zero)
     operands = [
         _factor(inputs[name] if name else None, t.slicing, t.perm, fill)
         for name, fill in zip(t.operands, (1.0, 0.0, 0.0), strict=True)
@@ -548,28 +586,25 @@ def _element_pass(
     code, pa, pb = activation_args(plan.activation, plan.activation_params)
     branch, sides = _branch_tables(plan, spec)
     canc_ops, canc_consts = _cancellation(plan, spec)
-    k_len, m_len, l_len = shape
-    n_slice = m_len * l_len
-    item_k, item_p0, item_p1 = sample_items(k_len, n_slice, sample) if sample else work_items(k_len, n_slice)
-    fig = np.empty((item_k.size, jk.N_FIGURES))
-    # pages a sample does not reach are never touched, so never resident
-    store = np.empty(k_len * n_slice if keep_budgets else 0)
-    nan = math.nan
+    return (
+        *operands[0], *operands[1], *operands[2], *t.centre, *t.inverse_sd,
+        t.e_mean, t.rel_sd, c_dev, d_shift, d_rel, unit,
+        co.pointwise, u, t.c_w, t.z_rounds, t.dev_folded, ceiling, code, pa, pb,
+        co.activation_ulps, co.cancellation, canc_ops, canc_consts, branch, sides,
+        tl.CURVED_FROM, tl.CURVATURE_RTOL,
+    )  # fmt: skip
 
-    def call(i0: int, i1: int) -> None:
-        jk.judge_normalization(
-            x_flat, x_sk, x_sm, w_flat, w_sk, w_sm, g_flat, g_flat.view(np.int32), g_sk, g_sm, r_flat, r_flat.view(np.int32), r_sk, r_sm,
-            item_k[i0:i1], item_p0[i0:i1], item_p1[i0:i1], l_len, n_slice, *operands[0], *operands[1], *operands[2],
-            *t.centre, *t.inverse_sd, t.e_mean, t.rel_sd, c_dev, d_shift, d_rel, unit,
-            co.pointwise, u, t.c_w, t.z_rounds, t.dev_folded, ceiling, code, pa, pb,
-            co.activation_ulps, co.cancellation, canc_ops, canc_consts, branch, sides,
-            tl.CURVED_FROM, tl.CURVATURE_RTOL, half, co.ulp_scale, co.output_ulps, co.atol,
-            nan if co.max_ulp is None else co.max_ulp, co.max_ulp is not None, fig[i0:i1], store,
-        )  # fmt: skip
 
-    run_chunks(item_k.size, x_flat.size, call)
-    fig = fig if sample else merge_items(fig, item_k, k_len)
-    return _ElementPass(fig, store, (item_k, item_p0, item_p1), n_slice, co, t)
+def _output_arguments(co: Any) -> tuple[float, float, float, float, bool]:
+    """The element pass's output coefficients: (ulp_scale, output_ulps, atol, max_ulp or NaN,
+    whether a fixed ULP budget replaces the model)."""
+    return (
+        co.ulp_scale,
+        co.output_ulps,
+        co.atol,
+        math.nan if co.max_ulp is None else co.max_ulp,
+        co.max_ulp is not None,
+    )
 
 
 def judge_normalization(

@@ -538,47 +538,267 @@ def _fill_constant(out, at, table, tk, const, k):  # type: ignore[no-untyped-def
 
 
 @njit(cache=True, inline="always")
-def _judge_items(half, arrays, strides, items, operands, slices, model, output, fig, budget_out):  # type: ignore[no-untyped-def]  # noqa: C901, E501
+def _fill_constants(wk, operands, k):  # type: ignore[no-untyped-def]
+    """The rows of the operands constant within slice ``k`` (Scale, Bias, FusedAdd, the centre
+    and 1 / sd: ``operands`` as :func:`judge_normalization` takes them), once per item."""
+    sc, sc_k, _, sc_const, bi, bi_k, _, bi_const, ad, ad_k, _, ad_const = operands[:12]
+    mo, mo_k, _, mo_const, iv, iv_k, _, iv_const = operands[12:]
+    _fill_constant(wk, W_S * BLOCK, sc, sc_k, sc_const, k)
+    _fill_constant(wk, W_B * BLOCK, bi, bi_k, bi_const, k)
+    _fill_constant(wk, W_A * BLOCK, ad, ad_k, ad_const, k)
+    _fill_constant(wk, W_M * BLOCK, mo, mo_k, mo_const, k)
+    _fill_constant(wk, W_IS * BLOCK, iv, iv_k, iv_const, k)
+
+
+@njit(cache=True, inline="always")
+def _fill_operands(wk, operands, k, pb0, cnt):  # type: ignore[no-untyped-def]
+    """The block's values of the operands that vary within the slice (at slice positions
+    [pb0, pb0 + cnt)) into their rows."""
+    sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const = operands[:12]
+    mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const = operands[12:]
+    _fill_operand(wk, W_S * BLOCK, sc, sc_k, sc_r, sc_const, k, pb0, cnt)
+    _fill_operand(wk, W_B * BLOCK, bi, bi_k, bi_r, bi_const, k, pb0, cnt)
+    _fill_operand(wk, W_A * BLOCK, ad, ad_k, ad_r, ad_const, k, pb0, cnt)
+    _fill_operand(wk, W_M * BLOCK, mo, mo_k, mo_r, mo_const, k, pb0, cnt)
+    _fill_operand(wk, W_IS * BLOCK, iv, iv_k, iv_r, iv_const, k, pb0, cnt)
+
+
+@njit(cache=True, inline="always")
+def _pre_activation(wk, t, xv, e_w, slice_terms, pointwise):  # type: ignore[no-untyped-def]
+    """One element's error before a fused activation (e_y, under the ceiling where the model
+    has one) into row W_EA and its value y into W_Y (:class:`dmlconform.tolerance.judge.SliceTerms`'
+    formulas), ``e_w`` its weight's term. ``slice_terms``: (e_mean, rel_sd, c_dev, d_shift,
+    d_rel, unit) of the slice; ``pointwise``: (c_pt u, z_rounds, dev_folded, ceiling,
+    has_ceiling)."""
+    e_mean, rel_sd, c_dev, d_shift, d_rel, unit = slice_terms
+    cu, z_rounds, dev_folded, ceiling, has_ceiling = pointwise
+    s = wk[np.uint64(W_S * BLOCK) + t]
+    b = wk[np.uint64(W_B * BLOCK) + t]
+    a = wk[np.uint64(W_A * BLOCK) + t]
+    mean = wk[np.uint64(W_M * BLOCK) + t]
+    inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
+    xc = xv - mean
+    z = xc * inv_sd
+    dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
+    e_dev = c_dev * dev if c_dev != 0.0 else 0.0
+    e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
+    e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
+    e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
+    cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
+    wk[np.uint64(W_EA * BLOCK) + t] = _vmin(e_y, cap) if has_ceiling else e_y
+    wk[np.uint64(W_Y * BLOCK) + t] = s * z + b + a
+
+
+@njit(cache=True, inline="always")
+def _element_budget(e_act, rv, ulp_scale, output_ulps, atol, fmax_out, half):  # type: ignore[no-untyped-def]
+    """:func:`dmlconform.tolerance.terms.with_output_rounding` of one element: the output's
+    spacing where the error may take the reference (short of its largest finite value);
+    unbounded where e_act is."""
+    reach = _vmin(abs(rv) + e_act, fmax_out)
+    budget = ulp_scale * (e_act + output_ulps * _spacing(reach, half)) + atol
+    return math.inf if e_act == math.inf else budget
+
+
+@njit(cache=True, inline="always")
+def _ulp_distance(g_bits, r_bits, g_nan, r_nan, half):  # type: ignore[no-untyped-def]
+    """:func:`dmlconform.tolerance.terms.ulp_distance` of one element, from both values' bits:
+    inf where one only is NaN, 0 where both are."""
+    od = (_ordinal16(g_bits) - _ordinal16(r_bits)) if half else (_ordinal32(g_bits) - _ordinal32(r_bits))
+    ulps = np.float64(abs(od))
+    ulps = math.inf if g_nan ^ r_nan else ulps
+    return 0.0 if g_nan & r_nan else ulps
+
+
+@njit(cache=True, inline="always")
+def _error_and_judging_budget(gv, rv, g_nan, r_nan, budget, fmax_out, edge_out):  # type: ignore[no-untyped-def]
+    """(err, judged): one element's absolute error (0 where the answer counts as the reference
+    itself, inf where it is NaN) and the budget it is held to (:func:`dmlconform.tolerance.compare`'s
+    ``_element_errors`` and ``_judging_budgets``)."""
+    err = abs(gv - rv)
+    err = math.inf if err != err else err
+    # a finite reference whose budget reaches the values that round to inf: the
+    # backend's inf of its sign is within it (tolerance.overflow_within)
+    over = (abs(gv) == math.inf) & (gv * rv > 0.0) & (abs(rv) + budget >= edge_out)
+    err = 0.0 if (gv == rv) | (g_nan & r_nan) | over else err
+    # overflowed in the reference: only that inf or the largest finite value of
+    # its sign is right (tolerance.overflowed_alike); anything else errs unbounded
+    r_inf = (abs(rv) == math.inf) & (err != 0.0)
+    alike = (gv * rv > 0.0) & (abs(gv) >= fmax_out)
+    judged = 0.0 if r_inf & (not alike) else budget
+    err = (0.0 if alike else math.inf) if r_inf else err
+    return err, judged
+
+
+@njit(cache=True, inline="always")
+def _ratio(err, judged, ulps, rv, max_ulp, inv_max_ulp, use_max_ulp):  # type: ignore[no-untyped-def]
+    """(ratio, failing): one element's error over its budget (in ULP under a fixed ``max_ulp``;
+    0 without error or under an unbounded budget, inf where undefined) and whether it exceeds it."""
+    if use_max_ulp:
+        ratio = 0.0 if ulps == 0.0 else ulps * inv_max_ulp
+        failing = ulps > max_ulp
+    else:
+        ratio = err / judged
+        ratio = math.inf if ratio != ratio else ratio
+        ratio = 0.0 if (err == 0.0) | ((judged == math.inf) & (abs(rv) < math.inf)) else ratio
+        failing = err > judged
+    return ratio, failing
+
+
+@njit(cache=True, inline="always")
+def _fit_residual(w, z, xv, mean, inv_sd, budget, e_act, fit):  # type: ignore[no-untyped-def]
+    """The bound of one element's pointwise rounding in the aggregate fit (``AggregateModel``'s
+    ``residual``): its budget less its statistics part, plus the rounding of an implementation
+    that folds the affine map. ``fit``: (e_mean, rel_sd, c_pt u)."""
+    e_mean, rel_sd, cu = fit
+    statistic_part = abs(w) * (e_mean * inv_sd + abs(z) * rel_sd)
+    folded = cu * abs(w) * ((abs(xv) + abs(mean)) * inv_sd)
+    # (on usable elements every term is finite: no NaN to propagate)
+    return budget - min(statistic_part, e_act) + folded
+
+
+@njit(cache=True, inline="always")
+def _spacing_exact(bits, half):  # type: ignore[no-untyped-def]
+    """:func:`_spacing` of a value of the output type from its float32 bits."""
+    mag = np.int64(bits) & 0x7FFFFFFF
+    return _spacing16_exact(mag) if half else _spacing32_exact(mag)
+
+
+@njit(cache=True, inline="always")
+def _add_fit_terms(wk, t, w, z, d, residual, rounding, usable):  # type: ignore[no-untyped-def]
+    """Add one element's terms of the aggregate fit's sums (tolerance.FIT_SUMS) into lane ``t``
+    of their rows, zeros where it is not usable; 1 if it counts (a weight not 0), else 0."""
+    w = w if usable else 0.0
+    wz = w * z if usable else 0.0
+    d = d if usable else 0.0
+    residual = residual if usable else 0.0
+    rounding = rounding if usable else 0.0
+    wk[np.uint64(W_AA * BLOCK) + t] += w * w
+    wk[np.uint64(W_BB * BLOCK) + t] += w * wz
+    wk[np.uint64(W_CC * BLOCK) + t] += wz * wz
+    wk[np.uint64(W_DD * BLOCK) + t] += w * d
+    wk[np.uint64(W_EE * BLOCK) + t] += wz * d
+    wk[np.uint64(W_D2 * BLOCK) + t] += d * d
+    wk[np.uint64(W_RB2 * BLOCK) + t] += residual * residual
+    wk[np.uint64(W_ROUND2 * BLOCK) + t] += rounding * rounding
+    return np.int64(w != 0.0)
+
+
+@njit(cache=True, inline="always")
+def _first_at(wk, cnt, bits):  # type: ignore[no-untyped-def]
+    """The first block position whose ratio has these bits (the block's largest: np.argmax's
+    choice among equal maxima), -1 if none has."""
+    for tt in range(cnt):
+        if wk[W_RATIO * BLOCK + tt] == np.int64(bits).view(np.float64):
+            return tt
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _store_figures(f_i, wk, best, maxima, counts):  # type: ignore[no-untyped-def]
+    """An item's figures (F_* columns) into ``f_i``: its worst element ``best`` (ratio bits,
+    position, got, ref, budget), ``maxima`` (bits of the largest ULP distance and error),
+    ``counts`` (failing, usable by the fit) and the lanes' sums."""
+    best_bits, best_pos, best_got, best_ref, best_budget = best
+    ulp_bits, abs_bits = maxima
+    n_fail, n_count = counts
+    lanes = wk.reshape(W_ROWS, BLOCK)
+    f_i[F_RATIO] = np.int64(best_bits).view(np.float64) if best_bits >= 0 else -1.0
+    f_i[F_POS] = best_pos
+    f_i[F_ULP] = np.int64(ulp_bits).view(np.float64)
+    f_i[F_ABS] = np.int64(abs_bits).view(np.float64)
+    f_i[F_FAIL] = n_fail
+    f_i[F_GOT] = best_got
+    f_i[F_REF] = best_ref
+    f_i[F_BUDGET] = best_budget
+    f_i[F_COUNT] = n_count
+    for col, row in ((F_AA, W_AA), (F_BB, W_BB), (F_CC, W_CC), (F_DD, W_DD), (F_EE, W_EE), (F_D2, W_D2),
+                     (F_RB2, W_RB2), (F_ROUND2, W_ROUND2)):  # fmt: skip
+        f_i[col] = _lane_total(lanes[row].copy())
+
+
+@njit(cache=True, inline="always")
+def _block_starts(k, m, c0, strides):  # type: ignore[no-untyped-def]
+    """Where the block at position ``c0`` of row ``m`` of slice ``k`` starts in the input, the
+    weight, the answer and the reference (unsigned flat indices)."""
+    x_sk, x_sm, w_sk, w_sm, g_sk, g_sm, r_sk, r_sm = strides
+    xb = np.uint64(k * x_sk + m * x_sm + c0)
+    wb = np.uint64(k * w_sk + m * w_sm + c0)
+    gb = np.uint64(k * g_sk + m * g_sm + c0)
+    rb = np.uint64(k * r_sk + m * r_sm + c0)
+    return xb, wb, gb, rb
+
+
+@njit(cache=True, inline="always")
+def _element_terms(wk, t, xv):  # type: ignore[no-untyped-def]
+    """One element's terms from the block's rows: (Scale, the centre, 1 / sd, z, e_act, the
+    activation's slope, whether the fit leaves it out)."""
+    s = wk[np.uint64(W_S * BLOCK) + t]
+    mean = wk[np.uint64(W_M * BLOCK) + t]
+    inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
+    xc = xv - mean
+    z = xc * inv_sd
+    e_act = wk[np.uint64(W_EA * BLOCK) + t]
+    slope = wk[np.uint64(W_SL * BLOCK) + t]
+    excluded = wk[np.uint64(W_EX * BLOCK) + t] != 0.0
+    # a zero divisor (sqrt(0)): the docs leave the value undefined
+    e_act = math.inf if inv_sd == math.inf else e_act
+    return s, mean, inv_sd, z, e_act, slope, excluded
+
+
+@njit(cache=True, inline="always")
+def _usable(d, budget, w, z, excluded, use_max_ulp):  # type: ignore[no-untyped-def]
+    """Whether an element enters the aggregate fit: every term finite, not left out, and no
+    fixed ULP budget (which replaces the model, the fit with it)."""
+    return (
+        (abs(d) < math.inf) & (abs(budget) < math.inf) & (abs(w) < math.inf)
+        & (abs(z) < math.inf) & (not excluded) & (not use_max_ulp)
+    )  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def _store_budgets(budget_out, at, wk, cnt):  # type: ignore[no-untyped-def]
+    """The block's budgets (row W_BUD) into ``budget_out[at : at + cnt]``."""
+    for tt in range(cnt):
+        t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
+        budget_out[at + tt] = wk[np.uint64(W_BUD * BLOCK) + t]
+
+
+@njit(cache=True, inline="always")
+def _judge_items(half, arrays, strides, items, operands, slices, model, output, fig, budget_out):  # type: ignore[no-untyped-def]  # noqa: E501
     """:func:`judge_normalization`'s body; ``half`` a literal where it is called, so that each
     copy holds the code of one output type only (LLVM does not unswitch a loop this large).
     The arguments come in tuples: a call of more than 30 arguments is compiled as ``f(*args)``,
     which numba does not inline."""
     x, weight, got, got_bits, ref, ref_bits = arrays
-    x_sk, x_sm, w_sk, w_sm, g_sk, g_sm, r_sk, r_sm = strides
     item_k, item_p0, item_p1, l_len, n_slice = items
-    sc, sc_k, sc_r, sc_const, bi, bi_k, bi_r, bi_const, ad, ad_k, ad_r, ad_const = operands[:12]
-    mo, mo_k, mo_r, mo_const, iv, iv_k, iv_r, iv_const = operands[12:]
     e_mean_k, rel_sd_k, c_dev_k, d_shift_k, d_rel_k, unit_k = slices
     c_pt, u, c_w, z_rounds, dev_folded, ceiling, act, pa, pb, act_ulps, canc, canc_ops = model[:12]
     canc_consts, branch, sides, curved_from, curvature_rtol = model[12:]
     ulp_scale, output_ulps, atol, max_ulp, use_max_ulp = output
     store = budget_out.size > 0
-    has_ceiling = ceiling == ceiling
     has_act = act != 0
     fmax_out = _F16_MAX if half else _F32_MAX
     edge_out = _F16_EDGE if half else _F32_EDGE
     inv_max_ulp = 1.0 / max(max_ulp, 1e-300) if use_max_ulp else 0.0
+    cu = c_pt * u
+    pointwise = (cu, z_rounds, dev_folded, ceiling, ceiling == ceiling)
     # one array holds the block's terms and the lanes (rows of BLOCK at constant offsets): LLVM
     # then sees one object written at distances of BLOCK, and needs no runtime alias checks
     # against each of a dozen arrays, which made it give up vectorizing
     wk = np.zeros(W_ROWS * BLOCK)
     wk[W_SL * BLOCK : (W_SL + 1) * BLOCK] = 1.0
+    # One fused pass: each element is read from memory once, and its terms, budget, error, ratio
+    # and fit terms stay in registers from step to step. The steps are inline="always" helpers
+    # (numba inlines them before typing: the loops compiled are the ones written out, the same
+    # float operations in the same order), given no array they would read under a condition (an
+    # array passed in costs a reference count there, which kept LLVM from vectorizing the loop).
     for i in range(item_k.size):
         k = item_k[i]
         p0 = item_p0[i]
         p1 = item_p1[i]
-        e_mean = e_mean_k[k]
-        rel_sd = rel_sd_k[k]
-        c_dev = c_dev_k[k]
-        d_shift = d_shift_k[k]
-        d_rel = d_rel_k[k]
-        unit = unit_k[k]
-        cu = c_pt * u
-        _fill_constant(wk, W_S * BLOCK, sc, sc_k, sc_const, k)
-        _fill_constant(wk, W_B * BLOCK, bi, bi_k, bi_const, k)
-        _fill_constant(wk, W_A * BLOCK, ad, ad_k, ad_const, k)
-        _fill_constant(wk, W_M * BLOCK, mo, mo_k, mo_const, k)
-        _fill_constant(wk, W_IS * BLOCK, iv, iv_k, iv_const, k)
+        slice_terms = (e_mean_k[k], rel_sd_k[k], c_dev_k[k], d_shift_k[k], d_rel_k[k], unit_k[k])
+        fit = (e_mean_k[k], rel_sd_k[k], cu)
+        _fill_constants(wk, operands, k)
         wk[W_AA * BLOCK :] = 0.0
         best_bits = np.int64(-1)  # below every ratio's bits (ratios are >= 0)
         best_pos = p0
@@ -591,35 +811,12 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
             for c0 in range(j_lo, j_hi, BLOCK):
                 cnt = min(BLOCK, j_hi - c0)
                 pb0 = m * l_len + c0
-                xb = np.uint64(k * x_sk + m * x_sm + c0)
-                wb = np.uint64(k * w_sk + m * w_sm + c0)
-                gb = np.uint64(k * g_sk + m * g_sm + c0)
-                rb = np.uint64(k * r_sk + m * r_sm + c0)
-                _fill_operand(wk, W_S * BLOCK, sc, sc_k, sc_r, sc_const, k, pb0, cnt)
-                _fill_operand(wk, W_B * BLOCK, bi, bi_k, bi_r, bi_const, k, pb0, cnt)
-                _fill_operand(wk, W_A * BLOCK, ad, ad_k, ad_r, ad_const, k, pb0, cnt)
-                _fill_operand(wk, W_M * BLOCK, mo, mo_k, mo_r, mo_const, k, pb0, cnt)
-                _fill_operand(wk, W_IS * BLOCK, iv, iv_k, iv_r, iv_const, k, pb0, cnt)
-                # e_y, the error before a fused activation, into W_EA, and y into W_Y (vectorized)
-                for tt in range(cnt):
+                xb, wb, gb, rb = _block_starts(k, m, c0, strides)
+                _fill_operands(wk, operands, k, pb0, cnt)
+                for tt in range(cnt):  # e_y into W_EA, y into W_Y (vectorized)
                     t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
-                    s = wk[np.uint64(W_S * BLOCK) + t]
-                    b = wk[np.uint64(W_B * BLOCK) + t]
-                    a = wk[np.uint64(W_A * BLOCK) + t]
-                    mean = wk[np.uint64(W_M * BLOCK) + t]
-                    inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
-                    xv = np.float64(x[xb + t])
-                    xc = xv - mean
-                    z = xc * inv_sd
-                    dev = (abs(xv) + abs(mean)) if dev_folded else abs(xc)
                     e_w = c_w * abs(np.float64(weight[wb + t])) if c_w != 0.0 else 0.0
-                    e_dev = c_dev * dev if c_dev != 0.0 else 0.0
-                    e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
-                    e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
-                    e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
-                    cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
-                    wk[np.uint64(W_EA * BLOCK) + t] = _vmin(e_y, cap) if has_ceiling else e_y
-                    wk[np.uint64(W_Y * BLOCK) + t] = s * z + b + a
+                    _pre_activation(wk, t, np.float64(x[xb + t]), e_w, slice_terms, pointwise)
                 if has_act:  # e_act, slope and exclusion from y and e_y
                     _activation_block(
                         wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
@@ -629,122 +826,44 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                 top_bits = np.int64(-1)
                 for tt in range(cnt):
                     t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
-                    s = wk[np.uint64(W_S * BLOCK) + t]
-                    mean = wk[np.uint64(W_M * BLOCK) + t]
-                    inv_sd = wk[np.uint64(W_IS * BLOCK) + t]
                     xv = np.float64(x[xb + t])
-                    xc = xv - mean
-                    z = xc * inv_sd
-                    e_act = wk[np.uint64(W_EA * BLOCK) + t]
-                    slope = wk[np.uint64(W_SL * BLOCK) + t]
-                    excluded = wk[np.uint64(W_EX * BLOCK) + t] != 0.0
-                    # a zero divisor (sqrt(0)): the docs leave the value undefined
-                    e_act = math.inf if inv_sd == math.inf else e_act
+                    s, mean, inv_sd, z, e_act, slope, excluded = _element_terms(wk, t, xv)
                     rv = np.float64(ref[rb + t])
                     gv = np.float64(got[gb + t])
-                    # with_output_rounding
-                    reach = _vmin(abs(rv) + e_act, fmax_out)
-                    budget = ulp_scale * (e_act + output_ulps * _spacing(reach, half)) + atol
-                    budget = math.inf if e_act == math.inf else budget
+                    budget = _element_budget(e_act, rv, ulp_scale, output_ulps, atol, fmax_out, half)
                     wk[np.uint64(W_BUD * BLOCK) + t] = budget
-                    # ulp_distance
-                    g_nan = gv != gv
-                    r_nan = rv != rv
-                    if half:
-                        od = _ordinal16(got_bits[gb + t]) - _ordinal16(ref_bits[rb + t])
-                    else:
-                        od = _ordinal32(got_bits[gb + t]) - _ordinal32(ref_bits[rb + t])
-                    ulps = np.float64(abs(od))
-                    ulps = math.inf if g_nan ^ r_nan else ulps
-                    ulps = 0.0 if g_nan & r_nan else ulps
-                    err = abs(gv - rv)
-                    err = math.inf if err != err else err
-                    # a finite reference whose budget reaches the values that round to inf: the
-                    # backend's inf of its sign is within it (tolerance.overflow_within)
-                    over = (abs(gv) == math.inf) & (gv * rv > 0.0) & (abs(rv) + budget >= edge_out)
-                    err = 0.0 if (gv == rv) | (g_nan & r_nan) | over else err
-                    # overflowed in the reference: only that inf or the largest finite value of
-                    # its sign is right (tolerance.overflowed_alike); anything else errs unbounded
-                    r_inf = (abs(rv) == math.inf) & (err != 0.0)
-                    alike = (gv * rv > 0.0) & (abs(gv) >= fmax_out)
-                    judged = 0.0 if r_inf & (not alike) else budget
-                    err = (0.0 if alike else math.inf) if r_inf else err
-                    if use_max_ulp:
-                        ratio = 0.0 if ulps == 0.0 else ulps * inv_max_ulp
-                        failing = ulps > max_ulp
-                    else:
-                        ratio = err / judged
-                        ratio = math.inf if ratio != ratio else ratio
-                        ratio = 0.0 if (err == 0.0) | ((judged == math.inf) & (abs(rv) < math.inf)) else ratio
-                        failing = err > judged
+                    g_nan, r_nan = gv != gv, rv != rv
+                    ulps = _ulp_distance(got_bits[gb + t], ref_bits[rb + t], g_nan, r_nan, half)
+                    err, judged = _error_and_judging_budget(gv, rv, g_nan, r_nan, budget, fmax_out, edge_out)
+                    ratio, failing = _ratio(err, judged, ulps, rv, max_ulp, inv_max_ulp, use_max_ulp)
                     # per element: its ratio and judging budget (unconditional stores); the
                     # maxima and counts as integer reductions (a non-negative float's bits order
                     # as it does), which vectorize where a float max or a conditional store
                     # (a masked scatter) would not
-                    ratio_bits = np.float64(ratio).view(np.int64)
                     wk[np.uint64(W_RATIO * BLOCK) + t] = ratio
                     wk[np.uint64(W_BUDGET * BLOCK) + t] = judged
-                    top_bits = max(top_bits, ratio_bits)
+                    top_bits = max(top_bits, np.float64(ratio).view(np.int64))
                     ulp_bits = max(ulp_bits, np.float64(ulps).view(np.int64))
                     abs_bits = max(abs_bits, np.float64(err).view(np.int64))
                     n_fail += np.int64(failing)
                     # the aggregate fit's sums (tolerance.FIT_SUMS) over the usable elements
                     d = gv - rv
                     w = s * slope
-                    usable = (
-                        (abs(d) < math.inf) & (abs(budget) < math.inf) & (abs(w) < math.inf)
-                        & (abs(z) < math.inf) & (not excluded) & (not use_max_ulp)
-                    )  # fmt: skip
-                    statistic_part = abs(w) * (e_mean * inv_sd + abs(z) * rel_sd)
-                    folded = cu * abs(w) * ((abs(xv) + abs(mean)) * inv_sd)
-                    # (on usable elements every term is finite: no NaN to propagate)
-                    residual = budget - min(statistic_part, e_act) + folded
-                    rb_bits = np.int64(ref_bits[rb + t]) & 0x7FFFFFFF
-                    rounding = output_ulps * (
-                        _spacing16_exact(rb_bits) if half else _spacing32_exact(rb_bits)
-                    )
-                    w = w if usable else 0.0
-                    wz = w * z if usable else 0.0
-                    d = d if usable else 0.0
-                    residual = residual if usable else 0.0
-                    rounding = rounding if usable else 0.0
-                    wk[np.uint64(W_AA * BLOCK) + t] += w * w
-                    wk[np.uint64(W_BB * BLOCK) + t] += w * wz
-                    wk[np.uint64(W_CC * BLOCK) + t] += wz * wz
-                    wk[np.uint64(W_DD * BLOCK) + t] += w * d
-                    wk[np.uint64(W_EE * BLOCK) + t] += wz * d
-                    wk[np.uint64(W_D2 * BLOCK) + t] += d * d
-                    wk[np.uint64(W_RB2 * BLOCK) + t] += residual * residual
-                    wk[np.uint64(W_ROUND2 * BLOCK) + t] += rounding * rounding
-                    n_count += np.int64(w != 0.0)
-                if top_bits > best_bits:  # a new worst element: the first of the block's largest
-                    for tt in range(cnt):
-                        if wk[W_RATIO * BLOCK + tt] == np.int64(top_bits).view(np.float64):
-                            best_bits = top_bits
-                            best_pos = pb0 + tt
-                            best_got = np.float64(got[gb + np.uint64(tt)])
-                            best_ref = np.float64(ref[rb + np.uint64(tt)])
-                            best_budget = wk[W_BUDGET * BLOCK + tt]
-                            break
+                    usable = _usable(d, budget, w, z, excluded, use_max_ulp)
+                    residual = _fit_residual(w, z, xv, mean, inv_sd, budget, e_act, fit)
+                    rounding = output_ulps * _spacing_exact(ref_bits[rb + t], half)
+                    n_count += _add_fit_terms(wk, t, w, z, d, residual, rounding, usable)
+                at = _first_at(wk, cnt, top_bits) if top_bits > best_bits else -1
+                if at >= 0:  # a new worst element: the first of the block's largest
+                    best_bits = top_bits
+                    best_pos = pb0 + at
+                    best_got = np.float64(got[gb + np.uint64(at)])
+                    best_ref = np.float64(ref[rb + np.uint64(at)])
+                    best_budget = wk[W_BUDGET * BLOCK + at]
                 if store:
-                    for tt in range(cnt):
-                        t = np.uint64(tt)  # unsigned indices: no negative-index wraparound per access
-                        budget_out[k * n_slice + pb0 + tt] = wk[np.uint64(W_BUD * BLOCK) + t]
-        # the item's figures: its worst element, maxima and counts, the lanes' sums
-        lanes = wk.reshape(W_ROWS, BLOCK)
-        f_i = fig[i]
-        f_i[F_RATIO] = np.int64(best_bits).view(np.float64) if best_bits >= 0 else -1.0
-        f_i[F_POS] = best_pos
-        f_i[F_ULP] = np.int64(ulp_bits).view(np.float64)
-        f_i[F_ABS] = np.int64(abs_bits).view(np.float64)
-        f_i[F_FAIL] = n_fail
-        f_i[F_GOT] = best_got
-        f_i[F_REF] = best_ref
-        f_i[F_BUDGET] = best_budget
-        f_i[F_COUNT] = n_count
-        for col, row in ((F_AA, W_AA), (F_BB, W_BB), (F_CC, W_CC), (F_DD, W_DD), (F_EE, W_EE), (F_D2, W_D2),
-                         (F_RB2, W_RB2), (F_ROUND2, W_ROUND2)):  # fmt: skip
-            f_i[col] = _lane_total(lanes[row].copy())
+                    _store_budgets(budget_out, k * n_slice + pb0, wk, cnt)
+        best = (best_bits, best_pos, best_got, best_ref, best_budget)
+        _store_figures(fig[i], wk, best, (ulp_bits, abs_bits), (n_fail, n_count))
 
 
 @njit(_JUDGE_SIG, cache=True, nogil=True, error_model="numpy")

@@ -67,7 +67,7 @@ n ~ 2^20 (70-4000x), float16 accumulation at any long reduction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -370,6 +370,39 @@ def _curved(plan: Plan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np
     return out
 
 
+class Operands(NamedTuple):
+    """Scale, Bias and FusedAdd as float64 (arrays, or 1, 0 and 0 where absent)."""
+
+    scale: Any
+    bias: Any
+    add: Any
+
+
+def _operands(plan: Plan, inputs: dict[str, Any]) -> Operands:
+    return Operands(
+        np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0,
+        np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0,
+        np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0,
+    )
+
+
+@dataclass
+class ElementErrors:
+    """The main output's terms element by element (broadcast shapes) that its budget and the
+    aggregate fit read: z, y before the activation, the slice's sqrt(var + eps) and its relative
+    error, the error after the activation (unbounded where the value is undefined), the
+    activation's slope over the error interval and the elements the fit leaves out
+    (:class:`~dmlconform.tolerance.terms.AggregateModel`'s ``excluded``)."""
+
+    z: np.ndarray
+    y: np.ndarray
+    sd: np.ndarray
+    rel_sd: np.ndarray
+    e_act: np.ndarray
+    slope: np.ndarray | float
+    straddles: np.ndarray | bool
+
+
 def budgets(
     desc: OperatorDesc,
     reference: dict[str, np.ndarray],
@@ -386,81 +419,135 @@ def budgets(
     u = UNIT_ROUNDOFF[co.working_precision]
     ss = slice_statistics(plan, x)
     st = statistics_errors(plan, ss, co, u)
-    mean, var, e_mean = ss.mean, ss.var, st.e_mean
-    scale = np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0
-    bias = np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0
-    add = np.asarray(inputs[plan.fused_add], np.float64) if plan.fused_add else 0.0
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        z, y, e_y, sd, rel_sd = pre_activation_error(plan, x, ss, st, co, u, scale, bias, add)
-        if co.ceiling is not None:
-            # the floor's e_y differs from e_y only in its statistics terms, which are per slice
-            floor = statistics_errors(plan, ss, co, u, floor=True)
-            d_shift = (e_mean - floor.e_mean) / sd
-            d_rel = rel_sd - divisor_error(plan, ss, floor, co, u)
-            e_floor = e_y - np.abs(scale) * (d_shift + np.abs(z) * d_rel)
-            unit = 1.0 if plan.normalize_variance else np.sqrt(var)
-            e_y = np.minimum(e_y, co.ceiling * output_scale(z, unit, scale, bias, add) + e_floor)
-            del e_floor
-        straddles: np.ndarray | bool = False  # elements whose error interval holds a branch point
-        if plan.activation in (None, "ACTIVATION_IDENTITY"):
-            f, e_act, slope = y, e_y, 1.0
-        else:
-            f = model_activation.activation(plan.activation, y, plan.activation_params)
-            lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
-            hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
-            e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
-            # sensitivity of the output to y: the activation's secant over the error interval
-            slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
-            del lo, hi
-            jumps = branch_jumps(
-                plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec
-            )
-            straddles = (np.asarray(jumps) > 0) | _curved(plan, y, e_y, slope)
-            e_act = np.maximum(e_act, jumps)
-            e_act = e_act + co.activation_ulps * u * np.abs(f)
-            e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
-        if plan.normalize_variance:
-            # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave
-            # undefined; any value (NaN included) is accepted there.
-            e_act = np.where(np.broadcast_to(var + plan.epsilon, np.shape(e_act)) == 0, np.inf, e_act)
-
-    def total(err: np.ndarray, member: str, tensor_coeffs: Coefficients) -> np.ndarray:
-        ref = np.asarray(reference[member])
-        shaped = np.broadcast_to(err, ref.shape) if np.ndim(err) == ref.ndim else np.reshape(err, ref.shape)
-        return with_output_rounding(shaped, ref, tensor_coeffs)
-
-    result = {plan.output: total(e_act, plan.output, co)}
-    coeffs = {plan.output: co}
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        shape = np.shape(result[plan.output])
-        w = np.broadcast_to(np.asarray(scale) * slope, shape)
-        zb = np.broadcast_to(z, shape)
-        shift_bound = e_mean / sd
-        statistic_part = np.abs(w) * (shift_bound + np.abs(zb) * rel_sd)
-        # pointwise rounding not explained by a shift and a scale: the element's budget less its
-        # statistics part, plus the rounding of an implementation that folds the affine map
-        # (y = (Scale / sd) x + (Bias - mean Scale / sd)), whose terms are |x| / sd and |mean| / sd
-        folded = co.pointwise * u * np.abs(w) * np.broadcast_to((np.abs(x) + np.abs(mean)) / sd, shape)
-        residual = np.maximum(result[plan.output] - statistic_part, result[plan.output] - e_act) + folded
+    ops = _operands(plan, inputs)
+    el = element_errors(plan, x, ss, st, co, u, ops, spec)
     ref_out = np.asarray(reference[plan.output])
-    rounding = co.output_ulps * ulp_of(
-        ref_out, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)
-    )
-    aggregate = AggregateModel(
-        plan,
-        zb,
-        w,
-        shift_bound,
-        np.broadcast_to(rel_sd, np.shape(shift_bound)),
-        residual,
-        rounding,
-        straddles,
-        on_grid(plan, y, ss.exact, ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)),
-    )
+    main = _rounded(el.e_act, ref_out, co)
+    aggregate = _aggregate_model(plan, x, ss, st, co, u, ops.scale, el, main, ref_out)
+    result = {plan.output: main}
+    coeffs = {plan.output: co}
     stats_budgets, stats_coeffs = statistics_output_budgets(desc, plan, ss, st, reference, spec, tolerance, u)
     result.update(stats_budgets)
     coeffs.update(stats_coeffs)
     return Budgets(result, coeffs, aggregate)
+
+
+def element_errors(
+    plan: Plan,
+    x: np.ndarray,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    co: Coefficients,
+    u: float,
+    ops: Operands,
+    spec: Spec,
+) -> ElementErrors:
+    """The main output's error before its rounding, element by element (e_act of the module
+    docstring, under the ceiling where the model has one), and the terms the fit reads."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        z, y, e_y, sd, rel_sd = pre_activation_error(plan, x, ss, st, co, u, *ops)
+        if co.ceiling is not None:
+            e_y = _under_ceiling(plan, ss, st, co, u, ops, z, e_y, sd, rel_sd)
+        e_act, slope, straddles = _through_activation(plan, y, e_y, co, u, spec)
+        if plan.normalize_variance:
+            # Epsilon 0 on a constant slice: (x - mean) / sqrt(0) is 0/0, which the docs leave
+            # undefined; any value (NaN included) is accepted there.
+            e_act = np.where(np.broadcast_to(ss.var + plan.epsilon, np.shape(e_act)) == 0, np.inf, e_act)
+    return ElementErrors(z, y, sd, rel_sd, e_act, slope, straddles)
+
+
+def _under_ceiling(
+    plan: Plan,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    co: Coefficients,
+    u: float,
+    ops: Operands,
+    z: np.ndarray,
+    e_y: np.ndarray,
+    sd: np.ndarray,
+    rel_sd: np.ndarray,
+) -> np.ndarray:
+    """e_y capped at ``co.ceiling`` times the output's own scale (:func:`output_scale`) plus
+    the floor, the same error for a reduction of one block."""
+    # the floor's e_y differs from e_y only in its statistics terms, which are per slice
+    floor = statistics_errors(plan, ss, co, u, floor=True)
+    d_shift = (st.e_mean - floor.e_mean) / sd
+    d_rel = rel_sd - divisor_error(plan, ss, floor, co, u)
+    e_floor = e_y - np.abs(ops.scale) * (d_shift + np.abs(z) * d_rel)
+    unit = 1.0 if plan.normalize_variance else np.sqrt(ss.var)
+    assert co.ceiling is not None
+    return np.minimum(e_y, co.ceiling * output_scale(z, unit, ops.scale, ops.bias, ops.add) + e_floor)
+
+
+def _through_activation(
+    plan: Plan, y: np.ndarray, e_y: np.ndarray, co: Coefficients, u: float, spec: Spec
+) -> tuple[np.ndarray, np.ndarray | float, np.ndarray | bool]:
+    """(e_act, slope, straddles): the error after the fused activation (e_y without one), the
+    activation's secant over the error interval, and the elements whose interval holds a branch
+    point or over which the activation curves (:func:`_curved`)."""
+    if plan.activation in (None, "ACTIVATION_IDENTITY"):
+        return e_y, 1.0, False
+    f = model_activation.activation(plan.activation, y, plan.activation_params)
+    lo = model_activation.activation(plan.activation, y - e_y, plan.activation_params)
+    hi = model_activation.activation(plan.activation, y + e_y, plan.activation_params)
+    e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
+    # sensitivity of the output to y: the activation's secant over the error interval
+    slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
+    del lo, hi
+    jumps = branch_jumps(plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec)
+    straddles = (np.asarray(jumps) > 0) | _curved(plan, y, e_y, slope)
+    e_act = np.maximum(e_act, jumps)
+    e_act = e_act + co.activation_ulps * u * np.abs(f)
+    e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
+    return e_act, slope, straddles
+
+
+def _rounded(err: np.ndarray, ref: np.ndarray, co: Coefficients) -> np.ndarray:
+    """An output's budget: its error (broadcast, or reshaped, to the reference's shape) with
+    the output rounding."""
+    shaped = np.broadcast_to(err, ref.shape) if np.ndim(err) == ref.ndim else np.reshape(err, ref.shape)
+    return with_output_rounding(shaped, ref, co)
+
+
+def _aggregate_model(
+    plan: Plan,
+    x: np.ndarray,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    co: Coefficients,
+    u: float,
+    scale: Any,
+    el: ElementErrors,
+    budget: np.ndarray,
+    ref_out: np.ndarray,
+) -> AggregateModel:
+    """What the aggregate fit of the main output reads (:class:`AggregateModel`), from its
+    per-element terms and ``budget``."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        shape = np.shape(budget)
+        w = np.broadcast_to(np.asarray(scale) * el.slope, shape)
+        zb = np.broadcast_to(el.z, shape)
+        shift_bound = st.e_mean / el.sd
+        statistic_part = np.abs(w) * (shift_bound + np.abs(zb) * el.rel_sd)
+        # pointwise rounding not explained by a shift and a scale: the element's budget less its
+        # statistics part, plus the rounding of an implementation that folds the affine map
+        # (y = (Scale / sd) x + (Bias - mean Scale / sd)), whose terms are |x| / sd and |mean| / sd
+        folded = co.pointwise * u * np.abs(w) * np.broadcast_to((np.abs(x) + np.abs(ss.mean)) / el.sd, shape)
+        residual = np.maximum(budget - statistic_part, budget - el.e_act) + folded
+    out_dtype = ref_out.dtype if ref_out.dtype.kind == "f" else np.dtype(np.float32)
+    rounding = co.output_ulps * ulp_of(ref_out, out_dtype)
+    return AggregateModel(
+        plan,
+        zb,
+        w,
+        shift_bound,
+        np.broadcast_to(el.rel_sd, np.shape(shift_bound)),
+        residual,
+        rounding,
+        el.straddles,
+        on_grid(plan, el.y, ss.exact, out_dtype),
+    )
 
 
 def statistics_output_budgets(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -232,6 +232,26 @@ class Budgets:
     by_member: dict[str, np.ndarray]
     coefficients: dict[str, Coefficients]
     aggregate: AggregateModel | None = None
+
+
+class BudgetModel(Protocol):
+    """What a kernel's ``budgets`` part is (``dmlconform.kernels``, a ``"module:function"`` the
+    registry resolves by name): the budgets of every output of ``desc`` from its inputs and the
+    reference's outputs, under the spec's tolerance with the run's ``tolerance`` changes.
+    Declared here so that the budget models (:mod:`~dmlconform.tolerance.normalization`,
+    :mod:`~dmlconform.tolerance.rms`, :mod:`~dmlconform.tolerance.pointwise`,
+    :mod:`~dmlconform.tolerance.gradients`, :mod:`~dmlconform.tolerance.local_response`,
+    :mod:`~dmlconform.tolerance.lp_norm`) and the comparison that calls them agree on one
+    signature, which the registry's strings cannot check."""
+
+    def __call__(
+        self,
+        desc: OperatorDesc,
+        reference: dict[str, np.ndarray],
+        inputs: dict[str, Any],
+        spec: Spec,
+        tolerance: ToleranceOptions,
+    ) -> Budgets: ...
 
 
 def growth(kind: str, n: int) -> float:
