@@ -68,7 +68,7 @@ _BINARY = {ast.Add: 2, ast.Sub: 3, ast.Mult: 4, ast.Div: 5}
 
 def postfix(text: str, variable: str, constants: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     """``text`` as a postfix program for the judge's compiled interpreter
-    (:func:`dmlconform.tolerance.judge_kernels.run_program`): (opcodes, constants), with every name but
+    (:func:`dmlconform.tolerance.float_bits.run_program`): (opcodes, constants), with every name but
     ``variable`` replaced by its value from ``constants``. Same grammar as :func:`evaluate`."""
     code = compile_expr(text, tuple(sorted({variable, *constants})))
     tree = ast.parse(text, mode="eval")

@@ -18,7 +18,7 @@ costs 400-800x the reference at n = 2^22. Here every per-element quantity lives 
   hold them against the numpy model).
 
 What keeps the element loop vectorized (each measured: without it the pass ran 1.5-3x slower):
-selects instead of branches (:func:`_vmax`, :func:`_ordinal16`, :func:`_spacing`), float bit
+selects instead of branches (:func:`vmax`, :func:`ordinal16`, :func:`spacing`), float bit
 casts in registers (``np.float32(v).view(np.int32)``) instead of a store and load through a
 one-element array, unsigned indices (a signed index costs a negative-index wraparound select
 per access), one work array for all block terms and lanes (a dozen arrays made LLVM give up on
@@ -31,7 +31,7 @@ Slices are addressed as in the reference kernel (``x[k * sk + m * sm + j]``, ker
 ``[k0, k1)`` so that the glue runs chunks on the reference's thread pool (nogil).
 
 Semantics mirror numpy's where it matters for equality with the model: NaN propagates through
-``np.maximum``/``np.minimum`` (:func:`_fmax`, :func:`_fmin`), ``np.where(e > 0, ..., 1.0)`` is
+``np.maximum``/``np.minimum`` (:func:`fmax`, :func:`fmin`), ``np.where(e > 0, ..., 1.0)`` is
 false for NaN, the first strict maximum wins (np.argmax), and a NaN ratio is +inf.
 """
 
@@ -43,171 +43,30 @@ import numpy as np
 
 from dmlconform.native import njit, types
 from dmlconform.reference.kernels import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
-from dmlconform.tolerance.terms import overflow_edge, ulp_of
+from dmlconform.tolerance.float_bits import (
+    F16_EDGE,
+    F16_MAX,
+    F32_EDGE,
+    F32_MAX,
+    fmax,
+    ordinal16,
+    ordinal32,
+    run_program,
+    spacing,
+    spacing16_exact,
+    spacing32_exact,
+    vmax,
+    vmin,
+)
 
 # figure columns of the per-slice output (see judge_normalization)
 F_RATIO, F_POS, F_ULP, F_ABS, F_FAIL, F_GOT, F_REF, F_BUDGET = range(8)
 F_AA, F_BB, F_CC, F_DD, F_EE, F_COUNT, F_D2, F_RB2, F_ROUND2 = range(8, 17)
 N_FIGURES = 17
 
-# the output types' largest finite values, the spacing of their top binade and the magnitude
-# from which a value rounds to inf: the numpy model's own (numba freezes them as constants)
-_F32_MAX = float(np.finfo(np.float32).max)
-_F16_MAX = float(np.finfo(np.float16).max)
-_TOP_SPACING32 = float(ulp_of(_F32_MAX, np.float32))  # 2^104
-_TOP_SPACING16 = float(ulp_of(_F16_MAX, np.float16))  # 32
-_F32_EDGE = overflow_edge(np.float32)
-_F16_EDGE = overflow_edge(np.float16)
-
 SMALL_SORT = 1024  # slices with at most this many finite keys are sorted, not bucketed
 BUCKET_BITS = 21  # one bucket's keys span 2^21 values: a 256 KiB bitmap, in cache
 DIRECT_BITS = 22  # a slice whose keys span at most 2^22 values uses one bitmap directly
-
-
-@njit(cache=True, inline="always")
-def _fmax(a, b):  # type: ignore[no-untyped-def]
-    """np.maximum: NaN if either is NaN."""
-    if a != a or b != b:
-        return a + b
-    return a if a >= b else b
-
-
-@njit(cache=True, inline="always")
-def _fmin(a, b):  # type: ignore[no-untyped-def]
-    if a != a or b != b:
-        return a + b
-    return a if a <= b else b
-
-
-@njit(cache=True, inline="always")
-def run_program(ops, consts, x, stack):  # type: ignore[no-untyped-def]
-    """Evaluate a spec expression compiled to postfix (:mod:`dmlconform.tolerance.judge`): 0 push
-    const, 1 push x, 2 +, 3 -, 4 *, 5 /, 6 negate, 7 abs, 8 max (NaN-propagating). ``stack``: the
-    caller's (an allocation per element cost more than the program)."""
-    top = 0
-    for i in range(ops.size):
-        op = ops[i]
-        if op == 0:
-            stack[top] = consts[i]
-            top += 1
-        elif op == 1:
-            stack[top] = x
-            top += 1
-        elif op == 6:
-            stack[top - 1] = -stack[top - 1]
-        elif op == 7:
-            stack[top - 1] = abs(stack[top - 1])
-        else:
-            b = stack[top - 1]
-            a = stack[top - 2]
-            top -= 1
-            if op == 2:
-                stack[top - 1] = a + b
-            elif op == 3:
-                stack[top - 1] = a - b
-            elif op == 4:
-                stack[top - 1] = a * b
-            elif op == 5:
-                stack[top - 1] = a / b
-            else:
-                stack[top - 1] = _fmax(a, b)
-    return stack[0]
-
-
-@njit(cache=True, inline="always")
-def _vmax(a, b):  # type: ignore[no-untyped-def]
-    """np.maximum as selects (no branch, so a loop holding it vectorizes): NaN if either is."""
-    m = a if a >= b else b
-    return m if (a == a) & (b == b) else a + b
-
-
-@njit(cache=True, inline="always")
-def _vmin(a, b):  # type: ignore[no-untyped-def]
-    m = a if a <= b else b
-    return m if (a == a) & (b == b) else a + b
-
-
-@njit(cache=True, inline="always")
-def _ordinal32(bits):  # type: ignore[no-untyped-def]
-    """:func:`dmlconform.tolerance.terms.ordinal` of one float32 from its bits (int32), as
-    selects: adjacent floats differ by 1, -0 == +0."""
-    v = np.int64(bits)
-    return np.int64(-2147483648) - v if v < 0 else v
-
-
-@njit(cache=True, inline="always")
-def _ordinal16(bits):  # type: ignore[no-untyped-def]
-    """The ordinal of a float16 value from the bits of the same value as a float32 (exactly
-    representable): adjacent float16 values differ by 1, -0 == +0. Selects: every case is
-    computed and one kept (a subnormal's quantum is 2^-24: value m 2^(e - 23) = h 2^-24)."""
-    v = np.int64(bits)
-    mag = v & 0x7FFFFFFF
-    e = (mag >> 23) - 127
-    frac = mag & 0x7FFFFF
-    normal = ((e + 15) << 10) | (frac >> 13)
-    sub = (frac | 0x800000) >> min(max(-1 - e, 0), 63)
-    sub = 0 if mag == 0 else sub
-    h = normal if e >= -14 else sub
-    h = 0x7C00 if mag >= 0x7F800000 else h
-    return -h if v < 0 else h
-
-
-@njit(cache=True, inline="always")
-def _pow2(e):  # type: ignore[no-untyped-def]
-    """2^e for a normal float64 exponent, by its bits (a register bit cast)."""
-    return np.int64(np.int64(e + 1023) << 52).view(np.float64)
-
-
-@njit(cache=True, inline="always")
-def _binade64(a):  # type: ignore[no-untyped-def]
-    """2^floor(log2 a) for a normal positive float64."""
-    return np.int64(np.float64(a).view(np.int64) & np.int64(0x7FF0000000000000)).view(np.float64)
-
-
-@njit(cache=True, inline="always")
-def _inverse_binade64(a):  # type: ignore[no-untyped-def]
-    """1 / 2^floor(log2 a) for a positive float64 whose binade's inverse is normal."""
-    e = (np.float64(a).view(np.int64) >> 52) & 0x7FF
-    return np.int64(np.int64(2046 - e) << 52).view(np.float64)
-
-
-@njit(cache=True, inline="always")
-def _spacing32_exact(mag):  # type: ignore[no-untyped-def]
-    """:func:`_spacing` of a float32 value from the bits of its magnitude (no rounding to do)."""
-    e = mag >> 23
-    s = _pow2(e - 150)
-    s = 1.401298464324817e-45 if e == 0 else s
-    return _TOP_SPACING32 if mag >= 0x7F7FFFFF else s
-
-
-@njit(cache=True, inline="always")
-def _spacing16_exact(mag):  # type: ignore[no-untyped-def]
-    """:func:`_spacing` of a float16 value from the float32 bits of its magnitude."""
-    e = (mag >> 23) - 127
-    s = _pow2(max(e, -14) - 10)
-    return _TOP_SPACING16 if mag >= 0x477FE000 else s  # 65504 and above
-
-
-@njit(cache=True, inline="always")
-def _spacing(a, half):  # type: ignore[no-untyped-def]
-    """:func:`dmlconform.tolerance.ulp_of` of ``a`` >= 0 (or NaN) as selects: the spacing of the
-    output type at ``a`` rounded to it; the top binade's at its largest finite value, NaN for NaN."""
-    if half:
-        # float16: 11 significant bits, subnormal quantum 2^-24, largest 65504
-        # the quantum q at a and its inverse (powers of two: a * (1 / q) is exact, a / q is slow)
-        q = 5.960464477539063e-08 if a < 6.103515625e-05 else _binade64(a) * 9.765625e-04
-        q_inv = 16777216.0 if a < 6.103515625e-05 else _inverse_binade64(a) * 1024.0
-        r = np.round(a * q_inv) * q
-        s = _binade64(r) * 9.765625e-04
-        s = 5.960464477539063e-08 if r < 6.103515625e-05 else s
-        s = _TOP_SPACING16 if r >= 65504.0 else s
-    else:
-        b = np.int64(np.float32(a).view(np.int32)) & 0x7FFFFFFF
-        e = b >> 23
-        s = _pow2(e - 150)
-        s = 1.401298464324817e-45 if e == 0 else s
-        s = _TOP_SPACING32 if b >= 0x7F7FFFFF else s
-    return a if a != a else s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +162,7 @@ def _spread_and_keys(row, row_bits, mean, var, half, acc, keys, base, lo, hi, no
         acc[j - nb * LANES] += q * q
     for j in range(length):
         v = row[j]
-        key = (_ordinal16(row_bits[j]) if half else _ordinal32(row_bits[j])) + 2147483648
+        key = (ordinal16(row_bits[j]) if half else ordinal32(row_bits[j])) + 2147483648
         keys[np.uint64(base + j)] = np.uint32(key)
         finite = abs(v) < np.float32(math.inf)
         nonfinite += np.int64(not finite)
@@ -399,7 +258,7 @@ def slice_statistics(
                 for j in range(l_len):
                     if abs(x[start + j]) < math.inf:
                         bits = x_bits[start + j]
-                        keys[nk] = np.uint32((_ordinal16(bits) if half else _ordinal32(bits)) + 2147483648)
+                        keys[nk] = np.uint32((ordinal16(bits) if half else ordinal32(bits)) + 2147483648)
                         nk += 1
         sqstd_o[k - k0] = math.sqrt(_lane_total(acc) / n)
         distinct_o[k - k0] = _count_distinct(keys, nk, lo, hi, tmp, bitmap) + nonfinite
@@ -425,7 +284,7 @@ def _gradient_terms(xv, dv, mean, centre, lanes, t):  # type: ignore[no-untyped-
     lanes[G_DY_XC, t] += p
     lanes[G_ABS_DY_XC, t] += abs(p)
     lanes[G_ABS_X, t] += abs(xv)
-    lanes[G_MAX_XC, t] = _vmax(lanes[G_MAX_XC, t], abs(xc))
+    lanes[G_MAX_XC, t] = vmax(lanes[G_MAX_XC, t], abs(xc))
 
 
 @njit(_GRAD_SIG, cache=True, nogil=True, error_model="numpy")
@@ -463,7 +322,7 @@ def gradient_sums(x, x_sk, x_sm, dy, d_sk, d_sm, item_k, item_p0, item_p1, l_len
             out[i, c] = _lane_total(lanes[c].copy())
         top = lanes[G_MAX_XC, 0]
         for t in range(1, LANES):
-            top = _fmax(top, lanes[G_MAX_XC, t])
+            top = fmax(top, lanes[G_MAX_XC, t])
         out[i, G_MAX_XC] = top
 
 
@@ -499,20 +358,20 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
         f = activate(act, y, pa, pb)
         lo = activate(act, y - e_y, pa, pb)
         hi = activate(act, y + e_y, pa, pb)
-        e_act = _fmax(abs(lo - f), abs(hi - f))
+        e_act = fmax(abs(lo - f), abs(hi - f))
         slope = (hi - lo) / (2.0 * e_y) if e_y > 0.0 else 1.0
         jump = 0.0
         for b in range(branch.size):
             if abs(y - branch[b]) <= e_y:
-                side = _fmax(_fmax(abs(sides[b, 0] - f), abs(sides[b, 1] - f)), abs(sides[b, 2] - f))
-                jump = _fmax(jump, side)
+                side = fmax(fmax(abs(sides[b, 0] - f), abs(sides[b, 1] - f)), abs(sides[b, 2] - f))
+                jump = fmax(jump, side)
         excluded = jump > 0.0
         if abs(e_y) < math.inf and e_y > curved_from:
             ew = e_y / 16.0
             near = (activate(act, y + ew, pa, pb) - activate(act, y - ew, pa, pb)) / (2.0 * ew)
-            if abs(slope - near) > curvature_rtol * _fmax(abs(slope), abs(near)):
+            if abs(slope - near) > curvature_rtol * fmax(abs(slope), abs(near)):
                 excluded = True
-        e_act = _fmax(e_act, jump) + act_ulps * u * abs(f)
+        e_act = fmax(e_act, jump) + act_ulps * u * abs(f)
         if canc_ops.size > 0:
             e_act = e_act + canc * u * abs(run_program(canc_ops, canc_consts, y, stack))
         wk[np.uint64(W_EA * BLOCK) + t] = e_act
@@ -584,8 +443,8 @@ def _pre_activation(wk, t, xv, e_w, slice_terms, pointwise):  # type: ignore[no-
     e_z = (e_mean + e_dev + e_w) * inv_sd + abs(z) * rel_sd
     e_y = abs(s) * e_z + cu * ((abs(s * z) if z_rounds else 0.0) + abs(b) + abs(a))
     e_floor = e_y - abs(s) * (d_shift + abs(z) * d_rel)
-    cap = ceiling * (abs(s) * _vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
-    wk[np.uint64(W_EA * BLOCK) + t] = _vmin(e_y, cap) if has_ceiling else e_y
+    cap = ceiling * (abs(s) * vmax(unit, abs(z)) + abs(b) + abs(a)) + e_floor
+    wk[np.uint64(W_EA * BLOCK) + t] = vmin(e_y, cap) if has_ceiling else e_y
     wk[np.uint64(W_Y * BLOCK) + t] = s * z + b + a
 
 
@@ -594,8 +453,8 @@ def _element_budget(e_act, rv, ulp_scale, output_ulps, atol, fmax_out, half):  #
     """:func:`dmlconform.tolerance.terms.with_output_rounding` of one element: the output's
     spacing where the error may take the reference (short of its largest finite value);
     unbounded where e_act is."""
-    reach = _vmin(abs(rv) + e_act, fmax_out)
-    budget = ulp_scale * (e_act + output_ulps * _spacing(reach, half)) + atol
+    reach = vmin(abs(rv) + e_act, fmax_out)
+    budget = ulp_scale * (e_act + output_ulps * spacing(reach, half)) + atol
     return math.inf if e_act == math.inf else budget
 
 
@@ -603,7 +462,7 @@ def _element_budget(e_act, rv, ulp_scale, output_ulps, atol, fmax_out, half):  #
 def _ulp_distance(g_bits, r_bits, g_nan, r_nan, half):  # type: ignore[no-untyped-def]
     """:func:`dmlconform.tolerance.terms.ulp_distance` of one element, from both values' bits:
     inf where one only is NaN, 0 where both are."""
-    od = (_ordinal16(g_bits) - _ordinal16(r_bits)) if half else (_ordinal32(g_bits) - _ordinal32(r_bits))
+    od = (ordinal16(g_bits) - ordinal16(r_bits)) if half else (ordinal32(g_bits) - ordinal32(r_bits))
     ulps = np.float64(abs(od))
     ulps = math.inf if g_nan ^ r_nan else ulps
     return 0.0 if g_nan & r_nan else ulps
@@ -658,9 +517,9 @@ def _fit_residual(w, z, xv, mean, inv_sd, budget, e_act, fit):  # type: ignore[n
 
 @njit(cache=True, inline="always")
 def _spacing_exact(bits, half):  # type: ignore[no-untyped-def]
-    """:func:`_spacing` of a value of the output type from its float32 bits."""
+    """:func:`spacing` of a value of the output type from its float32 bits."""
     mag = np.int64(bits) & 0x7FFFFFFF
-    return _spacing16_exact(mag) if half else _spacing32_exact(mag)
+    return spacing16_exact(mag) if half else spacing32_exact(mag)
 
 
 @njit(cache=True, inline="always")
@@ -777,8 +636,8 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
     ulp_scale, output_ulps, atol, max_ulp, use_max_ulp = output
     store = budget_out.size > 0
     has_act = act != 0
-    fmax_out = _F16_MAX if half else _F32_MAX
-    edge_out = _F16_EDGE if half else _F32_EDGE
+    fmax_out = F16_MAX if half else F32_MAX
+    edge_out = F16_EDGE if half else F32_EDGE
     inv_max_ulp = 1.0 / max(max_ulp, 1e-300) if use_max_ulp else 0.0
     cu = c_pt * u
     pointwise = (cu, z_rounds, dev_folded, ceiling, ceiling == ceiling)

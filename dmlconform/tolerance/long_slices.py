@@ -10,7 +10,7 @@ Here a long slice is cut into parts of :data:`PART` elements (slice order), and 
 over the parts or the buckets on the thread pool:
 
 1. per part: the lane sums of the squared deviations' spread, each value's ordinal key (the
-   same key as the one-thread kernel: :func:`judge_kernels._ordinal32`/``_ordinal16``), and the
+   same key as the one-thread kernel: :func:`float_bits.ordinal32`/``ordinal16``), and the
    range and non-finite count of the part's keys;
 2. the distinct count of the finite keys (non-finite keys lie outside the finite keys' range, so
    a range test leaves them out without a compaction): keys spanning at most 2^DIRECT_BITS
