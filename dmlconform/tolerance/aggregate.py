@@ -9,7 +9,7 @@ import numpy as np
 
 from dmlconform.specification.semantics import Plan
 from dmlconform.specification.slices import to_slices
-from dmlconform.tolerance.terms import AggregateModel, Coefficients
+from dmlconform.tolerance.terms import AggregateModel, Coefficients, summed
 
 FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2")
 
@@ -51,10 +51,12 @@ def aggregate_from_sums(
     aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
     fit_rb2 = rb2
     if on_grid is not None:
-        # on such slices a sound implementation's every step is exact: what the fit may see of
-        # its noise is one output ULP an element (an implementation rounding a last step its own
-        # way), not the per-element budget, which allows for the roundings of data off the grid
-        fit_rb2 = np.where(on_grid, np.minimum(round2, rb2), rb2)
+        if summed(co):
+            # on such slices an implementation that sums is exact at every step: what the fit may
+            # see of its noise is one output ULP an element (a last step rounded its own way), not
+            # the per-element budget, which allows for the roundings of data off the grid (a
+            # running mean, which the lenient model admits, rounds on any data: not there)
+            fit_rb2 = np.where(on_grid, np.minimum(round2, rb2), rb2)
         round2 = np.where(on_grid, 0.0, round2)
     det = aa * cc - bb * bb
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):

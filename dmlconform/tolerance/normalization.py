@@ -94,6 +94,7 @@ from dmlconform.tolerance.terms import (
     repeated_growth,
     repetition,
     storage_roundoff,
+    summed,
     ulp_of,
     with_output_rounding,
 )
@@ -218,13 +219,6 @@ def exact_applies(ss: SliceStatistics, co: Coefficients, u: float) -> bool:
     """Some slice is summed exactly (``ss.exact``), in float32 or finer, under a model that admits
     sums only: where the exact-slice terms replace the growth terms."""
     return summed(co) and u <= UNIT_ROUNDOFF["FLOAT32"] and ss.exact is not None and bool(np.any(ss.exact))
-
-
-def summed(co: Coefficients) -> bool:
-    """The model admits sums in some order only (its growth capped by blocks or chains): exactness
-    in any summation order holds the statistics to their division. The ``lenient`` model also
-    admits a running mean (Welford), whose updates round on any data: it keeps its growth."""
-    return co.growth_cap == "blocked"
 
 
 def variance_rounds(ss: SliceStatistics, n: int) -> np.ndarray:

@@ -192,6 +192,13 @@ def _parse_coefficients(
     return Coefficients(**values)
 
 
+def summed(co: Coefficients) -> bool:
+    """The model admits sums in some order only (its growth capped by blocks or chains): exactness
+    in any summation order holds the statistics to their division. The ``lenient`` model also
+    admits a running mean (Welford), whose updates round on any data: it keeps its growth."""
+    return co.growth_cap == "blocked"
+
+
 @dataclass
 class AggregateModel:
     """What a sound implementation's error in the main output looks like, slice by slice.
