@@ -75,9 +75,15 @@ def test_each_broken_backend_fails(pytester: pytest.Pytester, tmp_path: Path, mu
         assert all(c["reduction_length"] > 257 for c in failed), mutant
 
 
+#: the default tier up to 2^16-element tensors: every operator, level, data type and regime, the
+#: reductions up to 65535 (torch's LP finding among them); the 2^20- and 2^22-element families
+#: (40 cases, 40 % of a run's time) are judged by test_long_reductions and test_calibrated_verdicts
+UP_TO_2_16 = ("--dml-max-elements=65536",)
+
+
 def test_reference_passes_the_default_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
     report = tmp_path / "r"
-    result = run_suite(pytester, "--dml-backend=reference", f"--dml-report={report}")
+    result = run_suite(pytester, "--dml-backend=reference", *UP_TO_2_16, f"--dml-report={report}")
     assert result.ret == pytest.ExitCode.OK
     s = results(report)["summary"]
     # every case passes but those that judge nothing (a NaN reference), which are skipped so
@@ -139,6 +145,6 @@ def test_real_backends_fail_only_with_explained_findings(
     if backend != "numpy":
         pytest.importorskip(backend)
     report = tmp_path / "r"
-    result = run_suite(pytester, f"--dml-backend={backend}", *expect, f"--dml-report={report}")
+    result = run_suite(pytester, f"--dml-backend={backend}", *expect, *UP_TO_2_16, f"--dml-report={report}")
     _explained(report)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
