@@ -126,9 +126,15 @@ def normalizes_variance(desc: OperatorDesc, spec: Spec | None = None) -> bool:
 
 def activation(desc: OperatorDesc, spec: Spec | None = None) -> ActivationDesc | None:
     spec = spec or load_spec()
-    a = _sem(desc, spec).get("activation")
-    value = desc.members.get(a["member"]) if isinstance(a, dict) and "member" in a else None
+    name = _activation_member(desc, spec)
+    value = desc.members.get(name) if name else None
     return value if isinstance(value, ActivationDesc) else None
+
+
+def _activation_member(desc: OperatorDesc, spec: Spec) -> str | None:
+    """The member the semantics' ``activation`` names, None where it names none."""
+    a = _sem(desc, spec).get("activation")
+    return a["member"] if isinstance(a, dict) and "member" in a else None
 
 
 def branch_points(desc: OperatorDesc, spec: Spec | None = None) -> list[float]:
@@ -205,11 +211,11 @@ def regime_desc(desc: OperatorDesc, regime: str, spec: Spec) -> OperatorDesc:
     the other regimes draw the activations. A desc that neither centres nor divides keeps it:
     without it the case would compute its input (MVN2 with UseMean and NormalizeVariance false).
     Every other regime runs the desc as drawn."""
-    a = _sem(desc, spec).get("activation")
-    name = a["member"] if isinstance(a, dict) and "member" in a else None
+    name = _activation_member(desc, spec)
     if regime != "exact_statistics" or name is None or desc.members.get(name) is None:
         return desc
-    nullable = any(m.name == name and m.nullable for m in spec.operator(desc.operator).members)
+    member = spec.operator(desc.operator).member(name)
+    nullable = member is not None and member.nullable
     try:
         normalizes = centers(desc, spec) or normalizes_variance(desc, spec)
     except SemanticsError:

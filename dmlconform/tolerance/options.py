@@ -9,7 +9,7 @@ picklable (the ``--isolate`` worker, xdist workers).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -44,11 +44,10 @@ class ToleranceOptions:
     coefficients: tuple[tuple[str, float | str | None], ...] = ()
 
     @classmethod
-    def parse(cls, pairs: Mapping[str, Any] | None, known: Iterable[str] = ()) -> ToleranceOptions:
+    def parse(cls, pairs: Mapping[str, Any] | None) -> ToleranceOptions:
         """From ``KEY=VALUE`` pairs (strings, or numbers from YAML). ValueError with one line for
-        a value that is not a number where one is needed, or for a key outside the typed fields
-        and ``known`` (the coefficient names; empty: any name is taken, checked by the model)."""
-        known = set(known)
+        a value that is not a number where one is needed; a name no coefficient has is refused
+        by :func:`~dmlconform.tolerance.terms.coefficients`, which knows the spec's."""
         typed: dict[str, Any] = {}
         extra: dict[str, float | str] = {}
         for key, raw in (pairs or {}).items():
@@ -58,9 +57,6 @@ class ToleranceOptions:
                 typed["model"] = MODEL_ALIASES.get(name, name)
             elif key in _numbers(cls):
                 typed[key] = _number(key, raw)
-            elif known and key not in known:
-                names = ", ".join(sorted(known | {f.name for f in fields(cls)} - {"coefficients"}))
-                raise ValueError(f"unknown tolerance override {key!r} (known: {names})")
             elif raw is None:  # a coefficient unset (``threads: null``: no thread count)
                 extra[key] = None
             else:
@@ -73,13 +69,8 @@ class ToleranceOptions:
     def merged(self, other: ToleranceOptions) -> ToleranceOptions:
         """These options with ``other``'s set fields on top (a known finding's ``meets`` over the
         run's ``--tolerance``)."""
-        typed = {f.name: getattr(other, f.name) for f in fields(other) if f.name != "coefficients"}
         coeffs = dict(self.coefficients) | dict(other.coefficients)
-        return replace(
-            self,
-            **{k: v for k, v in typed.items() if v is not None},
-            coefficients=tuple(sorted(coeffs.items())),
-        )
+        return replace(self, **other._typed(), coefficients=tuple(sorted(coeffs.items())))
 
     def scaled(self, factor: float) -> ToleranceOptions:
         """Every budget times ``factor`` more (the degenerate-input check's widening)."""
@@ -87,12 +78,15 @@ class ToleranceOptions:
 
     def changes(self) -> dict[str, Any]:
         """The set options by name, typed: what the coefficients take over the spec's."""
-        out: dict[str, Any] = {
-            f.name: getattr(self, f.name) for f in fields(self) if f.name != "coefficients"
+        return dict(sorted({**self._typed(), **dict(self.coefficients)}.items()))
+
+    def _typed(self) -> dict[str, Any]:
+        """The typed fields that are set (the named coefficients aside)."""
+        return {
+            f.name: v
+            for f in fields(self)
+            if f.name != "coefficients" and (v := getattr(self, f.name)) is not None
         }
-        return dict(
-            sorted({**{k: v for k, v in out.items() if v is not None}, **dict(self.coefficients)}.items())
-        )
 
     def pairs(self) -> dict[str, str | None]:
         """:meth:`changes` as text, as results.json records them (``tolerance.overrides``) and
