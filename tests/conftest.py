@@ -3,11 +3,13 @@ their kind (helpers.py holds the shared builders and constants)."""
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import importlib
 import inspect
 import os
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -17,6 +19,21 @@ from hypothesis import settings
 # machine with CI=true; elsewhere they explore afresh each run. HYPOTHESIS_PROFILE picks either.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write the checkout's bytecode once, before any test starts a process.
+
+    Hundreds of tests start ``dmlconform`` (or a backend's isolated process) from this checkout;
+    where the environment sets PYTHONDONTWRITEBYTECODE (this project's machines do), no process
+    leaves its bytecode behind, and each compiled the whole package from source again: a second
+    or two of every start. Reading bytecode is not writing it, so written once here it serves
+    every process. xdist's workers skip it: the controller has done it before they start."""
+    if hasattr(config, "workerinput"):
+        return
+    root = Path(__file__).resolve().parent.parent
+    for tree in (root / "dmlconform", root / "tests"):
+        compileall.compile_dir(tree, quiet=2, workers=1)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -48,11 +48,32 @@ def played_once(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+#: The operators of the tests that damage a played bundle or judge one against a wrong device:
+#: each checks the bundle whole, and the whole export (every operator and level) made each such
+#: check ten times longer without reaching anything those tests look at.
+FEW_OPERATORS = ("MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1", "BATCH_NORMALIZATION_TRAINING")
+
+
+@pytest.fixture(scope="module")
+def small_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dxd-small") / "bundle"
+    assert cli("export", str(root), "--cases", "1", "--max-elements", "16384", "--operators", *FEW_OPERATORS) == 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def small_played_once(small_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("played-small") / "b"
+    shutil.copytree(small_bundle, root)
+    assert cli("emulate", str(root), "--backend", "reference") == 0
+    return root
+
+
 @pytest.fixture
-def played(played_once: Path, tmp_path: Path) -> Path:
-    """A fresh copy of the played bundle, for a test to change."""
+def played(small_played_once: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the played bundle of :data:`FEW_OPERATORS`, for a test to change."""
     root = tmp_path / "b"
-    shutil.copytree(played_once, root)
+    shutil.copytree(small_played_once, root)
     return root
 
 
@@ -194,9 +215,9 @@ def test_an_unrun_bundle_is_refused_in_one_line(bundle: Path, tmp_path: Path, ca
     assert not (tmp_path / "r").exists() and not (root / "report").exists()
 
 
-def test_a_partly_run_bundle_is_checked_with_the_rest_as_errors(bundle: Path, tmp_path: Path):
+def test_a_partly_run_bundle_is_checked_with_the_rest_as_errors(small_bundle: Path, tmp_path: Path):
     root = tmp_path / "b"
-    shutil.copytree(bundle, root)
+    shutil.copytree(small_bundle, root)
     exported = [e for e in manifest(root)["cases"] if e["status"] == "exported"]
     ran = root / exported[0]["dir"]  # ran, and wrote nothing
     (ran / "exit_status.txt").write_text("0\n")
@@ -239,9 +260,9 @@ class RefuseAll(NumpyBackend):
         raise Rejected("E_INVALIDARG")
 
 
-def test_acceptance_is_judged_both_ways(bundle: Path, tmp_path: Path):
+def test_acceptance_is_judged_both_ways(small_bundle: Path, tmp_path: Path):
     root = tmp_path / "b"
-    shutil.copytree(bundle, root)
+    shutil.copytree(small_bundle, root)
     emulate_bundle(root, Emulator(AcceptAll(), "6_4", SPEC))
     assert cli("check", str(root)) == 1
     recs = results(root)["cases"]

@@ -64,8 +64,11 @@ def pytest_argv(args: argparse.Namespace, report_dir: Path, command: str) -> lis
         f"cache_dir={Path.cwd() / '.pytest_cache'}",
         "-p",  # a conformance run times nothing; pytest-benchmark would warn under -n (xdist)
         "no:benchmark",
-        "-W",  # the CLI imported the plugin's package already; it has no asserts to rewrite
-        "ignore::pytest.PytestAssertRewriteWarning",
+        "-p",  # a conformance run has no property tests; that plugin imports hypothesis at its end
+        "no:hypothesispytest",
+        # the suite's items report through the plugin, not through asserts: rewriting every module
+        # of the package (pytest does for a plugin's distribution) cost a second or more a run
+        "--assert=plain",
         "--junitxml",
         str(report_dir / "junit.xml"),
         "--dml-command",

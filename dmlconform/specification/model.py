@@ -377,14 +377,19 @@ def normalize_level(name: Any) -> str:
 # Loading
 
 
+#: libyaml's safe loader where PyYAML has it: every process that runs cases loads the spec, and the
+#: pure-Python parser took 2 s of a small run's start (its nodes keep line and column too)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _yaml_load(path: Path) -> tuple[Any, yaml.Node | None]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read: {exc.strerror or exc}", str(path)) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise SpecError(
