@@ -51,13 +51,20 @@ def played_once(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: The operators of the tests that damage a played bundle or judge one against a wrong device:
 #: each checks the bundle whole, and the whole export (every operator and level) made each such
 #: check ten times longer without reaching anything those tests look at.
-FEW_OPERATORS = ("MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1", "BATCH_NORMALIZATION_TRAINING")
+FEW_OPERATORS = (
+    "MEAN_VARIANCE_NORMALIZATION",
+    "MEAN_VARIANCE_NORMALIZATION1",
+    "BATCH_NORMALIZATION_TRAINING",
+)
 
 
 @pytest.fixture(scope="module")
 def small_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dxd-small") / "bundle"
-    assert cli("export", str(root), "--cases", "1", "--max-elements", "16384", "--operators", *FEW_OPERATORS) == 0
+    assert (
+        cli("export", str(root), "--cases", "1", "--max-elements", "16384", "--operators", *FEW_OPERATORS)
+        == 0
+    )
     return root
 
 
