@@ -64,7 +64,7 @@ class LrnLocalSizeAsRadius(NumpyBackend):
 
 def _cases(operator: str, relation: str, n: int = 16, seed: int = 0) -> list:
     sel = Selection(
-        level="6_4",
+        level=SPEC.level("6_4"),
         operators=(operator,),
         data_types=("FLOAT32",),
         cases=n,

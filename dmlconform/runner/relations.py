@@ -32,7 +32,7 @@ from dmlconform.runner.judging import (
     require_judged,
 )
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Relation, Spec
+from dmlconform.specification.model import FeatureLevel, Relation, Spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import ToleranceOptions
 
@@ -331,12 +331,12 @@ def _judge_runs(
         raise _Fail(failure_message(errors, what))
 
 
-def _require_legal(desc: OperatorDesc, role: str, level: str, spec: Spec, rel: Relation) -> None:
+def _require_legal(desc: OperatorDesc, role: str, level: FeatureLevel, spec: Spec, rel: Relation) -> None:
     """``_Skip`` when the desc a relation derives (``role``: derived, chained, forward) is illegal
     at ``level``: the relation says nothing of a desc the backend need not accept."""
     bad = validate(desc, level, spec)
     if bad:
-        raise _Skip(f"relation {rel.id}: {role} {desc.operator} desc is illegal at {level} ({bad[0]})")
+        raise _Skip(f"relation {rel.id}: {role} {desc.operator} desc is illegal at {level.name} ({bad[0]})")
 
 
 def shift_inputs(
