@@ -139,7 +139,7 @@ def _steps(
     judged or None) for the input member ``seed``; ``_Skip`` when the step rounds to nothing."""
     x = np.asarray(inputs[seed])
     xf = x.astype(np.float64)
-    # the step's scale and the elements judged are the gradient kernel's (runner/derivatives.py)
+    # the step's scale and the elements judged are the gradient kernel's (tolerance/derivatives.py)
     size, judged = kernels.part(base, spec, "derivative")(base, spec, inputs, seed)
     d = np.random.default_rng(case.input_seed).standard_normal(x.shape) * size
     plus, minus = (xf + d).astype(x.dtype), (xf - d).astype(x.dtype)
