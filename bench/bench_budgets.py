@@ -50,7 +50,7 @@ def _budgets(spec: Any, desc: Any, ref: dict[str, np.ndarray], inputs: dict[str,
 
 def measure(cases: int, seeds: list[int], max_elements: int, operators: tuple[str, ...]) -> dict:
     spec = load_spec()
-    level = spec.levels[-1].name
+    level = spec.levels[-1]
     per_output: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     per_op: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     examples: dict[str, list[str]] = defaultdict(list)

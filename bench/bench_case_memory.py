@@ -42,8 +42,9 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()
+    level = spec.level("6_4")
     sel = Selection(
-        level="6_4", operators=(operator,), data_types=(dtype,), cases=1, kinds=("numeric",),
+        level=level, operators=(operator,), data_types=(dtype,), cases=1, kinds=("numeric",),
         tier="stress", max_elements=max_elements,
     )  # fmt: skip
     main = spec.operator(operator).semantics["input"]
@@ -58,8 +59,8 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
     else:
         case = max(largest, key=lambda c: reduction_size(c.desc, spec))
     guard = guard_for(open_backend(backend), isolate=False, timeout=0)
-    warm = tiers.sized_desc(operator, "6_4", 1 << 17, dtype=dtype, spec=spec)
-    run_case(Case("numeric", operator, "6_4", dtype, 0, warm, 0, "standard_normal"), guard, spec, NO_OPTIONS)
+    warm = tiers.sized_desc(operator, level, 1 << 17, dtype=dtype, spec=spec)
+    run_case(Case("numeric", operator, level, dtype, 0, warm, 0, "standard_normal"), guard, spec, NO_OPTIONS)
     gc.collect()
     before = int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
     result = run_case(case, guard, spec, NO_OPTIONS)

@@ -42,7 +42,8 @@ def mutants() -> list[str]:
 def first_failure(name: str, spec, min_elements: int = 0):  # type: ignore[no-untyped-def]
     backend = getattr(broken, name)()
     guard = ThreadGuard(backend, 120)
-    level = backend_info(backend).feature_level or spec.levels[-1].name
+    claimed = backend_info(backend).feature_level
+    level = spec.level(claimed) if claimed else spec.levels[-1]
     big = name in ONLY_BIG
     sel = Selection(
         level=level,

@@ -55,9 +55,10 @@ def worker(args: argparse.Namespace) -> int:
     from dmlconform.specification.model import load_spec
 
     spec = load_spec()
+    level = spec.level(args.level)
     _, lo, hi = BANDS[args.band]
     sel = Selection(
-        level=args.level,
+        level=level,
         operators=tuple(args.operators),
         data_types=tuple(args.dtypes),
         cases=1,
@@ -68,9 +69,9 @@ def worker(args: argparse.Namespace) -> int:
     cases = [c for c in collect(spec, sel) if c.size and lo <= reduction_size(c.desc, spec) < hi]
     guard = guard_for(open_backend(args.backend), isolate=False, timeout=0)
     if cases:  # warm-up: JIT caches, imports, the backend's first call
-        small = tiers.sized_desc(cases[0].operator, args.level, 64, dtype=cases[0].data_type, spec=spec)
+        small = tiers.sized_desc(cases[0].operator, level, 64, dtype=cases[0].data_type, spec=spec)
         run_case(
-            Case("numeric", small.operator, args.level, cases[0].data_type, 0, small, 0, "standard_normal"),
+            Case("numeric", small.operator, level, cases[0].data_type, 0, small, 0, "standard_normal"),
             guard,
             spec,
             NO_OPTIONS,

@@ -55,7 +55,7 @@ class Kernel:
     judge: str | None = None
     #: (desc, spec, inputs, member) -> (step size, judged elements or None): how the
     #: ``directional_derivative`` relation steps this gradient kernel's forward (required when
-    #: ``relations`` lists that kind; dmlconform/runner/derivatives.py)
+    #: ``relations`` lists that kind; dmlconform/tolerance/derivatives.py)
     derivative: str | None = None
     #: peak resident bytes per input element of a numeric case beyond the process's memory
     #: before it (inputs, both outputs, the float64 draw, the judge's work arrays): the worst
@@ -117,7 +117,7 @@ KERNELS: dict[str, Kernel] = {
             judge="dmlconform.tolerance.judge:gradient_plan_for",
             model="reduction_grad",
             relations=(*_SAME, "directional_derivative"),
-            derivative="dmlconform.runner.derivatives:normalization_domain",
+            derivative="dmlconform.tolerance.derivatives:normalization_domain",
         ),
         Kernel(
             name="local_response",
@@ -140,7 +140,7 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.local_response:local_response_budgets",
             model="local_response",
             relations=("same_output_as", "chained", "directional_derivative"),
-            derivative="dmlconform.runner.derivatives:local_response_domain",
+            derivative="dmlconform.tolerance.derivatives:local_response_domain",
         ),
         Kernel(
             name="lp_normalization",

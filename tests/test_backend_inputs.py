@@ -27,7 +27,7 @@ class OverwritesItsInputs(NumpyBackend):
 
 
 def _cases():
-    sel = Selection(level="6_4", data_types=("FLOAT32",), cases=2, kinds=("numeric", "metamorphic"),
+    sel = Selection(level=SPEC.level("6_4"), data_types=("FLOAT32",), cases=2, kinds=("numeric", "metamorphic"),
                     operators=("MEAN_VARIANCE_NORMALIZATION1", "BATCH_NORMALIZATION_TRAINING"))  # fmt: skip
     cases = list(collect(SPEC, sel))
     assert {c.kind for c in cases} == {"numeric", "metamorphic"}

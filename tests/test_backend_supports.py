@@ -51,7 +51,7 @@ class OnlyMVN(_Counting):
 
 
 def _cases(*operators: str) -> list[Any]:
-    sel = Selection(level="6_4", operators=operators, cases=2, tier="smoke")
+    sel = Selection(level=SPEC.level("6_4"), operators=operators, cases=2, tier="smoke")
     return list(collect(SPEC, sel))
 
 

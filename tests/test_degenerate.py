@@ -237,7 +237,7 @@ def test_a_desc_no_input_can_rescue_is_refused() -> None:
 
 
 def test_collection_replaces_only_the_descs_no_input_can_rescue() -> None:
-    sel = Selection(level="6_4", cases=8, seed=0, kinds=("numeric",), max_elements=1)
+    sel = Selection(level=SPEC.level("6_4"), cases=8, seed=0, kinds=("numeric",), max_elements=1)
     replaced = kept = 0
     for case in collect(SPEC, sel):
         if case.size:
@@ -292,7 +292,7 @@ def test_every_numeric_case_fails_backends_that_compute_nothing(operator: str) -
         guards[name] = ThreadGuard(load_backend(f"dmlconform.backends.broken:{name}", {}), None)
     wrong: dict[str, list[str]] = defaultdict(list)
     sel = Selection(
-        level="6_4", operators=(operator,), cases=8, seed=0, kinds=("numeric",), max_elements=5000
+        level=SPEC.level("6_4"), operators=(operator,), cases=8, seed=0, kinds=("numeric",), max_elements=5000
     )
     cases = list(collect(SPEC, sel))
     assert cases and {c.operator for c in cases} == {operator}

@@ -108,8 +108,8 @@ def first(root: Path, prefix: str) -> dict:
 def test_export_covers_every_operator_level_and_data_type(bundle: Path):
     m = manifest(bundle)
     want = {
-        (c.operator, c.level, c.data_type)
-        for c in collect(SPEC, Selection(level=SPEC.levels[-1].name, cases=1))
+        (c.operator, c.level.name, c.data_type)
+        for c in collect(SPEC, Selection(level=SPEC.levels[-1], cases=1))
         if c.kind == "numeric"
     }
     got = {(e["operator"], e["feature_level"], e["data_type"]) for e in m["cases"] if e["kind"] == "numeric"}
@@ -270,13 +270,13 @@ class RefuseAll(NumpyBackend):
 def test_acceptance_is_judged_both_ways(small_bundle: Path, tmp_path: Path):
     root = tmp_path / "b"
     shutil.copytree(small_bundle, root)
-    emulate_bundle(root, Emulator(AcceptAll(), "6_4", SPEC))
+    emulate_bundle(root, Emulator(AcceptAll(), SPEC.level("6_4"), SPEC))
     assert cli("check", str(root)) == 1
     recs = results(root)["cases"]
     accepted = [c for c in recs if c["expected"] == "illegal" and c["outcome"] == "failed"]
     assert accepted and all("accepted an illegal desc" in c["message"] for c in accepted)
     assert all(c["outcome"] == "passed" for c in recs if c["kind"] == "numeric")
-    emulate_bundle(root, Emulator(RefuseAll(), "6_4", SPEC))
+    emulate_bundle(root, Emulator(RefuseAll(), SPEC.level("6_4"), SPEC))
     assert cli("check", str(root)) == 1
     recs = results(root)["cases"]
     numeric = [c for c in recs if c["kind"] == "numeric"]
@@ -315,9 +315,9 @@ def test_a_newer_operator_refused_by_an_older_directml_is_skipped(played: Path):
 
 
 def test_directml_versions_map_to_their_highest_level():
-    assert level_for_version("1.15.0", SPEC) == "6_4"
-    assert level_for_version("1.13.1", SPEC) == "6_2"
-    assert level_for_version("1.7.0", SPEC) == "4_1"
+    assert level_for_version("1.15.0", SPEC) == SPEC.level("6_4")
+    assert level_for_version("1.13.1", SPEC) == SPEC.level("6_2")
+    assert level_for_version("1.7.0", SPEC) == SPEC.level("4_1")
     assert level_for_version("10.0.22621.1", SPEC) is None  # the inbox DLL's Windows build number
 
 
@@ -356,7 +356,7 @@ def test_the_bash_run_script_drives_a_dxdispatch_lookalike(tmp_path: Path):
             from dmlconform.dxdispatch.emulate import Emulator, adapters_text, dependencies_text, run_model
             from dmlconform.specification.model import load_spec
             spec = load_spec()
-            em = Emulator(load_backend("numpy", {{"feature_level": "6_4"}}), "6_4", spec)
+            em = Emulator(load_backend("numpy", {{"feature_level": "6_4"}}), spec.level("6_4"), spec)
             args = sys.argv[1:]
             if args == ["-S"]:
                 print(dependencies_text(em)); sys.exit(0)
@@ -423,14 +423,17 @@ def test_the_directml_version_is_read_from_dxdispatch_dash_s(tmp_path: Path):
     )
     _dependencies(tmp_path / "w", "\ufeff" + windows, "utf-16-le")  # PowerShell's Out-File default
     info = read_run_info(tmp_path / "w", SPEC)
-    assert (info.version, info.level) == ("1.13.1", "6_2")  # the loaded DLL, not the configured one
+    assert (info.version, info.level) == (
+        "1.13.1",
+        SPEC.level("6_2"),
+    )  # the loaded DLL, not the configured one
     _dependencies(
         tmp_path / "l", "DirectML:\n- Configured Version : NuGet (Microsoft.AI.DirectML.1.15.0)\n\n"
     )
-    assert read_run_info(tmp_path / "l", SPEC).level == "6_4"  # WSL: no loaded version
+    assert read_run_info(tmp_path / "l", SPEC).level == SPEC.level("6_4")  # WSL: no loaded version
     _dependencies(
         tmp_path / "s", "DirectML:\n- Configured Version : Windows SDK\n- Loaded Version : 10.0.22621.1\n"
     )
     info = read_run_info(tmp_path / "s", SPEC)
     assert info.level is None and "--directml-version" in info.note
-    assert read_run_info(tmp_path / "s", SPEC, version="1.9.0").level == "5_1"
+    assert read_run_info(tmp_path / "s", SPEC, version="1.9.0").level == SPEC.level("5_1")

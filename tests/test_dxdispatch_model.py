@@ -283,7 +283,7 @@ def test_strided_outputs_round_trip_through_an_emulated_dispatch(tmp_path):
     (tmp_path / "model.json").write_text(json.dumps(model, allow_nan=False))
     for name, buf in files.items():
         buffers.save_buffer(tmp_path / name, buf)
-    em = Emulator(load_backend("reference", {"feature_level": "6_4"}), "6_4", SPEC)
+    em = Emulator(load_backend("reference", {"feature_level": "6_4"}), SPEC.level("6_4"), SPEC)
     code, log = run_model(tmp_path / "model.json", tmp_path, em)
     assert code == 0, log
     ref = execute(desc, inputs)

@@ -29,7 +29,7 @@ def facts(**kw: Any) -> CaseFacts:
         "id": "numeric[LOCAL_RESPONSE_NORMALIZATION_GRAD-6_4-FLOAT32-0003]",
         "kind": "numeric",
         "operator": "LOCAL_RESPONSE_NORMALIZATION_GRAD",
-        "level": "6_4",
+        "level": SPEC.level("6_4"),
         "data_type": "FLOAT32",
         "regime": "standard_normal",
         "reduction_length": 3,
@@ -97,7 +97,7 @@ def test_case_fields_levels_relations_and_presence() -> None:
         members={},
     )
     assert bound.covers(f)
-    assert not bound.covers(facts(**{**f.__dict__, "level": "5_1"}))
+    assert not bound.covers(facts(**{**f.__dict__, "level": SPEC.level("5_1")}))
     assert not bound.covers(facts(**{**f.__dict__, "members": {"ScaleTensor": object()}}))
     assert not bound.covers(facts(**{**f.__dict__, "reduction_length": 2}))
 

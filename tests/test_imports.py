@@ -158,3 +158,18 @@ def test_no_package_binds_a_name_its_submodule_will_overwrite():
                     if bound in submodules and module != name and not module.startswith(name + "."):
                         clashes.append(f"{name}: {ast.unparse(node)}")
     assert not clashes, clashes
+
+
+#: the stages the kernel registry (dmlconform/kernels.py) serves: the spec's plans, the reference,
+#: the tolerance; a part named in a module above them (the runner, a backend) would be an upward
+#: import, made on first use where no import graph shows it
+REGISTRY_STAGES = ("dmlconform.specification.", "dmlconform.reference", "dmlconform.tolerance.")
+REGISTRY_PARTS = ("plan", "execute", "budgets", "compute", "judge", "derivative")
+
+
+def test_the_kernel_registry_names_no_module_above_the_stages_it_serves():
+    from dmlconform import kernels
+
+    refs = [getattr(k, part) for k in kernels.KERNELS.values() for part in REGISTRY_PARTS]
+    upward = [ref for ref in refs if ref and not ref.partition(":")[0].startswith(REGISTRY_STAGES)]
+    assert not upward, upward

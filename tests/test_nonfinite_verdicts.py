@@ -28,7 +28,7 @@ class Filled(NumpyBackend):
 
 
 def _metamorphic_cases():
-    sel = Selection(level="6_4", data_types=("FLOAT32",), cases=2, kinds=("metamorphic",))
+    sel = Selection(level=SPEC.level("6_4"), data_types=("FLOAT32",), cases=2, kinds=("metamorphic",))
     return list(collect(SPEC, sel))
 
 

@@ -28,7 +28,11 @@ class AllNaN(NumpyBackend):
 @pytest.mark.slow
 def test_a_backend_returning_nan_everywhere_passes_no_case():
     sel = Selection(
-        level="6_4", cases=8, kinds=("numeric", "metamorphic"), data_types=("FLOAT32",), max_elements=4096
+        level=SPEC.level("6_4"),
+        cases=8,
+        kinds=("numeric", "metamorphic"),
+        data_types=("FLOAT32",),
+        max_elements=4096,
     )
     guard = ThreadGuard(AllNaN(), None)
     outcomes: dict[str, list[str]] = {}

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from helpers import HERE, REPO, SMALL, dmlconform
+from helpers import HERE, REPO, SMALL, SPEC, dmlconform
 
 from dmlconform.commands.run import suite_arguments
 from dmlconform.runner.node_ids import SUITE_FILE, case_operator, suite_argument
@@ -135,7 +135,7 @@ def test_failure_text_without_a_report_says_how_to_rerun_the_case(tmp_path: Path
     from dmlconform.tolerance.options import ToleranceOptions
 
     settings = Settings(
-        backend="b", options={}, level="6_4", operators=(), data_types=(), cases=8, seed=0, report_dir=None,
+        backend="b", options={}, level=SPEC.level("6_4"), operators=(), data_types=(), cases=8, seed=0, report_dir=None,
         expect_file=None, isolate=False, timeout=60, kinds=(), command="dmlconform run --backend b -- -k FLOAT16",
         tolerance=ToleranceOptions(),
     )  # fmt: skip

@@ -21,7 +21,11 @@ from dmlconform.tolerance.options import NO_OPTIONS
 
 def _cases(operator: str, relation: str) -> list[Case]:
     sel = Selection(
-        level="6_4", operators=(operator,), data_types=("FLOAT32",), cases=4, kinds=("metamorphic",)
+        level=SPEC.level("6_4"),
+        operators=(operator,),
+        data_types=("FLOAT32",),
+        cases=4,
+        kinds=("metamorphic",),
     )
     return [c for c in collect(SPEC, sel) if c.relation is not None and c.relation.id == relation]
 
@@ -108,7 +112,7 @@ def test_the_finite_difference_relation_holds_on_every_regime_for_sound_gradient
     slices whose layout forces another MeanTensor were judged too, which the printed reading
     allowed)."""
     sel = Selection(
-        level="6_4",
+        level=SPEC.level("6_4"),
         operators=("BATCH_NORMALIZATION_TRAINING_GRAD",),
         data_types=("FLOAT32",),
         cases=32,

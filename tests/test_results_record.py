@@ -32,7 +32,7 @@ def test_every_record_field_is_documented_and_every_documented_key_is_a_field() 
 def test_runner_and_bundle_records_have_the_same_keys_and_the_report_reads_them_back() -> None:
     from dmlconform.dxdispatch.check import _bare_record
 
-    case = next(iter(collect(SPEC, Selection(level="6_4", kinds=("validation",), cases=1))))
+    case = next(iter(collect(SPEC, Selection(level=SPEC.level("6_4"), kinds=("validation",), cases=1))))
     ran = finish_record(case_record(case, "x::" + case.id, None, spec=SPEC), "skipped", "why", 0.5)
     bare = _bare_record({"id": case.id, "case": case.to_dict()}, "error", "unreadable")
     assert list(ran) == list(bare) == list(CaseRecord.field_names())

@@ -15,7 +15,9 @@ def test_metamorphic_regimes_apply_to_the_desc_the_relation_starts_from(seed: in
     data regime must be drawn for that desc. One picked for the generated desc (``short_reduction``)
     made 1-3 metamorphic cases of most ``--cases 24`` runs skip as "does not apply"."""
     spec = load_spec()
-    cases = list(collect(spec, Selection(level="6_4", cases=24, seed=seed, kinds=("metamorphic",))))
+    cases = list(
+        collect(spec, Selection(level=spec.level("6_4"), cases=24, seed=seed, kinds=("metamorphic",)))
+    )
     assert cases
     forced = [c for c in cases if c.relation.when]
     assert forced, "no relation with a precondition was collected"
@@ -35,8 +37,10 @@ def test_dtypes_select_every_kind_and_illegal_cases_belong_to_the_type_they_test
     from dmlconform.runner.cases import tested_data_type
 
     spec = load_spec()
-    full = list(collect(spec, Selection(level="6_4", cases=2, tier="smoke")))
-    narrow = list(collect(spec, Selection(level="6_4", cases=2, tier="smoke", data_types=("FLOAT16",))))
+    full = list(collect(spec, Selection(level=spec.level("6_4"), cases=2, tier="smoke")))
+    narrow = list(
+        collect(spec, Selection(level=spec.level("6_4"), cases=2, tier="smoke", data_types=("FLOAT16",)))
+    )
     assert {c.kind for c in narrow} == {"numeric", "validation", "metamorphic"}
     assert {c.data_type for c in narrow} == {"FLOAT16"}
     # exactly the full run's FLOAT16 cases, with the same ids
@@ -55,7 +59,9 @@ def test_dtypes_select_every_kind_and_illegal_cases_belong_to_the_type_they_test
         assert tested_data_type(spec, op, case.level, case.desc) == case.data_type
         # selected by the type it tests, alone
         only = list(
-            collect(spec, Selection(level="6_4", cases=2, tier="smoke", data_types=(case.data_type,)))
+            collect(
+                spec, Selection(level=spec.level("6_4"), cases=2, tier="smoke", data_types=(case.data_type,))
+            )
         )
         assert case.id in {c.id for c in only}
         assert all(c.kind == "validation" and c.expected == "illegal" for c in only)
@@ -73,6 +79,10 @@ def test_tested_data_type_names_an_unsupported_type_on_any_tensor() -> None:
         "Axes": [2, 3],
         "NormalizeVariance": True,
     }
-    assert tested_data_type(spec, op, "6_4", parse_desc({"type": op.name, "desc": raw})) == "FLOAT32"
+    assert (
+        tested_data_type(spec, op, spec.level("6_4"), parse_desc({"type": op.name, "desc": raw})) == "FLOAT32"
+    )
     raw["ScaleTensor"] = {"DataType": "UINT16", "Sizes": [1, 2, 1, 1]}
-    assert tested_data_type(spec, op, "6_4", parse_desc({"type": op.name, "desc": raw})) == "UINT16"
+    assert (
+        tested_data_type(spec, op, spec.level("6_4"), parse_desc({"type": op.name, "desc": raw})) == "UINT16"
+    )

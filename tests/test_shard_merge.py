@@ -55,7 +55,7 @@ def test_shards_partition_and_balance_by_count(n_items: int, count: int) -> None
 
 def test_shards_of_a_real_collection_are_stable_and_spread_every_group() -> None:
     spec = load_spec()
-    sel = Selection(level="6_4", cases=4)
+    sel = Selection(level=spec.level("6_4"), cases=4)
     ids = [c.id for c in collect(spec, sel)]
     again = [[c.id for c in in_shard(collect(spec, sel), Shard(k, 3))] for k in (1, 2, 3)]
     assert sorted(sum(again, [])) == sorted(ids)

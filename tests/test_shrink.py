@@ -48,13 +48,13 @@ def first_failure(backend: object, sel: Selection) -> tuple[ThreadGuard, Case, C
 def selection(mutant: str) -> Selection:
     if mutant in ONLY_BIG:  # only long reductions catch them (the default tier's 65537 cases)
         return Selection(
-            level="6_4",
+            level=SPEC.level("6_4"),
             operators=("MEAN_VARIANCE_NORMALIZATION1",),
             kinds=("numeric",),
             cases=1,
             max_elements=140000,
         )
-    return Selection(level="6_4", kinds=("numeric", "metamorphic"), cases=2, max_elements=5000)
+    return Selection(level=SPEC.level("6_4"), kinds=("numeric", "metamorphic"), cases=2, max_elements=5000)
 
 
 def runner(guard: ThreadGuard):  # type: ignore[no-untyped-def]
@@ -98,7 +98,9 @@ def test_no_time_gives_back_the_original_unchanged() -> None:
 
 
 def test_a_passing_case_is_not_shrunk() -> None:
-    case = next(iter(collect(SPEC, Selection(level="6_4", kinds=("numeric",), cases=1, tier="smoke"))))
+    case = next(
+        iter(collect(SPEC, Selection(level=SPEC.level("6_4"), kinds=("numeric",), cases=1, tier="smoke")))
+    )
     with pytest.raises(NotFailing):
         shrink(case, None, runner(ThreadGuard(ReferenceBackend(), 60)), SPEC)
 
@@ -117,7 +119,9 @@ class _Flaky(NumpyBackend):
 
 
 def test_a_failure_that_does_not_come_back_is_reported_as_such() -> None:
-    case = next(iter(collect(SPEC, Selection(level="6_4", kinds=("numeric",), cases=1, tier="smoke"))))
+    case = next(
+        iter(collect(SPEC, Selection(level=SPEC.level("6_4"), kinds=("numeric",), cases=1, tier="smoke")))
+    )
     found = shrink(case, _inputs(case), runner(ThreadGuard(_Flaky(), 60)), SPEC, 30)
     assert found.stopped == "minimal" and found.tried > 0  # candidates ran; none failed again
     assert found.case == case and not found.steps  # nothing smaller failed: the original it is
@@ -139,7 +143,7 @@ class _Crashes(NumpyBackend):
 
 
 def test_a_crash_shrinks_to_a_case_that_still_crashes() -> None:
-    sel = Selection(level="6_4", kinds=("numeric",), cases=1, tier="smoke")
+    sel = Selection(level=SPEC.level("6_4"), kinds=("numeric",), cases=1, tier="smoke")
     guard, case, result = first_failure(_Crashes(), sel)
     found = shrink(case, result.inputs, runner(guard), SPEC, max_seconds=60)
     assert found.signature.kind == "failed" and "raised RuntimeError" in found.signature.detail
@@ -156,7 +160,9 @@ class _Hangs(NumpyBackend):
 
 
 def test_a_hanging_backend_is_cut_off_by_the_call_timeout_and_the_deadline() -> None:
-    case = next(iter(collect(SPEC, Selection(level="6_4", kinds=("numeric",), cases=1, tier="smoke"))))
+    case = next(
+        iter(collect(SPEC, Selection(level=SPEC.level("6_4"), kinds=("numeric",), cases=1, tier="smoke")))
+    )
     assert case.desc.members["InputTensor"].element_count > 16
     guard = ThreadGuard(_Hangs(), 0.2)
     t0 = time.monotonic()
@@ -172,7 +178,9 @@ class _AcceptsEverything(NumpyBackend):
 
 
 def test_an_accepted_illegal_desc_shrinks_to_one_that_breaks_the_same_rule_alone() -> None:
-    sel = Selection(level="6_4", kinds=("validation",), cases=2, operators=("MEAN_VARIANCE_NORMALIZATION1",))
+    sel = Selection(
+        level=SPEC.level("6_4"), kinds=("validation",), cases=2, operators=("MEAN_VARIANCE_NORMALIZATION1",)
+    )
     guard = ThreadGuard(_AcceptsEverything(), 60)
     shrunk_any = False
     for case in collect(SPEC, sel):
@@ -193,7 +201,9 @@ class _RejectsScale(NumpyBackend):
 
 
 def test_a_rejected_legal_desc_keeps_what_the_backend_rejects() -> None:
-    sel = Selection(level="6_4", kinds=("validation",), cases=8, operators=("MEAN_VARIANCE_NORMALIZATION1",))
+    sel = Selection(
+        level=SPEC.level("6_4"), kinds=("validation",), cases=8, operators=("MEAN_VARIANCE_NORMALIZATION1",)
+    )
     guard = ThreadGuard(_RejectsScale(), 60)
     case = next(
         c
@@ -270,7 +280,9 @@ def test_data_moves_only_go_simpler() -> None:
 
 
 def test_signature_reads_json_safe_infinities_and_keeps_the_strength() -> None:
-    case = next(iter(collect(SPEC, Selection(level="6_4", kinds=("numeric",), cases=1, tier="smoke"))))
+    case = next(
+        iter(collect(SPEC, Selection(level=SPEC.level("6_4"), kinds=("numeric",), cases=1, tier="smoke")))
+    )
     errors = {
         "worst": {"member": "OutputTensor"},
         "outputs": {"OutputTensor": {"ratio": "nan"}, "Other": {"ratio": 3.0}},

@@ -36,7 +36,7 @@ from dmlconform import kernels
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, UnknownLevel, load_spec
+from dmlconform.specification.model import FeatureLevel, Spec, UnknownLevel, load_spec
 from dmlconform.specification.validate import validate
 
 ENTRY_POINT_GROUP = "dmlconform.backends"
@@ -187,7 +187,7 @@ class BackendBase:
         return f"{self.name} (feature level {self.feature_level})"
 
 
-def validate_or_reject(desc: OperatorDesc, level: str) -> None:
+def validate_or_reject(desc: OperatorDesc, level: str | FeatureLevel) -> None:
     """``check`` for backends that trust the spec: :class:`Rejected` naming every rule id."""
     violations = validate(desc, level)
     if violations:
@@ -464,11 +464,14 @@ def takes_level(factory: Any) -> bool:
         return False
 
 
-def load_backend(spec: str, options: Mapping[str, str] | None = None, level: str | None = None) -> Backend:
+def load_backend(
+    spec: str, options: Mapping[str, str] | None = None, level: FeatureLevel | None = None
+) -> Backend:
     """The backend named ``spec`` (a registered name, or ``package.module:ClassName``),
-    constructed with ``options`` as keyword arguments, plus ``feature_level=level`` when a
+    constructed with ``options`` as keyword arguments, plus ``feature_level=level.name`` when a
     ``level`` is given, the options name none and the backend declares the option
-    (:func:`takes_level`). Every failure is a one-line BackendError."""
+    (:func:`takes_level`): the protocol hands a backend the level's name, not the spec's object.
+    Every failure is a one-line BackendError."""
     options = dict(options or {})
     spec = spec.strip()
     if ":" in spec:
@@ -484,8 +487,8 @@ def load_backend(spec: str, options: Mapping[str, str] | None = None, level: str
     factory = _import_target(target, spec, from_cwd=":" in spec)
     if not callable(factory):
         raise BackendError(f"backend {spec!r}: {target} is not a class or factory")
-    if level and "feature_level" not in options and takes_level(factory):
-        options["feature_level"] = level
+    if level is not None and "feature_level" not in options and takes_level(factory):
+        options["feature_level"] = level.name
     try:
         backend = factory(**options)
     except BackendError:

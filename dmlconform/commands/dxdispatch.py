@@ -127,7 +127,7 @@ def _command(args: argparse.Namespace, action: str) -> str:
 def build_selection(args: argparse.Namespace, spec):  # -> Selection
     """The same Selection a run builds from the same options (SettingsError with one line); the
     level defaults to the spec's highest, and validation cases are always exported."""
-    level = spec_level(spec, args.feature_level) or spec.levels[-1].name
+    level = spec_level(spec, args.feature_level) or spec.levels[-1]
     return resolve_selection(spec, given(args, "export"), level)
 
 
@@ -184,7 +184,8 @@ def run_check(args: argparse.Namespace) -> int:
         return _err("check", version_problem)
     try:
         manifest = load_manifest(root)
-        run_info = read_run_info(root, spec, args.directml_version, args.feature_level)
+        level = spec.level(args.feature_level) if args.feature_level else None
+        run_info = read_run_info(root, spec, args.directml_version, level)
     except BundleError as exc:
         return _err("check", str(exc))
     except UnknownLevel as exc:
@@ -209,7 +210,7 @@ def run_check(args: argparse.Namespace) -> int:
         "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, {errors} errors".format(
             **s
         )
-        + f" (DirectML {run_info.version or 'unknown'}, feature level {run_info.level or 'unknown'}, "
+        + f" (DirectML {run_info.version or 'unknown'}, feature level {run_info.level.name if run_info.level else 'unknown'}, "
         f"{time.monotonic() - t0:.1f} s)"
     )
     print(f"dmlconform: results in {report_dir}")
@@ -248,7 +249,7 @@ def run_emulate(args: argparse.Namespace) -> int:
     try:
         load_manifest(root)
         options = parse_pairs(args.backend_option)
-        level = spec.level(args.feature_level).name if args.feature_level else None
+        level = spec.level(args.feature_level) if args.feature_level else None
         em = load_emulator(args.backend, options, level, spec)
     except (BundleError, UnknownLevel, ValueError) as exc:
         return _err("emulate", str(exc))

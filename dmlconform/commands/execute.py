@@ -60,13 +60,13 @@ def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:
     from dmlconform.specification.validate import validate
 
     levels = spec.levels_from(spec.operator(desc.operator))
-    if any(not validate(desc, lv.name, spec) for lv in levels):
+    if any(not validate(desc, lv, spec) for lv in levels):
         return None
-    top = levels[-1].name if levels else spec.levels[-1].name
+    top = levels[-1] if levels else spec.levels[-1]
     found = validate(desc, top, spec)
     rules = ", ".join(dict.fromkeys(v.rule for v in found))
-    return f"illegal at every feature level, not run ({rules}); at {top}: {found[0]}" + (
-        f" (and {len(found) - 1} more: dmlconform validate {path} -l {top})" if len(found) > 1 else ""
+    return f"illegal at every feature level, not run ({rules}); at {top.name}: {found[0]}" + (
+        f" (and {len(found) - 1} more: dmlconform validate {path} -l {top.name})" if len(found) > 1 else ""
     )
 
 

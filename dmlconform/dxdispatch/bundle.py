@@ -264,7 +264,7 @@ def export_case(case: Case, spec: Spec, root: Path, rel: str) -> dict[str, Any]:
         "id": case.id,
         "kind": case.kind,
         "operator": case.operator,
-        "feature_level": case.level,
+        "feature_level": case.level.name,
         "data_type": case.data_type,
         "regime": case.regime,
         "expect": expectation(case),
@@ -327,7 +327,7 @@ def export_bundle(
         entries.append(export_case(case, spec, root, rel))
         if progress and (n % 50 == 0 or n == len(cases)):
             progress(f"exported {n}/{len(cases)} cases")
-    selection = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(sel).items()}
+    selection = {k: (list(v) if isinstance(v, tuple) else v) for k, v in sel.to_dict().items()}
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -336,7 +336,7 @@ def export_bundle(
         "created": _utc(),
         "command": command,
         "seed": sel.seed,
-        "feature_level": sel.level,
+        "feature_level": sel.level.name,
         "selection": selection,
         "export_seconds": round(time.monotonic() - t0, 3),
         "cases": entries,

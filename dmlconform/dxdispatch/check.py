@@ -57,7 +57,7 @@ from dmlconform.runner.results import (
     write_results,
 )
 from dmlconform.specification.desc import DescError, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import NO_OPTIONS
 
@@ -77,7 +77,7 @@ class RunInfo:
     """The DirectML that ran the bundle, as the run scripts recorded it."""
 
     version: str | None
-    level: str | None  # the device's feature level (None: unknown; cases are judged at their own)
+    level: FeatureLevel | None  # the device's feature level (None: unknown; cases are judged at their own)
     adapter: str | None
     note: str | None = None
 
@@ -86,7 +86,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 
 
-def level_for_version(version: str, spec: Spec) -> str | None:
+def level_for_version(version: str, spec: Spec) -> FeatureLevel | None:
     """The highest feature level a DirectML version implements (directml-facts.md's table:
     ``directml`` of each level in spec/common/feature_levels.yaml); None for a version outside
     the 1.x line (the inbox System32 DLL reports the Windows build instead)."""
@@ -96,7 +96,7 @@ def level_for_version(version: str, spec: Spec) -> str | None:
     best = None
     for lv in spec.levels:
         if _version_tuple(lv.directml) <= v:
-            best = lv.name
+            best = lv
     return best
 
 
@@ -108,9 +108,12 @@ def _field(text: str, label: str) -> str | None:
     return m.group(1) if m else None
 
 
-def read_run_info(root: Path, spec: Spec, version: str | None = None, level: str | None = None) -> RunInfo:
+def read_run_info(
+    root: Path, spec: Spec, version: str | None = None, level: FeatureLevel | None = None
+) -> RunInfo:
     """DirectML version (``-S``: Loaded Version, else the version in Configured Version), the
-    device level for it, and the adapter; ``version``/``level`` override what was recorded."""
+    device level for it, and the adapter; ``version``/``level`` override what was recorded.
+    UnknownLevel for a recorded level this spec does not know."""
     deps = read_text(root / DEPENDENCIES) or ""
     note = None
     if level is None and version is not None:
@@ -122,8 +125,9 @@ def read_run_info(root: Path, spec: Spec, version: str | None = None, level: str
         version = loaded or (m.group(0) if m else None)
         if level is None:
             # the emulator names the level it played; DxDispatch itself prints no level
-            level = _field(deps, "Emulated Feature Level") or (
-                level_for_version(version, spec) if version else None
+            emulated = _field(deps, "Emulated Feature Level")
+            level = (
+                spec.level(emulated) if emulated else (level_for_version(version, spec) if version else None)
             )
     if level is None:
         note = (
@@ -131,8 +135,6 @@ def read_run_info(root: Path, spec: Spec, version: str | None = None, level: str
             if version
             else "no DirectML version recorded"
         ) + "; validation cases are judged at their own level (pass --directml-version to fix)"
-    else:
-        level = spec.level(level).name
     return RunInfo(version, level, _adapter(root), note)
 
 
@@ -319,12 +321,13 @@ def judge_case(root: Path, entry: dict[str, Any], spec: Spec, run_info: RunInfo)
         rec = case_record(case, _nodeid(entry), None, spec=spec)
         outcome = "error" if status == "error" else "skipped"
         return finish_record(rec, outcome, entry.get("reason") or f"not exported ({status})", 0.0)
-    info = {"directml": run_info.version, "adapter": run_info.adapter, "device_level": run_info.level}
+    device_level = run_info.level.name if run_info.level else None
+    info = {"directml": run_info.version, "adapter": run_info.adapter, "device_level": device_level}
     judged, note = _judged_case(case, spec, run_info)
     illegal = None
     if run_info.level is not None and case.kind != "validation":
         found = validate(case.desc, run_info.level, spec)
-        illegal = f"{found[0]} (at {run_info.level})" if found else None
+        illegal = f"{found[0]} (at {run_info.level.name})" if found else None
     case_dir = root / entry["dir"]
     run = CaseRun.read(case_dir)
     rec = case_record(case, _nodeid(entry), None, spec=spec)
@@ -360,11 +363,12 @@ def _judged_case(case: Case, spec: Spec, run_info: RunInfo) -> tuple[Case, str |
     note = None
     if expected != case.expected:
         was = (
-            f"illegal at {case.level} (rule {case.rule})"
+            f"illegal at {case.level.name} (rule {case.rule})"
             if case.expected == "illegal"
-            else f"legal at {case.level}"
+            else f"legal at {case.level.name}"
         )
-        now = f"illegal at {run_info.level} (rule {rule})" if found else f"legal at {run_info.level}"
+        at = run_info.level.name
+        now = f"illegal at {at} (rule {rule})" if found else f"legal at {at}"
         note = f"generated {was}, {now}, the level of DirectML {run_info.version}"
     return replace(case, level=run_info.level, expected=expected, rule=rule), note
 
@@ -465,7 +469,7 @@ def _run_meta(
     return RunMeta(
         backend="directml",
         backend_options={},
-        backend_level=run_info.level,
+        backend_level=run_info.level.name if run_info.level else None,
         backend_description=desc,
         feature_level=str(manifest.get("feature_level")),
         seed=int(manifest.get("seed") or 0),

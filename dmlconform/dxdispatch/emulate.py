@@ -31,7 +31,7 @@ from dmlconform.runner.backend_loading import open_backend
 from dmlconform.runner.guard import backend_validates
 from dmlconform.specification import layout
 from dmlconform.specification.desc import TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.model import FeatureLevel, Spec
 
 E_FAIL = -2147467259  # 0x80004005 as DxDispatch's main returns it (an HRESULT)
 E_INVALIDARG = -2147024809  # 0x80070057
@@ -42,14 +42,12 @@ class Emulator:
     """A backend plus the feature level it stands for."""
 
     backend: Any
-    level: str
+    level: FeatureLevel
     spec: Spec
 
     @property
     def label(self) -> str:
-        return (
-            f"dmlconform emulator (backend {getattr(self.backend, 'name', '?')}, feature level {self.level})"
-        )
+        return f"dmlconform emulator (backend {getattr(self.backend, 'name', '?')}, feature level {self.level.name})"
 
     def refuse(self, desc: Any) -> str | None:
         """Why DirectML would refuse to create ``desc`` (None: it creates it)."""
@@ -65,22 +63,25 @@ class Emulator:
         return None
 
 
-def load_emulator(name: str, options: dict[str, str], level: str | None, spec: Spec) -> Emulator:
+def load_emulator(name: str, options: dict[str, str], level: FeatureLevel | None, spec: Spec) -> Emulator:
     """The backend (asked to emulate ``level`` when it takes a feature_level option), opened as a
-    run opens it (runner.backend_loading); raises ValueError with one line."""
+    run opens it (runner.backend_loading); raises ValueError with one line. Without ``level``,
+    the backend's own (its name resolved here), else the spec's highest."""
     opened = open_backend(name, options, level=level)
-    lv = level or opened.info.feature_level or spec.levels[-1].name
-    return Emulator(opened.handle, spec.level(lv).name, spec)
+    if level is None:
+        claimed = opened.info.feature_level
+        level = spec.level(claimed) if claimed else spec.levels[-1]
+    return Emulator(opened.handle, level, spec)
 
 
 def dependencies_text(em: Emulator) -> str:
     """What ``dxdispatch -S`` prints, with the DirectML version that introduced the level."""
-    version = em.spec.level(em.level).directml
+    version = em.level.directml
     return (
         "DirectML:\n"
         f"- Configured Version : {em.label}\n"
         f"- Loaded Version     : {version}\n"
-        f"- Emulated Feature Level : {em.level}\n\n"
+        f"- Emulated Feature Level : {em.level.name}\n\n"
     )
 
 

@@ -118,11 +118,11 @@ def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
     for name in sorted(spec.operators):
         op = spec.operator(name)
         for lv in spec.levels:
-            model = model_for(name, lv.name, spec)
+            model = model_for(name, lv, spec)
             if model.available:
-                for dt in operator_data_types(spec, op, lv.name):
+                for dt in operator_data_types(spec, op, lv):
                     descs = legal_descs(
-                        name, lv.name, seed=settings.seed, count=settings.legal, spec=spec, dtype=dt
+                        name, lv, seed=settings.seed, count=settings.legal, spec=spec, dtype=dt
                     )
                     for i, desc in enumerate(descs):
                         probes.append(
@@ -130,9 +130,9 @@ def corpus(spec: Spec, settings: Settings = Settings()) -> list[Probe]:
                                 f"{name}-{lv.name}-legal-{dt}-{i:02d}", name, lv.name, "legal", None, dt, desc
                             )
                         )
-            for rule in breakable_rules(name, lv.name, spec):
+            for rule in breakable_rules(name, lv, spec):
                 pairs = illegal_descs(
-                    name, lv.name, seed=settings.seed, count=settings.illegal, spec=spec, rules=[rule]
+                    name, lv, seed=settings.seed, count=settings.illegal, spec=spec, rules=[rule]
                 )
                 for i, (desc, _) in enumerate(pairs):
                     probes.append(

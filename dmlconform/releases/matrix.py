@@ -165,10 +165,10 @@ class Matrix:
 
 def acceptance(spec: Spec, judged: list[Judged], release: str, level: str) -> Matrix:
     """The matrix of the probes generated at ``level`` (the release's) and below."""
-    top = spec.level(level).index
+    top = spec.level(level)
     m = Matrix(release, level)
     for j in judged:
-        if spec.level(j.probe.level).index <= top:
+        if spec.level(j.probe.level) <= top:
             m.cells.setdefault((j.probe.operator, j.expect_key, j.probe.level), Cell()).add(
                 j.verdict, j.stage
             )
@@ -231,7 +231,7 @@ def spec_boundaries(spec: Spec) -> list[tuple[str, str, str, str, str]]:
     """(operator, level, kind, rule, subject) of every rule-bound change from the first level to
     the last (``spec-diff``); one entry per (operator, level, rule)."""
     levels = spec.levels
-    diff = level_diff(spec, levels[0].name, levels[-1].name)
+    diff = level_diff(spec, levels[0], levels[-1])
     out: dict[tuple[str, str, str], tuple[str, str, str, str, str]] = {}
     for op, changes in diff.operators.items():
         for c in changes:
@@ -250,25 +250,18 @@ def availability(
 ) -> list[Boundary]:
     """Each level-bound change held against the releases that straddle it (see the module doc)."""
     by_release = {a.release: a for a in releases}
+    reaches = {a.release: spec.level(a.max_feature_level) for a in releases}  # resolved once
     out = []
     for op, level, kind, rule, subject in spec_boundaries(spec):
-        b_index = spec.level(level).index
-        below = [
-            (a.release, a.max_feature_level)
-            for a in releases
-            if spec.level(a.max_feature_level).index < b_index
-        ]
-        above = [
-            (a.release, a.max_feature_level)
-            for a in releases
-            if spec.level(a.max_feature_level).index >= b_index
-        ]
+        boundary = spec.level(level)
+        below = [(a.release, a.max_feature_level) for a in releases if reaches[a.release] < boundary]
+        above = [(a.release, a.max_feature_level) for a in releases if reaches[a.release] >= boundary]
         b = Boundary(op, level, kind, rule, subject, below, above)
         out.append(b)
         if not b.straddled:
             continue
-        low = max((lv for _, lv in below), key=lambda n: spec.level(n).index)
-        high = min((lv for _, lv in above), key=lambda n: spec.level(n).index)
+        low = max((lv for _, lv in below), key=spec.level)
+        high = min((lv for _, lv in above), key=spec.level)
         for p in probes:
             if p.operator != op:
                 continue

@@ -293,7 +293,7 @@ def _rule_row(
         asked = cell.accepted + cell.refused
         good = cell.accepted if rule == matrix.LEGAL else cell.refused
         cells.append(f"{good}/{asked}" if asked else "n/a")
-    span = sorted(levels, key=lambda n: spec.level(n).index)
+    span = sorted(levels, key=spec.level)
     return f"| {op} | {rule} | " + " | ".join(cells) + f" | {span[0]}..{span[-1]} |"
 
 

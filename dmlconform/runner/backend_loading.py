@@ -15,6 +15,7 @@ from typing import Any
 from dmlconform.backends import load_backend
 from dmlconform.runner.guard import BackendFailure, ProcessGuard, ThreadGuard, backend_info
 from dmlconform.runner.options import DEFAULT_TIMEOUT, SettingsError, check_values
+from dmlconform.specification.model import FeatureLevel
 
 
 @dataclass
@@ -30,7 +31,7 @@ class OpenedBackend:
 
 
 def _load(
-    name: str, options: dict[str, str], isolate: bool, timeout: float, level: str | None
+    name: str, options: dict[str, str], isolate: bool, timeout: float, level: FeatureLevel | None
 ) -> tuple[Any, Any]:
     if isolate:
         guard = ProcessGuard(name, options, timeout or None, level=level)
@@ -55,19 +56,19 @@ def open_backend(
     name: str,
     options: Mapping[str, str] | None = None,
     *,
-    level: str | None = None,
+    level: FeatureLevel | None = None,
     isolate: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> OpenedBackend:
     """Load a backend; SettingsError with one line. With ``level`` (and no ``feature_level``
     option), a backend that declares the option (the built-ins, which emulate any level) is
-    given it, so that its check() judges descs at the level under test; one that declares none
+    given its name, so that its check() judges descs at the level under test; one that declares none
     is loaded as it is. A backend that fails to load with the level fails the run: it is not
     loaded again without it."""
     options = dict(options or {})
     handle, info = _load(name, options, isolate, timeout, level)
-    if level and "feature_level" not in options and info.takes_level:
-        options["feature_level"] = level
+    if level is not None and "feature_level" not in options and info.takes_level:
+        options["feature_level"] = level.name
     return OpenedBackend(handle, info, name, {**info.travelling, **options})
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from dmlconform.generation import data
@@ -22,7 +22,7 @@ from dmlconform.generation.legal import legal_descs
 from dmlconform.runner import tiers
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.specification.model import Operator, Relation, Spec
+from dmlconform.specification.model import FeatureLevel, Operator, Relation, Spec
 from dmlconform.tolerance import degenerate
 
 KINDS = ("numeric", "validation", "metamorphic")
@@ -34,7 +34,7 @@ class Case:
 
     kind: str
     operator: str
-    level: str
+    level: FeatureLevel
     data_type: str | None
     index: int
     desc: OperatorDesc
@@ -50,11 +50,11 @@ class Case:
         n = f"{self.index:04d}" if self.size is None else f"{self.size}-{self.index:04d}"
         if self.kind == "validation":
             what = f"illegal-{self.rule}" if self.expected == "illegal" else "legal"
-            return f"validation[{self.operator}-{self.level}-{what}-{n}]"
+            return f"validation[{self.operator}-{self.level.name}-{what}-{n}]"
         if self.kind == "metamorphic":
             rel = self.relation.id if self.relation else "relation"
-            return f"metamorphic[{self.operator}-{self.level}-{self.data_type}-{rel}-{n}]"
-        return f"{self.kind}[{self.operator}-{self.level}-{self.data_type}-{n}]"
+            return f"metamorphic[{self.operator}-{self.level.name}-{self.data_type}-{rel}-{n}]"
+        return f"{self.kind}[{self.operator}-{self.level.name}-{self.data_type}-{n}]"
 
     @property
     def input_seed(self) -> int:
@@ -63,10 +63,11 @@ class Case:
         return (zlib.crc32(self.id.encode()) ^ (self.seed * 0x9E3779B1)) & 0x7FFFFFFF
 
     def to_dict(self) -> dict[str, Any]:
+        """The case as JSON (case.json, a DxDispatch bundle's manifest): the level by its name."""
         return {
             "kind": self.kind,
             "operator": self.operator,
-            "feature_level": self.level,
+            "feature_level": self.level.name,
             "data_type": self.data_type,
             "index": self.index,
             "seed": self.seed,
@@ -79,14 +80,16 @@ class Case:
         }
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], spec: Spec | None = None) -> Case:
+    def from_dict(cls, raw: dict[str, Any], spec: Spec) -> Case:
+        """The case :meth:`to_dict` wrote, its level resolved in ``spec`` (UnknownLevel, a
+        ValueError, for a level this spec does not know)."""
         return cls(
             kind=raw["kind"],
             operator=raw["operator"],
-            level=raw["feature_level"],
+            level=spec.level(raw["feature_level"]),
             data_type=raw.get("data_type"),
             index=int(raw.get("index") or 0),
-            desc=parse_desc(raw["desc"], spec) if spec is not None else parse_desc(raw["desc"]),
+            desc=parse_desc(raw["desc"], spec),
             seed=int(raw.get("seed") or 0),
             regime=raw.get("regime"),
             expected=raw.get("expected"),
@@ -100,7 +103,7 @@ class Case:
 class Selection:
     """What a run covers: the knobs of ``--dml-*`` that shape collection."""
 
-    level: str
+    level: FeatureLevel
     operators: tuple[str, ...] = ()  # empty: every operator available at ``level``
     data_types: tuple[str, ...] = ()  # empty: every data type of the support tables
     cases: int = DEFAULT_CASES  # one default for run, the plugin and dxdispatch export
@@ -109,6 +112,11 @@ class Selection:
     validation: bool = True  # the backend implements ``check``
     tier: str = "default"  # smoke | default | stress (dmlconform.runner.tiers)
     max_elements: int | None = None  # cap on a size case's input elements; None: the tier's default
+
+    def to_dict(self) -> dict[str, Any]:
+        """The selection as results.json and a DxDispatch manifest record it: the level by its
+        name (``report merge`` compares these records to refuse shards of different runs)."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "level": self.level.name}
 
 
 @dataclass(frozen=True)
@@ -166,11 +174,11 @@ def input_data_type(op: Operator, desc: OperatorDesc) -> str | None:
     return None
 
 
-def tested_data_type(spec: Spec, op: Operator, level: str, desc: OperatorDesc) -> str | None:
+def tested_data_type(spec: Spec, op: Operator, level: FeatureLevel, desc: OperatorDesc) -> str | None:
     """The data type a validation case belongs to: a type the support row refuses for the tensor
     that has it (the case tests that the type is rejected: it says nothing of support for it),
     else the first input's."""
-    row = op.support_row(spec, spec.level(level))
+    row = op.support_row(spec, level)
     for m in op.tensor_members:
         t, support = desc.members.get(m.name), row.tensors.get(m.name)
         if isinstance(t, TensorDesc) and support is not None and t.data_type not in support.data_types:
@@ -178,7 +186,7 @@ def tested_data_type(spec: Spec, op: Operator, level: str, desc: OperatorDesc) -
     return input_data_type(op, desc)
 
 
-def supported_data_types(spec: Spec, ops: Iterable[Operator], top: str) -> list[str]:
+def supported_data_types(spec: Spec, ops: Iterable[Operator], top: FeatureLevel) -> list[str]:
     """Every data type some operator's support table admits at a level up to ``top``."""
     out: list[str] = []
     for op in ops:
@@ -187,24 +195,22 @@ def supported_data_types(spec: Spec, ops: Iterable[Operator], top: str) -> list[
     return out
 
 
-def operator_data_types(spec: Spec, op: Operator, level: str) -> tuple[str, ...]:
+def operator_data_types(spec: Spec, op: Operator, level: FeatureLevel) -> tuple[str, ...]:
     """Data types the support table admits for the operator's first input at ``level``."""
-    row = op.support_row(spec, spec.level(level))
+    row = op.support_row(spec, level)
     first = op.input_members[0].name
     support = row.tensors.get(first)
     return tuple(support.data_types) if support else ()
 
 
 def selected_operators(spec: Spec, sel: Selection) -> list[Operator]:
-    top = spec.level(sel.level)
     names = sel.operators or tuple(sorted(spec.operators))
     ops = [spec.operator(n) for n in names]
-    return [op for op in ops if spec.level(op.introduced).index <= top.index]
+    return [op for op in ops if spec.level(op.introduced) <= sel.level]
 
 
-def _levels(spec: Spec, op: Operator, top: str) -> list[str]:
-    top_index = spec.level(top).index
-    return [lv.name for lv in spec.levels_from(op) if lv.index <= top_index]
+def _levels(spec: Spec, op: Operator, top: FeatureLevel) -> list[FeatureLevel]:
+    return [lv for lv in spec.levels_from(op) if lv <= top]
 
 
 def _take(it: Iterable[Any], n: int) -> list[Any]:
@@ -217,7 +223,13 @@ def _take(it: Iterable[Any], n: int) -> list[Any]:
 
 
 def legal_for(
-    spec: Spec, op: Operator, level: str, data_type: str, count: int, seed: int, edge_rate: float = 0.0
+    spec: Spec,
+    op: Operator,
+    level: FeatureLevel,
+    data_type: str,
+    count: int,
+    seed: int,
+    edge_rate: float = 0.0,
 ) -> list[OperatorDesc]:
     """``count`` legal descs of one data type (the generator forces the type where supported);
     ``edge_rate`` of them at the edge of a rule (validation cases only: never computed)."""
@@ -228,12 +240,12 @@ def legal_for(
 
 
 def illegal_for(
-    spec: Spec, op: Operator, level: str, count: int, seed: int
+    spec: Spec, op: Operator, level: FeatureLevel, count: int, seed: int
 ) -> list[tuple[OperatorDesc, str]]:
     return _take(illegal_descs(op.name, level, seed=seed, count=count, spec=spec), count)
 
 
-def breakable_rule_count(spec: Spec, op: Operator, level: str) -> int:
+def breakable_rule_count(spec: Spec, op: Operator, level: FeatureLevel) -> int:
     return len(breakable_rules(op.name, level, spec))
 
 
@@ -279,7 +291,7 @@ SPARE_DESCS = 8
 """Spare descs tried at most for a case whose desc would judge nothing whatever its inputs."""
 
 
-def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> Iterator[Case]:
+def _numeric(spec: Spec, op: Operator, level: FeatureLevel, dt: str, sel: Selection) -> Iterator[Case]:
     """The seeded numeric cases of one group. A desc whose case would judge nothing whatever its
     inputs (every output 0 or undefined, or the input itself: ``dmlconform.tolerance.degenerate``) is
     replaced, under the same id, by the first that judges something of the generator's spare
@@ -294,7 +306,7 @@ def _numeric(spec: Spec, op: Operator, level: str, dt: str, sel: Selection) -> I
         yield case
 
 
-def _spares(spec: Spec, op: Operator, level: str, dt: str, index: int, seed: int) -> Iterator[Case]:
+def _spares(spec: Spec, op: Operator, level: FeatureLevel, dt: str, index: int, seed: int) -> Iterator[Case]:
     """Stand-ins for case ``index`` of a group: legal descs from a stream of the generator keyed
     by the run seed and the index, so that they do not depend on ``--cases`` (a smoke case is
     the default case of the same id) nor on the other cases."""
@@ -304,7 +316,7 @@ def _spares(spec: Spec, op: Operator, level: str, dt: str, index: int, seed: int
 
 
 def _numeric_case(
-    spec: Spec, op: Operator, level: str, dt: str, i: int, desc: OperatorDesc, seed: int
+    spec: Spec, op: Operator, level: FeatureLevel, dt: str, i: int, desc: OperatorDesc, seed: int
 ) -> Case:
     regs = regimes(desc)
     regime = regs[i % len(regs)]
@@ -325,12 +337,12 @@ def _judges_nothing(case: Case, spec: Spec) -> bool:
     return False
 
 
-def _data_types(spec: Spec, op: Operator, level: str, sel: Selection) -> list[str]:
+def _data_types(spec: Spec, op: Operator, level: FeatureLevel, sel: Selection) -> list[str]:
     types = operator_data_types(spec, op, level)
     return [t for t in types if not sel.data_types or t in sel.data_types]
 
 
-def _validation(spec: Spec, op: Operator, levels: list[str], sel: Selection) -> Iterator[Case]:
+def _validation(spec: Spec, op: Operator, levels: list[FeatureLevel], sel: Selection) -> Iterator[Case]:
     """Legal descs must be accepted, and one illegal desc per active rule (at least) rejected.
     ``--dtypes`` filters both: an illegal desc belongs to the type it tests (``tested_data_type``).
 

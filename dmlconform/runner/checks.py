@@ -30,7 +30,7 @@ from dmlconform.runner.judging import (
 from dmlconform.runner.relations import RELATION_KINDS
 from dmlconform.runner.tiers import memory_shortfall
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.rules import Context
 from dmlconform.specification.validate import active_rules, validate
 from dmlconform.tolerance import degenerate
@@ -40,14 +40,13 @@ from dmlconform.tolerance.options import ToleranceOptions
 # Rules a case exercises (coverage)
 
 
-def exercised_rules(spec: Spec, desc: OperatorDesc, level: str) -> list[str]:
+def exercised_rules(spec: Spec, desc: OperatorDesc, level: FeatureLevel) -> list[str]:
     """Rules a legal desc exercises: the active rules it depends on, those at whose edge it sits
     (``RuleKind.at_edge``: a dimension count at the end of its range, a broadcast dimension, an
     explicit size at the minimum). A rule every legal desc satisfies alike (same data type,
     required members) is exercised only by the illegal desc that breaks it."""
-    lv = spec.level(level)
     op = spec.operator(desc.operator)
-    ctx = Context(spec, op, lv, desc, op.support_row(spec, lv))
+    ctx = Context(spec, op, level, desc, op.support_row(spec, level))
     for m in op.tensor_members:
         if not isinstance(desc.members.get(m.name), TensorDesc):
             ctx.unusable.add(m.name)
@@ -183,7 +182,9 @@ def _metamorphic(
     if rel.data_types and case.data_type not in rel.data_types:
         raise _Skip(f"relation {rel.id} holds for {', '.join(rel.data_types)} only")
     if validate(base, case.level, spec):
-        raise _Skip(f"relation {rel.id}: its precondition {rel.when} makes this desc illegal at {case.level}")
+        raise _Skip(
+            f"relation {rel.id}: its precondition {rel.when} makes this desc illegal at {case.level.name}"
+        )
     result.rules = exercised_rules(spec, base, case.level)
     result.inputs = inputs if inputs is not None else make_inputs(case, base)
     check = RELATION_KINDS.get(rel.kind)

@@ -23,7 +23,7 @@ def header_lines(settings: Settings, spec: Any) -> list[str]:
     s = settings
     info = s.info
     lines = [
-        f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level}, "
+        f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level.name}, "
         f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
     ]
     lines += [f"dmlconform: note: {note}" for note in s.notes]

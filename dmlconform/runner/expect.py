@@ -54,7 +54,7 @@ import yaml
 from dmlconform.generation.data import REGIMES
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
-from dmlconform.specification.model import Spec, UnknownLevel, UnknownOperator
+from dmlconform.specification.model import FeatureLevel, Spec, UnknownLevel, UnknownOperator
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
 
@@ -86,7 +86,7 @@ class CaseFacts:
     id: str
     kind: str
     operator: str
-    level: str
+    level: FeatureLevel
     data_type: str | None = None
     nodeid: str = ""
     regime: str | None = None
@@ -142,7 +142,6 @@ class Test:
     values: tuple[Any, ...] = ()
     low: Any = None
     high: Any = None
-    order: Callable[[Any], Any] | None = field(default=None, compare=False)
 
     def __call__(self, value: Any) -> bool:
         if self.how == "presence":
@@ -154,10 +153,8 @@ class Test:
         if self.how == "parity":
             return _is_int(value) and int(value) % 2 == self.values[0]
         if self.how == "range":
-            key = self.order or (lambda v: v)
             try:
-                v = key(value)
-                return (self.low is None or v >= key(self.low)) and (self.high is None or v <= key(self.high))
+                return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
             except (TypeError, ValueError, KeyError):
                 return False
         return any(_same(value, want) for want in self.values)
@@ -169,6 +166,8 @@ def _is_int(value: Any) -> bool:
 
 def _same(value: Any, want: Any) -> bool:
     """Equality as a file means it: 1 is 1.0, a sequence equals a list, bool is not 1."""
+    if isinstance(value, FeatureLevel):  # its ``value`` is DirectML's number, not a file's name
+        return value == want
     if isinstance(value, bool) or isinstance(want, bool):
         return isinstance(value, bool) and isinstance(want, bool) and value == want
     if isinstance(value, (tuple, list)):
@@ -592,23 +591,22 @@ def _names(value: Any, known: set[str], key: str, bad: Callable[[str, str], Expe
 
 
 def _level_test(value: Any, spec: Any, bad: Callable[[str, str], ExpectError]) -> Test:
+    """The test of a ``feature_level`` predicate: its levels resolved here, once, where the file
+    enters, and compared as the spec's objects (ordered) with the case's own."""
 
-    def level(v: Any) -> str:
+    def level(v: Any) -> FeatureLevel:
         if not isinstance(v, str):
             raise bad("feature_level", f"write a level as a quoted string (e.g. '6_4'), not {v!r}")
         try:
-            return spec.level(v).name
+            return spec.level(v)
         except UnknownLevel as exc:
             raise bad("feature_level", str(exc).strip("'\"")) from None
-
-    def order(v: str) -> int:
-        return spec.level(v).index
 
     if isinstance(value, dict):
         _range_keys(value, "feature_level", bad)
         low = level(value["min"]) if "min" in value else None
         high = level(value["max"]) if "max" in value else None
-        return Test("range", low=low, high=high, order=order)
+        return Test("range", low=low, high=high)
     return Test("any_of", tuple(level(v) for v in (value if isinstance(value, list) else [value])))
 
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from dmlconform.backends.base import takes_level
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.specification.model import FeatureLevel
 
 
 class BackendFailure(Exception):
@@ -312,7 +313,7 @@ class ProcessGuard:
         options: dict[str, str],
         timeout: float | None,
         startup_timeout: float = 120,
-        level: str | None = None,
+        level: FeatureLevel | None = None,
     ):
         self.backend = backend
         self.options = dict(options)

@@ -484,8 +484,6 @@ class ConformanceSession:
 
     def run_meta(self) -> Any:
         """The run's RunMeta as of now: results.json's fields other than the cases."""
-        from dataclasses import asdict
-
         from dmlconform.runner.results import RunMeta, spec_hash, versions
 
         s = self.settings
@@ -500,7 +498,7 @@ class ConformanceSession:
             backend_options=s.options,
             backend_level=s.info.feature_level,
             backend_description=s.info.description,
-            feature_level=s.level,
+            feature_level=s.level.name,
             seed=s.seed,
             cases_per_group=s.cases,
             operators=[op.name for op in ops],
@@ -513,7 +511,7 @@ class ConformanceSession:
             tolerance=s.tolerance.pairs(),
             completion=dict(self.completion),
             shard={"index": s.shard.index, "count": s.shard.count} if s.shard else None,
-            selection=asdict(sel),
+            selection=sel.to_dict(),
             spec_hash=spec_hash(self.spec),
             tier=s.tier,
             max_elements=max_elements_for(s.tier, s.max_elements),

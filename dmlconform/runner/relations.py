@@ -32,7 +32,7 @@ from dmlconform.runner.judging import (
     require_judged,
 )
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Relation, Spec
+from dmlconform.specification.model import FeatureLevel, Relation, Spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import ToleranceOptions
 
@@ -139,7 +139,7 @@ def _steps(
     judged or None) for the input member ``seed``; ``_Skip`` when the step rounds to nothing."""
     x = np.asarray(inputs[seed])
     xf = x.astype(np.float64)
-    # the step's scale and the elements judged are the gradient kernel's (runner/derivatives.py)
+    # the step's scale and the elements judged are the gradient kernel's (tolerance/derivatives.py)
     size, judged = kernels.part(base, spec, "derivative")(base, spec, inputs, seed)
     d = np.random.default_rng(case.input_seed).standard_normal(x.shape) * size
     plus, minus = (xf + d).astype(x.dtype), (xf - d).astype(x.dtype)
@@ -331,12 +331,12 @@ def _judge_runs(
         raise _Fail(failure_message(errors, what))
 
 
-def _require_legal(desc: OperatorDesc, role: str, level: str, spec: Spec, rel: Relation) -> None:
+def _require_legal(desc: OperatorDesc, role: str, level: FeatureLevel, spec: Spec, rel: Relation) -> None:
     """``_Skip`` when the desc a relation derives (``role``: derived, chained, forward) is illegal
     at ``level``: the relation says nothing of a desc the backend need not accept."""
     bad = validate(desc, level, spec)
     if bad:
-        raise _Skip(f"relation {rel.id}: {role} {desc.operator} desc is illegal at {level} ({bad[0]})")
+        raise _Skip(f"relation {rel.id}: {role} {desc.operator} desc is illegal at {level.name} ({bad[0]})")
 
 
 def shift_inputs(

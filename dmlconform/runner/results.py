@@ -79,7 +79,7 @@ def case_record(case: Case, nodeid: str, result: CaseResult | None, *, spec: Spe
         nodeid=nodeid,
         kind=case.kind,
         operator=case.operator,
-        feature_level=case.level,
+        feature_level=case.level.name,
         data_type=case.data_type,
         index=case.index,
         message=r.message if r else None,

@@ -12,10 +12,13 @@ case collection (``runner.cases``) loads when a selection is resolved.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.runner.options import SettingsError, check_values
+
+if TYPE_CHECKING:
+    from dmlconform.specification.model import FeatureLevel
 
 
 def data_type_key(name: str) -> str:
@@ -24,10 +27,11 @@ def data_type_key(name: str) -> str:
 
 
 def resolve_selection(
-    spec: Any, values: Mapping[str, Any], level: str, prefix: str = "--", validation: bool = True
+    spec: Any, values: Mapping[str, Any], level: FeatureLevel, prefix: str = "--", validation: bool = True
 ) -> Any:
-    """The ``runner.cases.Selection`` the options ask for at ``level`` (already a spec level
-    name); SettingsError with one line for an unknown operator, data type or kind."""
+    """The ``runner.cases.Selection`` the options ask for at ``level`` (resolved where the
+    options entered: :func:`spec_level`); SettingsError with one line for an unknown operator,
+    data type or kind."""
     from dmlconform.runner.cases import KINDS, Selection
 
     check_values(values, prefix)
@@ -60,19 +64,23 @@ def resolve_selection(
     )
 
 
-def spec_level(spec: Any, name: str | None) -> str | None:
-    """A feature level as the spec names it (None for None); SettingsError for an unknown one."""
+def spec_level(spec: Any, name: str | None) -> FeatureLevel | None:
+    """The spec's feature level a user names (None for None), resolved here once, where the
+    option enters: everything downstream compares and passes the object; SettingsError for an
+    unknown one."""
     from dmlconform.specification.model import UnknownLevel
 
     if not name:
         return None
     try:
-        return spec.level(name).name
+        return spec.level(name)
     except UnknownLevel as exc:
         raise SettingsError(str(exc)) from None
 
 
-def unsupported_data_types(spec: Any, level: str, operators: tuple[str, ...], dtypes: list[str]) -> list[str]:
+def unsupported_data_types(
+    spec: Any, level: FeatureLevel, operators: tuple[str, ...], dtypes: list[str]
+) -> list[str]:
     """The asked-for data types that no selected operator's support table admits at any level up
     to ``level``: only illegal-type validation cases could run for them."""
     from dmlconform.runner.cases import Selection, selected_operators, supported_data_types
@@ -93,6 +101,6 @@ def require_supported_data_types(spec: Any, selection: Any) -> None:
         ops = selected_operators(spec, Selection(level=level, operators=selection.operators))
         have = ", ".join(supported_data_types(spec, ops, level)) or "none"
         raise SettingsError(
-            f"no selected operator supports {', '.join(selection.data_types)} at feature level {level} or below "
+            f"no selected operator supports {', '.join(selection.data_types)} at feature level {level.name} or below "
             f"(they support {have}): nothing to run"
         )

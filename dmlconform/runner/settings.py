@@ -20,7 +20,7 @@ from dmlconform.runner.directories import directory_problem
 from dmlconform.runner.expect import ExpectError, known_findings, load_expectations
 from dmlconform.runner.options import BY_DEST, SettingsError, check_values, parse_pairs
 from dmlconform.runner.selection import require_supported_data_types, resolve_selection, spec_level
-from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
+from dmlconform.specification.model import FeatureLevel, SpecError, UnknownLevel, load_spec
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
 
@@ -31,7 +31,7 @@ class Settings:
 
     backend: str
     options: dict[str, str]
-    level: str
+    level: FeatureLevel
     operators: tuple[str, ...]
     data_types: tuple[str, ...]
     cases: int
@@ -82,8 +82,9 @@ def resolve_settings(
 
     spec = _load_spec()
     check_values(values, prefix)
-    opened = _open_backend(values)
-    level, notes = _level_and_notes(spec, opened.info, values.get("feature_level"), spelled("feature_level"))
+    asked = spec_level(spec, values.get("feature_level"))
+    opened = _open_backend(values, asked)
+    level, notes = _level_and_notes(spec, opened.info, asked, spelled("feature_level"))
     selection = resolve_selection(spec, values, level, prefix)
     require_supported_data_types(spec, selection)
     expectations, note = _expectations(spec, values, opened.info)
@@ -118,12 +119,13 @@ def resolve_settings(
     return settings, opened.handle
 
 
-def _open_backend(values: Mapping[str, Any]) -> OpenedBackend:
-    """The backend the options name, with its options, at the feature level asked for."""
+def _open_backend(values: Mapping[str, Any], asked: FeatureLevel | None) -> OpenedBackend:
+    """The backend the options name, with its options, at the feature level asked for (the
+    object the run tests at: the backend is handed its name)."""
     return open_backend(
         values["backend"],
         parse_pairs(values.get("backend_option")),
-        level=values.get("feature_level"),
+        level=asked,
         isolate=bool(values.get("isolate")),
         timeout=values["timeout"],
     )
@@ -138,14 +140,17 @@ def _load_spec() -> Any:
         raise SettingsError(str(exc)) from None
 
 
-def _level_and_notes(spec: Any, info: Any, asked_name: str | None, level_flag: str) -> tuple[str, list[str]]:
-    """(the spec's name of the level the run tests, the header's notes on the backend's claim):
-    the level asked for, else the backend's own; SettingsError when neither names one."""
-    if not (asked_name or info.feature_level):
+def _level_and_notes(
+    spec: Any, info: Any, asked: FeatureLevel | None, level_flag: str
+) -> tuple[FeatureLevel, list[str]]:
+    """(the level the run tests, the header's notes on the backend's claim): the level asked
+    for, else the backend's own; SettingsError when neither names one."""
+    if asked is None and not info.feature_level:
         raise SettingsError(f"backend {info.name!r} states no feature_level; pass {level_flag}")
-    asked = spec_level(spec, asked_name)
-    notes = claim_notes(spec, info, asked, level_flag)
-    return asked or spec.level(info.feature_level).name, notes
+    own, notes = backend_claim(spec, info, asked, level_flag)
+    level = asked or own
+    assert level is not None  # no level asked: backend_claim raised unless the spec knows the claim
+    return level, notes
 
 
 def _expectations(spec: Any, values: Mapping[str, Any], info: Any) -> tuple[list[Any], str | None]:
@@ -195,15 +200,17 @@ def missing_dirs(path: Path) -> tuple[Path, ...]:
     return tuple(p for p in (path, *path.parents) if not p.exists())
 
 
-def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> list[str]:
-    """What the header must say about the backend's own feature level against the level asked
-    for (``asked``: the run's ``--feature-level``, or None). SettingsError when the backend claims
-    a level this spec does not know and none was asked for: a level the spec has not got cannot be
-    tested, and testing another without a word would misreport the run."""
+def backend_claim(
+    spec: Any, info: Any, asked: FeatureLevel | None, level_flag: str
+) -> tuple[FeatureLevel | None, list[str]]:
+    """(the backend's own feature level as this spec knows it, or None; what the header must
+    say about it against the level asked for). ``asked``: the run's ``--feature-level``, or None.
+    SettingsError when the backend claims a level this spec does not know and none was asked
+    for: a level the spec has not got cannot be tested, and testing another without a word would
+    misreport the run."""
     claimed = info.feature_level
     if not claimed:
-        return []
-    level = asked or claimed
+        return None, []
     try:
         own = spec.level(claimed)
     except UnknownLevel:
@@ -213,13 +220,15 @@ def claim_notes(spec: Any, info: Any, asked: str | None, level_flag: str) -> lis
                 f"backend {info.name!r} claims feature level {claimed!r}, which this spec does not know "
                 f"(it knows {known}); pass {level_flag} to test it at one it knows"
             ) from None
-        return [
+        return None, [
             f"backend {info.name} claims feature level {claimed}, which this spec does not know "
-            f"(it knows {known}): tested at {level}, as {level_flag} asks"
+            f"(it knows {known}): tested at {asked.name}, as {level_flag} asks"
         ]
-    if own.index < spec.level(level).index:
-        return [f"tested at {level}, above the {own.name} backend {info.name} claims ({level_flag} asks)"]
-    return []
+    if asked is not None and own < asked:
+        return own, [
+            f"tested at {asked.name}, above the {own.name} backend {info.name} claims ({level_flag} asks)"
+        ]
+    return own, []
 
 
 def tolerance_options(spec: Any, pairs: Mapping[str, Any]) -> ToleranceOptions:

@@ -41,7 +41,7 @@ from dmlconform.generation.realize import realize
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.validate import validate
 
 THRESHOLDS: tuple[int, ...] = (32, 256, 1024, 4096, 65536)
@@ -178,7 +178,7 @@ def _input_is_dense(desc: OperatorDesc, name: str) -> bool:
 
 def sized_desc(
     operator: str,
-    level: str,
+    level: FeatureLevel,
     n: int,
     *,
     dtype: str | None = None,
@@ -199,7 +199,7 @@ def sized_desc(
     Raises RuntimeError when no desc of that shape was found."""
     model = model_for(operator, level, spec)
     if not model.available:
-        raise RuntimeError(f"{operator} is not available at {level}")
+        raise RuntimeError(f"{operator} is not available at {level.name}")
     input_name = model.op.semantics.get("input")
     g_in = model.size_group_of.get(input_name)
     opts = Options(dtype=dtype, max_elements=max(DEFAULT_MAX_ELEMENTS, n * slices))
@@ -223,7 +223,7 @@ def sized_desc(
             and not validate(desc, level, spec)
         ):
             return desc
-    raise RuntimeError(f"{operator} at {level}: no legal desc with {slices} slice(s) of {n} elements")
+    raise RuntimeError(f"{operator} at {level.name}: no legal desc with {slices} slice(s) of {n} elements")
 
 
 def _reduction_shape(
@@ -273,7 +273,7 @@ class SizeCase:
 def size_cases(
     spec: Spec,
     operator: str,
-    level: str,
+    level: FeatureLevel,
     dtype: str,
     tier_name: str,
     max_elements: int | None,
@@ -300,7 +300,7 @@ def size_cases(
 
 
 def _sized_or_simpler(
-    spec: Spec, operator: str, level: str, dtype: str, n: int, family: SizeFamily, seed: int
+    spec: Spec, operator: str, level: FeatureLevel, dtype: str, n: int, family: SizeFamily, seed: int
 ) -> tuple[OperatorDesc, int] | None:
     """The family's desc, or for an operator whose semantics do not allow that shape (a single
     reduced axis, no kept axis), the nearest simpler one: first on one axis, then one slice.

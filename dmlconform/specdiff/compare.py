@@ -17,7 +17,12 @@ from dmlconform.specdiff.views import diff_views, ordered_union, view
 from dmlconform.specification.model import FeatureLevel, Operator, Spec
 
 
-def level_diff(spec: Spec, from_level: str, to_level: str, operators: list[str] | None = None) -> DiffResult:
+def level_diff(
+    spec: Spec,
+    from_level: str | FeatureLevel,
+    to_level: str | FeatureLevel,
+    operators: list[str] | None = None,
+) -> DiffResult:
     """Changes from ``from_level`` to ``to_level`` of one spec, each at the level where it happens.
 
     Upwards, the step ``L-1 -> L`` is attributed to ``L``; downwards, ``L -> L-1`` is too, so a

@@ -27,7 +27,7 @@ class View:
     members: dict[str, dict[str, Any]]
     support: dict[str, dict[str, list[Any]]]
     support_source: str
-    support_since: int
+    support_since: FeatureLevel  # the level the support row in force starts at
     rules: dict[str, Rule]
     activations: dict[str, dict[str, Any]]
     activation_rule: Rule | None
@@ -59,7 +59,7 @@ def view(spec: Spec, operator: str, level: FeatureLevel) -> View | None:
             for name, t in row.tensors.items()
         },
         support_source=format_source(row.source),
-        support_since=spec.level(row.since).index,
+        support_since=spec.level(row.since),
         rules=rules,
         activations=activations,
         activation_rule=next((r for r in spec.activation_rules if r.kind == "activation_available"), None),

@@ -363,8 +363,8 @@ class Spec:
         return tuple(rules)
 
     def levels_from(self, op: Operator) -> tuple[FeatureLevel, ...]:
-        start = self.level(op.introduced).index
-        return tuple(lv for lv in self.levels if lv.index >= start)
+        start = self.level(op.introduced)
+        return tuple(lv for lv in self.levels if lv >= start)
 
 
 def normalize_level(name: Any) -> str:

@@ -145,7 +145,7 @@ class DirectMLBackend(BackendBase):
             )
         if self.options["feature_level"] == "auto":
             self.feature_level = reported
-        elif self.spec.level(self.options["feature_level"]).index > self.spec.level(reported).index:
+        elif self.spec.level(self.options["feature_level"]) > self.spec.level(reported):
             self.close()
             raise BackendError(
                 f"backend 'directml': feature_level={self.options['feature_level']} is above "

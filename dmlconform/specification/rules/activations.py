@@ -49,7 +49,7 @@ class ActivationAvailable(ActivationKind):
 
     def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
         act = ctx.spec.activations.get(a.type)
-        if act is not None and ctx.level.index < ctx.spec.level(act.since).index:
+        if act is not None and ctx.level < ctx.spec.level(act.since):
             yield (
                 f"{name}.Type",
                 f"{a.type} is fusable from DML_FEATURE_LEVEL_{act.since}, not at {ctx.level.name}",
@@ -60,13 +60,13 @@ class ActivationAvailable(ActivationKind):
     def activation_at_edge(self, rule: Rule, a: ActivationDesc, ctx: Context) -> bool:
         """An activation at the level it becomes fusable."""
         act = ctx.spec.activations.get(a.type)
-        return act is not None and ctx.level.index == ctx.spec.level(act.since).index
+        return act is not None and ctx.level == ctx.spec.level(act.since)
 
     def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
         """Each activation that becomes fusable at this level, fused (parameters at their
         defaults, 1 where there is none)."""
         for act in ctx.spec.activations.values():
-            if ctx.spec.level(act.since).index != ctx.level.index:
+            if ctx.spec.level(act.since) != ctx.level:
                 continue
             params = tuple((p.name, 1.0 if p.default is None else p.default) for p in act.parameters)
             for m in ctx.op.members:
@@ -79,7 +79,7 @@ class ActivationAvailable(ActivationKind):
     def edge_reachable(
         self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
     ) -> bool:
-        arriving = any(spec.level(a.since).index == level.index for a in spec.activations.values())
+        arriving = any(spec.level(a.since) == level for a in spec.activations.values())
         return arriving and any(m.type == "activation" for m in op.members)
 
 

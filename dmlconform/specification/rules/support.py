@@ -16,7 +16,7 @@ class Available(RuleKind):
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         intro = ctx.spec.level(ctx.op.introduced)
-        if ctx.level.index < intro.index:
+        if ctx.level < intro:
             yield (
                 "type",
                 f"{ctx.op.name} was introduced in DML_FEATURE_LEVEL_{intro.name}, "
@@ -27,12 +27,12 @@ class Available(RuleKind):
 
     def at_edge(self, rule: Rule, ctx: Context) -> bool:
         """At the level the operator arrives at."""
-        return ctx.level.index == ctx.spec.level(ctx.op.introduced).index
+        return ctx.level == ctx.spec.level(ctx.op.introduced)
 
     def edge_reachable(
         self, rule: Rule, spec: Spec, op: Operator, level: FeatureLevel, row: SupportRow
     ) -> bool:
-        return level.index == spec.level(op.introduced).index
+        return level == spec.level(op.introduced)
 
 
 @kind
