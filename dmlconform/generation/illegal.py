@@ -17,14 +17,14 @@ from collections.abc import Iterator, Sequence
 from dmlconform.generation.activation_breakers import ACTIVATION_BREAKERS
 from dmlconform.generation.breaker import Breaker
 from dmlconform.generation.chooser import Chooser, seeded_chooser
-from dmlconform.generation.model import Model, kind_of, model_for
+from dmlconform.generation.model import Model, model_for
 from dmlconform.generation.plan import Options, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.generation.structure_breakers import STRUCTURE_BREAKERS
 from dmlconform.generation.value_breakers import VALUE_BREAKERS
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import FeatureLevel, Rule, Spec
-from dmlconform.specification.rules import Available, RuleKind
+from dmlconform.specification.rules import Available, RuleKind, kind_of
 from dmlconform.specification.validate import validate
 
 #: The breaker of every rule kind, keyed by the kind's class.

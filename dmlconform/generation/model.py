@@ -16,7 +16,7 @@ its shape from that group's: each dimension 1 or equal, ``fixed_dims`` equal).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,6 @@ from dmlconform.specification.model import (
     load_spec,
 )
 from dmlconform.specification.rules import (
-    KINDS,
     ActivationParameterMin,
     ArrayLength,
     AttributeOneOf,
@@ -45,20 +44,9 @@ from dmlconform.specification.rules import (
     SameDimensionCount,
     SameSizes,
     fixed_dims,
+    of_kind,
 )
 from dmlconform.specification.validate import active_rules
-
-
-def kind_of(rule: Rule) -> RuleKind:
-    """The kind object of ``rule``. A rule names its kind by a string (the spec's YAML); this is
-    the one place the generator turns that string into the kind, through the registry
-    ``rules`` keeps, so that everything else compares kind classes: renaming a kind's string
-    then fails here, loudly, instead of leaving a string comparison that silently never holds."""
-    return KINDS[rule.kind]
-
-
-def _of_kind(rules: Iterable[Rule], kind: type[RuleKind]) -> list[Rule]:
-    return [r for r in rules if isinstance(kind_of(r), kind)]
 
 
 class _UnionFind:
@@ -156,7 +144,7 @@ class Model:
         return any(name not in c and with_present <= c for c in self.combos)
 
     def rules_of_kind(self, kind: type[RuleKind]) -> list[Rule]:
-        return _of_kind(self.active, kind)
+        return of_kind(self.active, kind)
 
 
 _MODELS: dict[tuple[int, str, str], Model] = {}
@@ -177,15 +165,15 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
     active = [r for r, _ in active_rules(spec, op.name, lv)]
     row = op.support_row(spec, lv)
     tensors = tuple(m.name for m in op.tensor_members)
-    required = frozenset(n for r in _of_kind(active, Required) for n in r.params["members"])
-    size_groups = _joined_groups(tensors, _of_kind(active, SameSizes))
+    required = frozenset(n for r in of_kind(active, Required) for n in r.params["members"])
+    size_groups = _joined_groups(tensors, of_kind(active, SameSizes))
     size_group_of = _group_index(size_groups)
     bcasts = _broadcasts(active)
     parent, fixed_of, fixed_cond = _broadcast_tree(bcasts, size_group_of)
     order = _group_order(len(size_groups), parent)
-    same_rank = _of_kind(active, SameDimensionCount)
+    same_rank = of_kind(active, SameDimensionCount)
     comps = _rank_components(same_rank, tensors, size_group_of, parent, len(size_groups))
-    dtype_groups = _joined_groups(tensors, _of_kind(active, SameDataType))
+    dtype_groups = _joined_groups(tensors, of_kind(active, SameDataType))
     return Model(
         spec=spec,
         op=op,
@@ -196,7 +184,7 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
         tensors=tensors,
         inputs=frozenset(m.name for m in op.input_members),
         required=required,
-        combos=_presence_combos(tensors, required, _of_kind(active, PairedPresence)),
+        combos=_presence_combos(tensors, required, of_kind(active, PairedPresence)),
         size_groups=size_groups,
         size_group_of=size_group_of,
         parent=parent,
@@ -210,8 +198,8 @@ def _build_model(spec: Spec, op: Operator, lv: FeatureLevel) -> Model:
         dtype_group_of=_group_index(dtype_groups),
         dtype_options=_dtype_options(dtype_groups, row),
         bcasts=bcasts,
-        axes_of={r.params["member"]: r.params["of"] for r in _of_kind(active, AxesInRange)},
-        axes_unique=frozenset(r.params["member"] for r in _of_kind(active, AxesUnique)),
+        axes_of={r.params["member"]: r.params["of"] for r in of_kind(active, AxesInRange)},
+        axes_unique=frozenset(r.params["member"] for r in of_kind(active, AxesUnique)),
         length_of=_array_lengths(op, active),
         activation_members=tuple(m.name for m in op.members if m.type == "activation"),
         activations=tuple(a for a in spec.activations.values() if spec.level(a.since) <= lv),
@@ -258,7 +246,7 @@ def _joined_groups(tensors: tuple[str, ...], rules: list[Rule]) -> tuple[tuple[s
 def _broadcasts(active: list[Rule]) -> tuple[Bcast, ...]:
     return tuple(
         Bcast(r, r.params["member"], r.params["to"], dict(r.params.get("fixed_when") or {}))
-        for r in _of_kind(active, Broadcastable)
+        for r in of_kind(active, Broadcastable)
     )
 
 
@@ -354,7 +342,7 @@ def _dtype_options(dtype_groups: tuple[tuple[str, ...], ...], row: SupportRow) -
 
 def _array_lengths(op: Operator, active: list[Rule]) -> dict[str, str]:
     """Each length member to the array member it counts."""
-    length_of = {r.params["length_member"]: r.params["member"] for r in _of_kind(active, ArrayLength)}
+    length_of = {r.params["length_member"]: r.params["member"] for r in of_kind(active, ArrayLength)}
     for m in op.members:  # size_member without an active array_length rule still sizes the array
         if m.size_member and m.size_member not in length_of:
             length_of[m.size_member] = m.name
@@ -364,18 +352,18 @@ def _array_lengths(op: Operator, active: list[Rule]) -> dict[str, str]:
 def _parameter_minimums(active: list[Rule]) -> dict[tuple[str, str], float]:
     return {
         (r.params["activation"], r.params["parameter"]): float(r.params["min"])
-        for r in _of_kind(active, ActivationParameterMin)
+        for r in of_kind(active, ActivationParameterMin)
     }
 
 
 def _one_of(active: list[Rule]) -> dict[str, tuple[float, ...]]:
-    return {r.params["member"]: tuple(r.params["values"]) for r in _of_kind(active, AttributeOneOf)}
+    return {r.params["member"]: tuple(r.params["values"]) for r in of_kind(active, AttributeOneOf)}
 
 
 def _ranges(active: list[Rule]) -> dict[str, tuple[float | None, float | None]]:
     return {
         r.params["member"]: (r.params.get("min"), r.params.get("max"))
-        for r in _of_kind(active, AttributeRange)
+        for r in of_kind(active, AttributeRange)
     }
 
 

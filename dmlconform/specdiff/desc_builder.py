@@ -13,7 +13,14 @@ from typing import Any
 
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
 from dmlconform.specification.model import FeatureLevel, Operator, Spec
-from dmlconform.specification.rules import fixed_dims
+from dmlconform.specification.rules import (
+    ArrayLength,
+    AxesInRange,
+    Broadcastable,
+    SameSizes,
+    fixed_dims,
+    of_kind,
+)
 from dmlconform.specification.validate import active_rules
 
 
@@ -32,20 +39,18 @@ def build_desc(
     rules = [r for r, _ in active_rules(spec, op.name, level)]
     full = tuple(range(2, 2 + rank))
     groups: dict[str, set[str]] = {m.name: {m.name} for m in op.tensor_members}
-    for r in rules:
-        if r.kind == "same_sizes":
-            merged = set().union(*(groups.get(n, {n}) for n in r.params["members"]))
-            for n in merged:
-                groups[n] = merged
+    for r in of_kind(rules, SameSizes):
+        merged = set().union(*(groups.get(n, {n}) for n in r.params["members"]))
+        for n in merged:
+            groups[n] = merged
     shapes: dict[str, tuple[int, ...]] = {}
-    for r in rules:
-        if r.kind == "broadcastable":
-            fixed = fixed_dims(r.params, rank)
-            shape = tuple(s if i in fixed else 1 for i, s in enumerate(full))
-            for n in groups.get(r.params["member"], {r.params["member"]}):
-                shapes[n] = shape
-    axes_members = {r.params["member"] for r in rules if r.kind == "axes_in_range"}
-    length_of = {r.params["length_member"]: r.params["member"] for r in rules if r.kind == "array_length"}
+    for r in of_kind(rules, Broadcastable):
+        fixed = fixed_dims(r.params, rank)
+        shape = tuple(s if i in fixed else 1 for i, s in enumerate(full))
+        for n in groups.get(r.params["member"], {r.params["member"]}):
+            shapes[n] = shape
+    axes_members = {r.params["member"] for r in of_kind(rules, AxesInRange)}
+    length_of = {r.params["length_member"]: r.params["member"] for r in of_kind(rules, ArrayLength)}
     members: dict[str, Any] = {}
     axes = tuple(range(max(rank - 2, 0), rank))
     for m in op.members:

@@ -15,6 +15,15 @@ from typing import Any
 
 from dmlconform.specdiff.model import Change, Side
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, format_source
+from dmlconform.specification.rules import (
+    ActivationAvailable,
+    Available,
+    RuleKind,
+    SupportDataType,
+    SupportDimensionCount,
+    TensorDimensionCountRange,
+    of_kind,
+)
 from dmlconform.specification.validate import active_rules
 
 
@@ -62,7 +71,7 @@ def view(spec: Spec, operator: str, level: FeatureLevel) -> View | None:
         support_since=spec.level(row.since),
         rules=rules,
         activations=activations,
-        activation_rule=next((r for r in spec.activation_rules if r.kind == "activation_available"), None),
+        activation_rule=next(iter(of_kind(spec.activation_rules, ActivationAvailable)), None),
         max_dimension_count=level.max_dimension_count if op.tensor_members else None,
     )
 
@@ -81,8 +90,8 @@ def rule_content(rule: Rule) -> dict[str, Any]:
     return {"kind": rule.kind, **rule.params}
 
 
-def _rule_of_kind(v: View, kind: str) -> Rule | None:
-    return next((r for r in v.rules.values() if r.kind == kind), None)
+def _rule_of_kind(v: View, kind: type[RuleKind]) -> Rule | None:
+    return next(iter(of_kind(v.rules.values(), kind)), None)
 
 
 @dataclass
@@ -130,7 +139,7 @@ def diff_views(level: str, before: View, after: View, sides: tuple[Side, Side]) 
 def _availability_change(changes: _Changes, before: View, after: View) -> None:
     """The operator exists on one side only: that alone is the difference."""
     op = after.operator if after.available else before.operator
-    rule = _rule_of_kind(after if after.available else before, "available")
+    rule = _rule_of_kind(after if after.available else before, Available)
     kind = "operator-added" if after.available else "operator-removed"
     intro = {"introduced": op.introduced}
     changes.add(kind, op.name, None if after.available else intro, intro if after.available else None, rule)
@@ -151,8 +160,8 @@ def _limit_change(changes: _Changes, before: View, after: View) -> None:
             "max DimensionCount",
             before.max_dimension_count,
             after.max_dimension_count,
-            _rule_of_kind(after, "tensor_dimension_count_range")
-            or _rule_of_kind(before, "tensor_dimension_count_range"),
+            _rule_of_kind(after, TensorDimensionCountRange)
+            or _rule_of_kind(before, TensorDimensionCountRange),
         )
 
 
@@ -160,8 +169,8 @@ def _support_changes(changes: _Changes, before: View, after: View) -> None:
     for tensor in ordered_union(before.support, after.support):
         b, a = before.support.get(tensor, {}), after.support.get(tensor, {})
         for cell, kind, rule_kind in (
-            ("dimension_counts", "support-dimension-counts", "support_dimension_count"),
-            ("data_types", "support-data-types", "support_data_type"),
+            ("dimension_counts", "support-dimension-counts", SupportDimensionCount),
+            ("data_types", "support-data-types", SupportDataType),
         ):
             if b.get(cell) != a.get(cell):
                 # cite the row that makes the difference: the later one, whichever way we walk

@@ -17,18 +17,27 @@ from typing import Any
 from dmlconform.specdiff.desc_builder import build_desc, mutations
 from dmlconform.specdiff.model import Change, DiffResult, Side, Witness
 from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.rules import (
+    ActivationAvailable,
+    Available,
+    RuleKind,
+    SupportDataType,
+    SupportDimensionCount,
+    TensorDimensionCountRange,
+    of_kind,
+)
 from dmlconform.specification.validate import validate
 
 # The rule kind whose violation shows each kind of change, for changes that are not about one
 # rule (a support cell is checked by the support_* rule, an activation by activation_available).
-_CHECKED_BY = {
-    "operator-added": "available",
-    "operator-removed": "available",
-    "support-dimension-counts": "support_dimension_count",
-    "support-data-types": "support_data_type",
-    "activation-added": "activation_available",
-    "activation-removed": "activation_available",
-    "tensor-limit": "tensor_dimension_count_range",
+_CHECKED_BY: dict[str, type[RuleKind]] = {
+    "operator-added": Available,
+    "operator-removed": Available,
+    "support-dimension-counts": SupportDimensionCount,
+    "support-data-types": SupportDataType,
+    "activation-added": ActivationAvailable,
+    "activation-removed": ActivationAvailable,
+    "tensor-limit": TensorDimensionCountRange,
 }
 
 
@@ -160,9 +169,7 @@ def _expected_rule_ids(operator: str, change: Change, before: Side, after: Side)
     if rule_kind:
         for side in (before, after):
             if operator in side.spec.operators:
-                ids |= {
-                    r.id for r in side.spec.rules_for(side.spec.operators[operator]) if r.kind == rule_kind
-                }
+                ids |= {r.id for r in of_kind(side.spec.rules_for(side.spec.operators[operator]), rule_kind)}
     return ids
 
 

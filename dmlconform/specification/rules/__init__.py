@@ -21,7 +21,7 @@ from dmlconform.specification.rules.activations import (
 )
 from dmlconform.specification.rules.attributes import AttributeOneOf, AttributeRange
 from dmlconform.specification.rules.axes import ArrayLength, AxesInRange, AxesUnique
-from dmlconform.specification.rules.base import KINDS, Context, RuleKind
+from dmlconform.specification.rules.base import KINDS, Context, RuleKind, kind_of, of_kind
 from dmlconform.specification.rules.members import (
     Broadcastable,
     PairedPresence,
@@ -89,4 +89,6 @@ __all__ = [
     "TensorTotalSizeMax",
     "condition_holds",
     "fixed_dims",
+    "kind_of",
+    "of_kind",
 ]

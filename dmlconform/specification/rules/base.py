@@ -14,7 +14,7 @@ rule that names it, and not again by every rule that reads the same tensor.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -112,3 +112,16 @@ def kind(cls: type[RuleKind]) -> type[RuleKind]:
     string (the spec's YAML), and ``KINDS`` is where that string becomes the kind."""
     KINDS[cls.name] = cls()
     return cls
+
+
+def kind_of(rule: Rule) -> RuleKind:
+    """The kind object of ``rule``. A rule names its kind by a string (the spec's YAML); this is
+    the one place that string becomes the kind, so that everything else compares kind classes:
+    renaming a kind's string then fails here, loudly, instead of leaving a string comparison
+    that silently never holds."""
+    return KINDS[rule.kind]
+
+
+def of_kind(rules: Iterable[Rule], kind: type[RuleKind]) -> list[Rule]:
+    """The rules among ``rules`` whose kind is ``kind`` (or a subclass of it)."""
+    return [r for r in rules if isinstance(kind_of(r), kind)]
