@@ -24,6 +24,7 @@ import numpy as np
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec
+from dmlconform.specification.rules import AxesInRange, PairedPresence, of_kind
 
 Inputs = dict[str, np.ndarray] | None
 
@@ -71,9 +72,8 @@ def drop_members(desc: OperatorDesc, inputs: Inputs, spec: Spec) -> Iterator[Mov
     present = [m.name for m in op.members if m.nullable and m.name in desc.members]  # null ones too
     nullable_inputs = [m.name for m in op.input_members if m.name in present]
     groups: list[tuple[str, ...]] = [tuple(present), tuple(nullable_inputs)]
-    for rule in spec.rules_for(op):
-        if rule.kind == "paired_presence":
-            groups.append(tuple(n for n in rule.params.get("members", ()) if n in present))
+    for rule in of_kind(spec.rules_for(op), PairedPresence):
+        groups.append(tuple(n for n in rule.params.get("members", ()) if n in present))
     groups += [(n,) for n in present]
     seen: set[tuple[str, ...]] = set()
     for group in groups:
@@ -177,9 +177,9 @@ def _axis_members(desc: OperatorDesc, spec: Spec) -> dict[str, str | None]:
     op = spec.operator(desc.operator)
     counts = {m.name: m.size_member for m in op.members}
     out: dict[str, str | None] = {}
-    for rule in spec.rules_for(op):
+    for rule in of_kind(spec.rules_for(op), AxesInRange):
         member = rule.params.get("member")
-        if rule.kind == "axes_in_range" and isinstance(desc.members.get(member), tuple):
+        if isinstance(desc.members.get(member), tuple):
             out[member] = counts.get(member)
     return out
 
