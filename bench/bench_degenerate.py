@@ -44,7 +44,7 @@ def main() -> None:
         n = 1 << log2
         for name, make in CASES.items():
             desc = make(n)
-            inputs = data.make_inputs(desc, "large_offset", seed=1)
+            inputs = data.make_inputs(desc, "large_offset", seed=1, spec=spec)
             ref = dc.execute(desc, inputs)
             t = median_times(
                 {

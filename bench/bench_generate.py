@@ -27,8 +27,8 @@ def main() -> None:
     for op in sorted(spec.operators):
         level = spec.levels[-1].name
         below = spec.levels[spec.level(spec.operators[op].introduced).index].name
-        legal = rate(lambda n, op=op, level=level: legal_descs(op, level, count=n), args.count)
-        illegal = rate(lambda n, op=op, level=below: illegal_descs(op, level, count=n), args.count)
+        legal = rate(lambda n, op=op, level=level: legal_descs(op, level, count=n, spec=spec), args.count)
+        illegal = rate(lambda n, op=op, level=below: illegal_descs(op, level, count=n, spec=spec), args.count)
         print(f"{op:32s} legal@{level} {legal:8.0f}/s   illegal@{below} {illegal:8.0f}/s")
 
 

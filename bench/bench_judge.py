@@ -246,7 +246,7 @@ def main() -> None:
 def case(name: str, n: int, spec: Any, regime: str) -> dict[str, Any]:
     """The three steps of one case on its inputs (``size``: the main output's elements)."""
     desc = OPERATORS[name](n)
-    inputs = data.make_inputs(desc, regime, seed=1)
+    inputs = data.make_inputs(desc, regime, seed=1, spec=spec)
     ref = dc.execute(desc, inputs)
     out = {k: np.empty_like(v) for k, v in ref.items()}
     got = {k: v.copy() for k, v in ref.items()}

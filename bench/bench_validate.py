@@ -22,8 +22,8 @@ def corpus(n: int) -> list[tuple[object, str]]:
     per = max(1, n // (2 * len(groups)))
     out: list[tuple[object, str]] = []
     for op, lv in groups:
-        out += [(d, lv) for d in legal_descs(op, lv, seed=1, count=per)]
-        out += [(d, lv) for d, _ in illegal_descs(op, lv, seed=1, count=per)]
+        out += [(d, lv) for d in legal_descs(op, lv, seed=1, count=per, spec=spec)]
+        out += [(d, lv) for d, _ in illegal_descs(op, lv, seed=1, count=per, spec=spec)]
     return out
 
 

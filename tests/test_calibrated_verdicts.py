@@ -42,7 +42,7 @@ def bnt(n: int) -> dc.OperatorDesc:
 
 
 def verdict(backend, desc, regime, seed=0, model=None):
-    inputs = make_inputs(desc, regime, seed, SPEC)
+    inputs = make_inputs(desc, regime, seed, spec=SPEC)
     ref = dc.execute(desc, inputs)
     got = backend.execute(desc, inputs)
     return compare(desc, got, ref, inputs, SPEC, ToleranceOptions(model=model))

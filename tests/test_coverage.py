@@ -75,7 +75,7 @@ def test_edges_of_ordered_limits() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), op=st.sampled_from(sorted(SPEC.operators)))
 def test_only_kinds_with_an_edge_are_exercised_by_legal_descs(seed: int, op: str) -> None:
-    (desc,) = legal_descs(op, "6_4", seed=seed, count=1)
+    (desc,) = legal_descs(op, "6_4", seed=seed, count=1, spec=SPEC)
     for rid in exercised_rules(SPEC, desc, SPEC.level("6_4")):
         rule = next(r for r in SPEC.rules_for(SPEC.operator(op)) if r.id == rid)
         assert KINDS[rule.kind].has_edge, rid

@@ -23,7 +23,7 @@ OPS = sorted(SPEC.operators)
 
 
 def _descs(op: str, count: int = 40, level: str = "6_4", **kw):
-    return list(legal_descs(op, level, count=count, **kw))
+    return list(legal_descs(op, level, count=count, spec=SPEC, **kw))
 
 
 def _input_name(desc) -> str:
@@ -31,7 +31,7 @@ def _input_name(desc) -> str:
 
 
 def _slices(desc, x: np.ndarray) -> np.ndarray:
-    return dd.to_slices(x.astype(np.float64), reduction_axes(desc))
+    return dd.to_slices(x.astype(np.float64), reduction_axes(desc, SPEC))
 
 
 def _has_zero_stride(desc) -> bool:
@@ -43,8 +43,8 @@ def _has_zero_stride(desc) -> bool:
 def test_every_regime_gives_exact_arrays_for_every_present_input(op: str) -> None:
     for desc in _descs(op, 30):
         inputs = {m.name for m in SPEC.operator(op).input_members if desc.members.get(m.name) is not None}
-        for regime in dd.regimes_for(desc):
-            arrays = dd.make_inputs(desc, regime, seed=1)
+        for regime in dd.regimes_for(desc, SPEC):
+            arrays = dd.make_inputs(desc, regime, seed=1, spec=SPEC)
             assert set(arrays) == inputs
             for name, arr in arrays.items():
                 t = desc.members[name]
@@ -55,9 +55,9 @@ def test_every_regime_gives_exact_arrays_for_every_present_input(op: str) -> Non
 
 def test_regimes_are_deterministic() -> None:
     desc = _descs("MEAN_VARIANCE_NORMALIZATION1", 1)[0]
-    a = dd.make_inputs(desc, "standard_normal", seed=3)
-    b = dd.make_inputs(desc, "standard_normal", seed=3)
-    c = dd.make_inputs(desc, "standard_normal", seed=4)
+    a = dd.make_inputs(desc, "standard_normal", seed=3, spec=SPEC)
+    b = dd.make_inputs(desc, "standard_normal", seed=3, spec=SPEC)
+    c = dd.make_inputs(desc, "standard_normal", seed=4, spec=SPEC)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert any(not np.array_equal(a[k], c[k]) for k in a)
 
@@ -65,9 +65,9 @@ def test_regimes_are_deterministic() -> None:
 def test_unknown_or_inapplicable_regime_raises() -> None:
     desc = _descs("MEAN_VARIANCE_NORMALIZATION", 1, dtype="FLOAT32")[0]
     with pytest.raises(dd.RegimeNotApplicable):
-        dd.make_inputs(desc, "no_such_regime", 0)
+        dd.make_inputs(desc, "no_such_regime", 0, spec=SPEC)
     with pytest.raises(dd.RegimeNotApplicable):
-        dd.make_inputs(desc, "fp16_square_overflow", 0)
+        dd.make_inputs(desc, "fp16_square_overflow", 0, spec=SPEC)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -76,9 +76,9 @@ def test_large_offset_reaches_the_promised_kappa(op: str, dtype: str) -> None:
     limit = dd.KAPPA_LIMIT[dtype]
     seen = []
     for desc in _descs(op, 30, dtype=dtype):
-        if "large_offset" not in dd.regimes_for(desc) or _has_zero_stride(desc):
+        if "large_offset" not in dd.regimes_for(desc, SPEC) or _has_zero_stride(desc):
             continue
-        s = _slices(desc, dd.make_inputs(desc, "large_offset", 0)[_input_name(desc)])
+        s = _slices(desc, dd.make_inputs(desc, "large_offset", 0, spec=SPEC)[_input_name(desc)])
         if s.shape[1] < 3:
             continue
         std = s.std(axis=1)
@@ -92,10 +92,10 @@ def test_large_offset_reaches_the_promised_kappa(op: str, dtype: str) -> None:
 def test_spread_near_sqrt_epsilon(op: str) -> None:
     checked = 0
     for desc in _descs(op, 60, dtype="FLOAT32"):
-        if "spread_near_sqrt_eps" not in dd.regimes_for(desc) or _has_zero_stride(desc):
+        if "spread_near_sqrt_eps" not in dd.regimes_for(desc, SPEC) or _has_zero_stride(desc):
             continue
-        eps = dd.epsilon(desc)
-        s = _slices(desc, dd.make_inputs(desc, "spread_near_sqrt_eps", 0)[_input_name(desc)])
+        eps = dd.epsilon(desc, SPEC)
+        s = _slices(desc, dd.make_inputs(desc, "spread_near_sqrt_eps", 0, spec=SPEC)[_input_name(desc)])
         ratio = s.std(axis=1) / math.sqrt(eps)
         assert np.all((ratio > 0.25) & (ratio < 3.5)), (eps, ratio)
         checked += 1
@@ -105,9 +105,9 @@ def test_spread_near_sqrt_epsilon(op: str) -> None:
 @pytest.mark.parametrize("op", OPS)
 def test_constant_slices_are_constant_along_the_reduction(op: str) -> None:
     for desc in _descs(op, 30):
-        if "constant_slices" not in dd.regimes_for(desc):
+        if "constant_slices" not in dd.regimes_for(desc, SPEC):
             continue
-        s = _slices(desc, dd.make_inputs(desc, "constant_slices", 0)[_input_name(desc)])
+        s = _slices(desc, dd.make_inputs(desc, "constant_slices", 0, spec=SPEC)[_input_name(desc)])
         const = np.all(s == s[:, :1], axis=1)
         assert const.any()
 
@@ -116,8 +116,8 @@ def test_constant_slices_are_constant_along_the_reduction(op: str) -> None:
 def test_fp16_square_overflow(op: str) -> None:
     checked = 0
     for desc in _descs(op, 20, dtype="FLOAT16"):
-        assert "fp16_square_overflow" in dd.regimes_for(desc)
-        x = dd.make_inputs(desc, "fp16_square_overflow", 0)[_input_name(desc)]
+        assert "fp16_square_overflow" in dd.regimes_for(desc, SPEC)
+        x = dd.make_inputs(desc, "fp16_square_overflow", 0, spec=SPEC)[_input_name(desc)]
         assert x.dtype == np.float16 and np.all(np.isfinite(x))
         with np.errstate(over="ignore"):
             assert np.all(np.isinf(x * x))
@@ -127,36 +127,36 @@ def test_fp16_square_overflow(op: str) -> None:
         checked += 1
     assert checked
     for desc in _descs(op, 5, dtype="FLOAT32"):
-        assert "fp16_square_overflow" not in dd.regimes_for(desc)
+        assert "fp16_square_overflow" not in dd.regimes_for(desc, SPEC)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_all_negative(op: str) -> None:
     for desc in _descs(op, 10):
-        assert np.all(dd.make_inputs(desc, "all_negative", 0)[_input_name(desc)] < 0)
+        assert np.all(dd.make_inputs(desc, "all_negative", 0, spec=SPEC)[_input_name(desc)] < 0)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_short_and_long_reduction_tags(op: str) -> None:
     for n in (1, 2):
-        for desc in reduction_descs(op, "6_4", n, count=3):
-            regimes = dd.regimes_for(desc)
+        for desc in reduction_descs(op, "6_4", n, count=3, spec=SPEC):
+            regimes = dd.regimes_for(desc, SPEC)
             assert "short_reduction" in regimes and "long_reduction" not in regimes
-            dd.make_inputs(desc, "short_reduction", 0)
-    desc = long_reduction_desc(op, "6_4", "FLOAT32", n=100_000)
-    assert "long_reduction" in dd.regimes_for(desc)
-    x = dd.make_inputs(desc, "long_reduction", 0)[_input_name(desc)]
-    assert reduction_size(desc) >= 100_000 and x.size >= 100_000
+            dd.make_inputs(desc, "short_reduction", 0, spec=SPEC)
+    desc = long_reduction_desc(op, "6_4", "FLOAT32", n=100_000, spec=SPEC)
+    assert "long_reduction" in dd.regimes_for(desc, SPEC)
+    x = dd.make_inputs(desc, "long_reduction", 0, spec=SPEC)[_input_name(desc)]
+    assert reduction_size(desc, SPEC) >= 100_000 and x.size >= 100_000
 
 
 def _pre_activation(desc, arrays) -> np.ndarray:
     """Scale * normalized + Bias + FusedAdd in float64, from the spec's semantics."""
     sem = SPEC.operator(desc.operator).semantics
     x = arrays[sem["input"]].astype(np.float64)
-    axes = reduction_axes(desc)
+    axes = reduction_axes(desc, SPEC)
     z = x - x.mean(axis=axes, keepdims=True)
-    if dd.normalizes_variance(desc):
-        z = z / np.sqrt(x.var(axis=axes, keepdims=True) + dd.epsilon(desc))
+    if dd.normalizes_variance(desc, SPEC):
+        z = z / np.sqrt(x.var(axis=axes, keepdims=True) + dd.epsilon(desc, SPEC))
     y = z * arrays[sem["scale"]] if sem.get("scale") in arrays else z
     for key in ("bias", "fused_add"):
         if sem.get(key) in arrays:
@@ -171,12 +171,12 @@ def test_activation_branches_land_near_every_branch_point(op: str) -> None:
     checked = hits = total = 0
     for desc in _descs(op, 200, dtype="FLOAT32"):
         if (
-            "activation_branches" not in dd.regimes_for(desc)
+            "activation_branches" not in dd.regimes_for(desc, SPEC)
             or _has_zero_stride(desc)
-            or not dd.epsilon(desc)
+            or not dd.epsilon(desc, SPEC)
         ):
             continue  # Epsilon 0 over a zero-variance reduction is 0/0: nothing to land anywhere
-        arrays = dd.make_inputs(desc, "activation_branches", 0)
+        arrays = dd.make_inputs(desc, "activation_branches", 0, spec=SPEC)
         y = _pre_activation(desc, arrays)
         for b in dd._branch_targets(desc, SPEC):
             total += 1
@@ -189,7 +189,7 @@ def test_activation_branches_land_near_every_branch_point(op: str) -> None:
 def test_zero_stride_inputs_are_constant_along_broadcast_dims() -> None:
     seen = 0
     for desc in _descs("BATCH_NORMALIZATION_TRAINING", 60):
-        arrays = dd.make_inputs(desc, "standard_normal", 0)
+        arrays = dd.make_inputs(desc, "standard_normal", 0, spec=SPEC)
         for name, arr in arrays.items():
             t = desc.members[name]
             for d, st in enumerate(t.strides or ()):

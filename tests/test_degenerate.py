@@ -57,7 +57,7 @@ def _own_statistics(desc, inputs):
     numpy over the reduced axes of the input as drawn; and the scale of each (mean |x|, mean
     x^2), against which two float64 summation orders differ by ~1e-16."""
     x = inputs["InputTensor"].astype(np.float64)
-    axes = reduction_axes(desc)
+    axes = reduction_axes(desc, SPEC)
     mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
     return mean, var, np.abs(x).mean(axis=axes, keepdims=True), (x * x).mean(axis=axes, keepdims=True)
 
@@ -80,20 +80,20 @@ def _assert_own_statistics(desc, inputs) -> None:
 @pytest.mark.parametrize("dtype", ["FLOAT32", "FLOAT16"])
 def test_batch_statistics_are_each_slices_own_in_every_regime(dtype: str) -> None:
     seen_one = seen_shared = 0
-    for desc in legal_descs(BNTG, "6_4", count=40, seed=3, dtype=dtype):
-        for regime in dd.regimes_for(desc):
-            inputs = dd.make_inputs(desc, regime, seed=5)
+    for desc in legal_descs(BNTG, "6_4", count=40, seed=3, dtype=dtype, spec=SPEC):
+        for regime in dd.regimes_for(desc, SPEC):
+            inputs = dd.make_inputs(desc, regime, seed=5, spec=SPEC)
             _assert_own_statistics(desc, inputs)
-        seen_one += reduction_size(desc) == 1
-        seen_shared += bool(dd.shared_statistics_axes(desc))
+        seen_one += reduction_size(desc, SPEC) == 1
+        seen_shared += bool(dd.shared_statistics_axes(desc, SPEC))
     assert seen_one and seen_shared  # both situations of issue 21 item 8 were drawn
 
 
 def test_one_element_reduction_gets_the_input_itself_and_variance_zero() -> None:
     desc = _bntg((1, 1), (1, 1))  # the issue's numeric[...-6_4-FLOAT32-0007]: 1x1 tensors
-    assert reduction_size(desc) == 1
-    for regime in dd.regimes_for(desc):
-        inputs = dd.make_inputs(desc, regime, seed=0)
+    assert reduction_size(desc, SPEC) == 1
+    for regime in dd.regimes_for(desc, SPEC):
+        inputs = dd.make_inputs(desc, regime, seed=0, spec=SPEC)
         assert np.array_equal(inputs["MeanTensor"], inputs["InputTensor"]), regime
         assert not np.any(inputs["VarianceTensor"]), regime
 
@@ -104,9 +104,9 @@ def test_statistics_broadcast_over_a_kept_dimension_are_every_slices_own(dtype: 
     # the kept dimension, so one mean for both channels; their data used to have means 65517.5
     # and -4.1, both given as 32756.7
     desc = _bntg((257, 2), (1, 2), mean_strides=(1, 0), dtype=dtype)
-    assert dd.shared_statistics_axes(desc) == (1,)
-    for regime in dd.regimes_for(desc):
-        inputs = dd.make_inputs(desc, regime, seed=1)
+    assert dd.shared_statistics_axes(desc, SPEC) == (1,)
+    for regime in dd.regimes_for(desc, SPEC):
+        inputs = dd.make_inputs(desc, regime, seed=1, spec=SPEC)
         mean, var, _, _ = _own_statistics(desc, inputs)
         assert np.allclose(mean[0, 0], mean[0, 1], rtol=1e-12) and np.allclose(
             var[0, 0], var[0, 1], rtol=1e-12
@@ -125,14 +125,14 @@ def test_given_statistics_stay_realistic_draws_where_they_cannot_be_taken() -> N
         for k in ("InputTensor", "MeanTensor", "VarianceTensor", "ScaleTensor", "BiasTensor", "OutputTensor")
     }
     desc = parse_desc({"type": "BATCH_NORMALIZATION", "desc": {**body, "Epsilon": 0.0}})
-    inputs = dd.make_inputs(desc, "standard_normal", seed=0)
+    inputs = dd.make_inputs(desc, "standard_normal", seed=0, spec=SPEC)
     assert not np.array_equal(inputs["MeanTensor"], inputs["InputTensor"])
     assert np.all(inputs["VarianceTensor"] >= 0.25)
 
 
 def test_no_constant_slices_where_epsilon_zero_divides_zero_by_zero() -> None:
-    assert "constant_slices" not in dd.regimes_for(_bntg((6, 2), (1, 2), eps=0.0))
-    assert "constant_slices" in dd.regimes_for(_bntg((6, 2), (1, 2), eps=1e-5))
+    assert "constant_slices" not in dd.regimes_for(_bntg((6, 2), (1, 2), eps=0.0), SPEC)
+    assert "constant_slices" in dd.regimes_for(_bntg((6, 2), (1, 2), eps=1e-5), SPEC)
 
 
 # ------------------------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def _why(desc, inputs):
 
 def test_a_case_that_judges_something_is_not_degenerate() -> None:
     desc = _mvn1((2, 8), (1,))
-    assert _why(desc, dd.make_inputs(desc, "standard_normal", 0)) is None
+    assert _why(desc, dd.make_inputs(desc, "standard_normal", 0, spec=SPEC)) is None
 
 
 def test_a_zero_reference_is_degenerate() -> None:
@@ -172,7 +172,7 @@ def test_an_undefined_reference_is_degenerate() -> None:
     x = {"InputTensor": np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]], np.float32)}  # 0 / 0 in row 0
     assert "NaN at 3 elements" in _why(desc, x)
     given = _bntg((3, 2), (1, 2), eps=0.0)
-    inputs = {k: v.copy() for k, v in dd.make_inputs(given, "standard_normal", 0).items()}
+    inputs = {k: v.copy() for k, v in dd.make_inputs(given, "standard_normal", 0, spec=SPEC).items()}
     inputs["VarianceTensor"][0, 1] = 0.0
     assert "VarianceTensor + Epsilon = 0 at 1 elements" in _why(given, inputs)
 
@@ -210,7 +210,7 @@ def test_an_output_equal_to_its_input_is_degenerate() -> None:
 def test_inputs_are_drawn_again_until_they_judge_something() -> None:
     # Epsilon 100 keeps standard-normal z under THRESHOLDED_RELU's Alpha: every output 0
     desc = _mvn1((1, 16), (1,), act={"Type": "ACTIVATION_THRESHOLDED_RELU", "Alpha": 1.0}, eps=100.0)
-    first = dd.make_inputs(desc, "standard_normal", 7)
+    first = dd.make_inputs(desc, "standard_normal", 7, spec=SPEC)
     assert _why(desc, first) is not None
     judged = degenerate.judged_inputs(desc, "standard_normal", 7, SPEC)
     assert degenerate.why_degenerate(desc, judged.inputs, judged.reference, SPEC) is None
@@ -225,7 +225,7 @@ def test_inputs_that_judge_something_are_the_first_draw() -> None:
     judged = degenerate.judged_inputs(desc, "large_offset", 2, SPEC)
     assert (judged.regime, judged.draw) == ("large_offset", 0)
     assert np.array_equal(
-        judged.inputs["InputTensor"], dd.make_inputs(desc, "large_offset", 2)["InputTensor"]
+        judged.inputs["InputTensor"], dd.make_inputs(desc, "large_offset", 2, spec=SPEC)["InputTensor"]
     )
 
 
@@ -244,7 +244,7 @@ def test_collection_replaces_only_the_descs_no_input_can_rescue() -> None:
             continue
         op = SPEC.operator(case.operator)
         drawn = legal_for(SPEC, op, case.level, case.data_type, sel.cases, sel.seed)[case.index]
-        regs = dd.regimes_for(drawn)
+        regs = dd.regimes_for(drawn, SPEC)
         if case.desc == dd.regime_desc(drawn, regs[case.index % len(regs)], SPEC):
             kept += 1  # as drawn (an exact-statistics case without its activation)
             continue
@@ -310,7 +310,7 @@ def test_a_large_case_is_checked_with_the_compiled_judges_budgets():
     from dmlconform.tolerance import budgets as model_budgets
 
     desc = _mvn1([2, 1 << 16], [1])
-    inputs = dd.make_inputs(desc, "large_offset", 3)
+    inputs = dd.make_inputs(desc, "large_offset", 3, spec=SPEC)
     ref = execute(desc, inputs)
     got, given = degenerate._budgets(desc, ref, inputs, SPEC)
     want = model_budgets(desc, ref, inputs, SPEC, NO_OPTIONS).by_member["OutputTensor"]
@@ -325,7 +325,7 @@ def test_the_models_budgets_from_the_check_give_the_same_verdict():
     gives the verdict and figures compare computes alone, for a sound and a wrong answer."""
     from dmlconform.tolerance import compare
 
-    desc = next(iter(legal_descs("BATCH_NORMALIZATION", "6_4", count=1, seed=4, dtype="FLOAT32")))
+    desc = next(iter(legal_descs("BATCH_NORMALIZATION", "6_4", count=1, seed=4, dtype="FLOAT32", spec=SPEC)))
     judged = degenerate.judged_inputs(desc, "standard_normal", 0, SPEC)
     assert judged.budgets is not None
     ref = {k: np.asarray(v) for k, v in judged.reference.items()}
@@ -372,7 +372,7 @@ SAMPLED = [
 def test_sampled_budgets_are_the_whole_passes_at_those_elements(compiled_everywhere, desc, count) -> None:
     from dmlconform.tolerance.compare import case_budgets, sampled_budgets
 
-    inputs = dd.make_inputs(desc, "large_offset", 2)
+    inputs = dd.make_inputs(desc, "large_offset", 2, spec=SPEC)
     ref = execute(desc, inputs)
     whole, _ = case_budgets(desc, ref, inputs, SPEC, NO_OPTIONS)
     sampled, _ = sampled_budgets(desc, ref, inputs, SPEC, count)
@@ -384,7 +384,7 @@ def test_sampled_budgets_are_the_whole_passes_at_those_elements(compiled_everywh
 
 
 def _drawn(desc, regime="standard_normal"):
-    return dd.make_inputs(desc, regime, 0)
+    return dd.make_inputs(desc, regime, 0, spec=SPEC)
 
 
 DEGENERATE_OR_NOT = [

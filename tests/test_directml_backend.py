@@ -275,7 +275,7 @@ def test_output_padding_comes_back_as_the_nan_prefill(runner: Any, data_type: st
 
 
 def test_self_test_passes_on_this_stack(runner: Any) -> None:
-    result = run_self_test(runner, timeout=TIMEOUT)
+    result = run_self_test(runner, SPEC, timeout=TIMEOUT)
     assert result.passed, result.detail
 
 
@@ -291,7 +291,7 @@ def test_self_test_fails_on_the_system_lavapipe() -> None:
     """Mesa 22's lavapipe lacks descriptor indexing: DirectML says S_OK and writes garbage."""
     stack = dataclasses.replace(STACK, icd_json=_system_lavapipe())
     with Session(stack) as session:
-        result = run_self_test(session.runner, timeout=TIMEOUT)
+        result = run_self_test(session.runner, SPEC, timeout=TIMEOUT)
     assert not result.passed
     assert re.search(r"not finite|max error", result.detail), result.detail
 
@@ -344,7 +344,7 @@ KNOWN_WRONG = {"LOCAL_RESPONSE_NORMALIZATION_GRAD": lambda d: int(d.members["Loc
 
 
 def _small_float32_desc(op: str) -> OperatorDesc:
-    for desc in legal_descs(op, "6_4", seed=0, count=40, dtype="FLOAT32", max_elements=512):
+    for desc in legal_descs(op, "6_4", seed=0, count=40, dtype="FLOAT32", max_elements=512, spec=SPEC):
         if KNOWN_WRONG.get(op, lambda d: False)(desc):
             continue
         tensors = desc.tensors()
@@ -358,7 +358,7 @@ def _small_float32_desc(op: str) -> OperatorDesc:
 def test_execute_matches_the_reference(backend: Any, op: str) -> None:
     desc = _small_float32_desc(op)
     assert "standard_normal" in regimes_for(desc, SPEC)
-    inputs = make_inputs(desc, "standard_normal", seed=0)
+    inputs = make_inputs(desc, "standard_normal", seed=0, spec=SPEC)
     got = backend.execute(desc, inputs)
     present = {m.name for m in SPEC.operator(op).output_members if desc.members.get(m.name) is not None}
     assert set(got) == present, "an output is missing"

@@ -621,7 +621,7 @@ def test_struct_sizes_leave_no_overlap() -> None:
 
 def test_every_relocation_points_inside_the_arena() -> None:
     for op in OPERATORS:
-        for desc in legal_descs(op, "6_4", seed=3, count=6):
+        for desc in legal_descs(op, "6_4", seed=3, count=6, spec=SPEC):
             packed = pack.pack(desc, SPEC)
             for at in packed.relocations:
                 assert at >= 0 and at + 8 <= len(packed.arena)
@@ -817,7 +817,7 @@ def test_legal_descs_pack_and_decode(op: str) -> None:
     levels = LEVELS_OF[op]
     assert levels, f"{op} has no feature level"
     for level in {levels[0], levels[-1]}:
-        descs = list(legal_descs(op, level, seed=0, count=12))
+        descs = list(legal_descs(op, level, seed=0, count=12, spec=SPEC))
         assert descs
         for desc in descs:
             _check_round_trip(desc)
@@ -827,7 +827,7 @@ def test_legal_descs_pack_and_decode(op: str) -> None:
 @given(data=st.data(), op=st.sampled_from(OPERATORS), seed=st.integers(0, 2**20))
 def test_legal_descs_property(data: st.DataObject, op: str, seed: int) -> None:
     level = data.draw(st.sampled_from(LEVELS_OF[op]), label="level")
-    for desc in legal_descs(op, level, seed=seed, count=3):
+    for desc in legal_descs(op, level, seed=seed, count=3, spec=SPEC):
         _check_round_trip(desc)
 
 

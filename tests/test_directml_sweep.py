@@ -38,7 +38,7 @@ def needs(version: str) -> None:
 
 
 def test_the_self_test_decides_whether_a_release_runs_here() -> None:
-    measured = status.measure("1.15.4")
+    measured = status.measure("1.15.4", SPEC)
     assert measured.runs and measured.max_feature_level == "6_4", measured
     assert measured.file_version.startswith("1.15.4+")
 
@@ -46,7 +46,7 @@ def test_the_self_test_decides_whether_a_release_runs_here() -> None:
 @pytest.mark.parametrize("version", ["1.5.1", "1.10.1"])
 def test_a_release_that_cannot_run_here_is_reported_not_judged(version: str) -> None:
     needs(version)
-    measured = status.measure(version)
+    measured = status.measure(version, SPEC)
     assert not measured.runs
     assert measured.detail.startswith(("the runner did not start", "self-test failed"))
 

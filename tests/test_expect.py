@@ -291,7 +291,7 @@ def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: 
     )  # fmt: skip
     tol = spec.operator(desc.operator).tolerance
     assert same_budgets(tol, desc, "FLOAT32", "default", "tight", NO_OPTIONS) == same
-    inputs = dict(make_inputs(desc, "large_offset", 7))
+    inputs = dict(make_inputs(desc, "large_offset", 7, spec=SPEC))
     ref = execute(desc, inputs)
     model = kernels.resolve(kernels.kernel_of(desc, spec).budgets)
     budgets = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import SPEC
 from helpers import reference_path as path
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,7 +87,7 @@ def test_the_reference_narrows_large_float16_outputs_as_numpy_does() -> None:
     desc = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": {
         "InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True,
         "FusedActivation": {"Type": "ACTIVATION_ELU", "Alpha": 0.5}}})  # fmt: skip
-    inputs = data.make_inputs(desc, "large_offset", seed=3)
+    inputs = data.make_inputs(desc, "large_offset", seed=3, spec=SPEC)
     wide = dc.execute(desc, inputs, float64=True)["OutputTensor"]
     want = wide.astype(np.float16).view(np.uint16)
     assert np.array_equal(dc.execute(desc, inputs)["OutputTensor"].view(np.uint16), want)
@@ -136,7 +137,7 @@ def test_a_channel_last_tensor_is_gathered_and_keeps_the_references_accuracy(dty
     shape, stat = (64, 32, 40, 16), (1, 1, 1, 16)
     assert np.prod(shape) > reference.GATHER_MIN_ELEMENTS
     desc = _bnt(shape, stat, dtype)
-    inputs = data.make_inputs(desc, "large_offset", seed=3)
+    inputs = data.make_inputs(desc, "large_offset", seed=3, spec=SPEC)
     exact = reference.execute(desc, inputs, float64=True)
     calls = []
     real = gather.gather_rows
@@ -159,6 +160,6 @@ def test_the_judge_on_a_channel_last_tensor_gives_the_models_budgets(dtype) -> N
     from test_judge import assert_budgets_agree, kernel_and_model
 
     desc = _bnt((64, 32, 40, 16), (1, 1, 1, 16), dtype)
-    inputs = data.make_inputs(desc, "large_offset", seed=4)
+    inputs = data.make_inputs(desc, "large_offset", seed=4, spec=SPEC)
     kernel, model, _ = kernel_and_model(desc, inputs)
     assert_budgets_agree(kernel, model)

@@ -26,7 +26,7 @@ from dmlconform.specification.rules import KINDS
 from dmlconform.specification.validate import active_rules, validate
 
 ALL = operators_and_levels(SPEC)
-AVAILABLE = [(o, lv) for o, lv in ALL if model_for(o, lv).available]
+AVAILABLE = [(o, lv) for o, lv in ALL if model_for(o, lv, SPEC).available]
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -36,7 +36,7 @@ def test_every_rule_kind_has_a_breaker() -> None:
 
 @pytest.mark.parametrize(("operator", "level"), AVAILABLE)
 def test_legal_descs_validate_clean_and_round_trip(operator: str, level: str) -> None:
-    for desc in legal_descs(operator, level, count=25):
+    for desc in legal_descs(operator, level, count=25, spec=SPEC):
         assert validate(desc, level) == [], desc.to_dict()
         assert parse_desc(desc.to_dict()) == desc
         assert parse_desc(json.loads(json.dumps(desc.to_dict()))) == desc
@@ -46,14 +46,14 @@ def test_legal_descs_validate_clean_and_round_trip(operator: str, level: str) ->
 def test_illegal_descs_break_exactly_their_rule_and_cover_every_breakable_rule(
     operator: str, level: str
 ) -> None:
-    breakable = breakable_rules(operator, level)
-    unbreakable = unbreakable_rules(operator, level)
+    breakable = breakable_rules(operator, level, SPEC)
+    unbreakable = unbreakable_rules(operator, level, SPEC)
     active = {r.id for r, _ in active_rules(SPEC, operator, level)}
     assert set(breakable) | set(unbreakable) == active
     assert not set(breakable) & set(unbreakable)
     assert all(unbreakable.values())
     labels = set()
-    for desc, rule in illegal_descs(operator, level, count=2 * len(breakable)):
+    for desc, rule in illegal_descs(operator, level, count=2 * len(breakable), spec=SPEC):
         assert {v.rule for v in validate(desc, level)} == {rule}, (rule, desc.to_dict())
         assert parse_desc(desc.to_dict()) == desc
         labels.add(rule)
@@ -61,7 +61,7 @@ def test_illegal_descs_break_exactly_their_rule_and_cover_every_breakable_rule(
 
 
 def test_legal_descs_yield_nothing_below_introduction() -> None:
-    assert list(legal_descs("BATCH_NORMALIZATION_TRAINING", "4_0", count=5)) == []
+    assert list(legal_descs("BATCH_NORMALIZATION_TRAINING", "4_0", count=5, spec=SPEC)) == []
 
 
 @pytest.mark.parametrize(
@@ -88,24 +88,29 @@ def test_legal_descs_yield_nothing_below_introduction() -> None:
     ],
 )
 def test_known_breakability(operator: str, level: str, rule: str, breakable: bool) -> None:
-    assert (rule in breakable_rules(operator, level)) is breakable
-    assert (rule in unbreakable_rules(operator, level)) is not breakable
+    assert (rule in breakable_rules(operator, level, SPEC)) is breakable
+    assert (rule in unbreakable_rules(operator, level, SPEC)) is not breakable
 
 
 _SNIPPET = """
 import json, sys
 from dmlconform.generation.illegal import illegal_descs
 from dmlconform.generation.legal import legal_descs
-out = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", seed=7, count=15)]
-out += [[d.to_dict(), r] for d, r in illegal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", seed=3, count=15)]
+from dmlconform.specification.model import load_spec
+spec = load_spec()
+out = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", seed=7, count=15, spec=spec)]
+out += [[d.to_dict(), r] for d, r in illegal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", seed=3, count=15, spec=spec)]
 print(json.dumps(out, sort_keys=True))
 """
 
 
 def test_seeded_driver_is_deterministic_across_processes() -> None:
-    here = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", seed=7, count=15)]
+    here = [
+        d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", seed=7, count=15, spec=SPEC)
+    ]
     here += [
-        [d.to_dict(), r] for d, r in illegal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", seed=3, count=15)
+        [d.to_dict(), r]
+        for d, r in illegal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", seed=3, count=15, spec=SPEC)
     ]
     env = {"PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
@@ -115,8 +120,8 @@ def test_seeded_driver_is_deterministic_across_processes() -> None:
 
 
 def test_different_seeds_give_different_sequences() -> None:
-    a = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "3_0", seed=0, count=5)]
-    b = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "3_0", seed=1, count=5)]
+    a = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "3_0", seed=0, count=5, spec=SPEC)]
+    b = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "3_0", seed=1, count=5, spec=SPEC)]
     assert a != b
 
 
@@ -125,28 +130,28 @@ def _inp(desc) -> TensorDesc:
 
 
 def test_small_counts_cycle_through_classes() -> None:
-    descs = list(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", count=40))
+    descs = list(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", count=40, spec=SPEC))
     assert {_inp(d).data_type for d in descs} == {"FLOAT32", "FLOAT16"}
     assert {_inp(d).rank for d in descs} == set(range(1, 9))
     presence = {tuple(d.members.get(n) is not None for n in ("ScaleTensor", "BiasTensor")) for d in descs}
     assert len(presence) == 4  # independent from 5_2
     acts = {
         d.members["FusedActivation"].type
-        for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", count=60)
+        for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", count=60, spec=SPEC)
         if d.members.get("FusedActivation")
     }
     assert acts == set(SPEC.activations)
 
 
 def test_paired_presence_below_5_2() -> None:
-    for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "5_1", count=40):
+    for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "5_1", count=40, spec=SPEC):
         assert (d.members.get("ScaleTensor") is None) == (d.members.get("BiasTensor") is None)
 
 
 def test_activations_respect_levels_and_parameter_ranges() -> None:
     def steepness(level: str) -> list[float]:
         out = []
-        for d in legal_descs("BATCH_NORMALIZATION_TRAINING", level, count=300):
+        for d in legal_descs("BATCH_NORMALIZATION_TRAINING", level, count=300, spec=SPEC):
             a = d.members.get("FusedActivation")
             if a is not None and a.type == "ACTIVATION_SOFTPLUS":
                 out.append(a.param_dict.get("Steepness", 1.0))
@@ -161,7 +166,7 @@ def test_activations_respect_levels_and_parameter_ranges() -> None:
 
 
 def test_attribute_classes() -> None:
-    descs = list(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", count=300))
+    descs = list(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", count=300, spec=SPEC))
     eps = {d.members["Epsilon"] for d in descs if "Epsilon" in d.members}
     assert {0.0, 1e-12, 1e-5, 1e-3, 1.0, 100.0} <= eps
     assert any("Epsilon" not in d.members for d in descs)
@@ -178,7 +183,7 @@ def test_broadcast_patterns() -> None:
     # may broadcast. 6-D to 8-D tensors have no channel.
     channel = {3: 0, 4: 1, 5: 1}
     seen_wide = False
-    for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "3_1", count=200):
+    for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "3_1", count=200, spec=SPEC):
         s = d.members.get("ScaleTensor")
         if s is not None and s.rank in channel:
             c = channel[s.rank]
@@ -188,18 +193,21 @@ def test_broadcast_patterns() -> None:
     assert seen_wide, "a 6-D to 8-D Scale broadcasts its second dimension somewhere"
     assert any(
         d.members.get("ScaleTensor") is not None and d.members["ScaleTensor"].sizes[-3] != _inp(d).sizes[-3]
-        for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "4_0", count=100)
+        for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "4_0", count=100, spec=SPEC)
         if _inp(d).rank >= 3
     )
     # batch norm: the Scale shape decides the reduction; many patterns appear
-    patterns = {reduction_axes(d) for d in legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=200)}
+    patterns = {
+        reduction_axes(d, SPEC)
+        for d in legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=200, spec=SPEC)
+    }
     assert len(patterns) > 20
     assert () in patterns  # Scale as large as Input: nothing reduced
 
 
 def test_layouts() -> None:
     kinds = set()
-    for d in legal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", count=80):
+    for d in legal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", count=80, spec=SPEC):
         for name, t in d.tensors().items():
             if t.strides is None:
                 kinds.add("implicit")
@@ -232,28 +240,32 @@ def test_layouts() -> None:
 
 
 def test_element_counts_small_unless_asked() -> None:
-    for d in legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=100):
+    for d in legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=100, spec=SPEC):
         assert all(t.element_count <= DEFAULT_MAX_ELEMENTS for t in d.tensors().values())
-    big = list(legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=30, max_size=64, max_elements=10**6))
+    big = list(
+        legal_descs(
+            "BATCH_NORMALIZATION_TRAINING", "6_4", count=30, max_size=64, max_elements=10**6, spec=SPEC
+        )
+    )
     assert max(_inp(d).element_count for d in big) > DEFAULT_MAX_ELEMENTS
 
 
 def test_dtype_knob() -> None:
-    for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "6_4", count=20, dtype="FLOAT16"):
+    for d in legal_descs("MEAN_VARIANCE_NORMALIZATION", "6_4", count=20, dtype="FLOAT16", spec=SPEC):
         assert {t.data_type for t in d.tensors().values()} == {"FLOAT16"}
 
 
 @pytest.mark.parametrize("operator", sorted(SPEC.operators))
 @pytest.mark.parametrize("n", [1, 2])
 def test_short_reduction_descs(operator: str, n: int) -> None:
-    for d in reduction_descs(operator, "6_4", n, count=5):
+    for d in reduction_descs(operator, "6_4", n, count=5, spec=SPEC):
         assert validate(d, "6_4") == []
-        assert reduction_size(d) == n
+        assert reduction_size(d, SPEC) == n
 
 
 @pytest.mark.parametrize("operator", sorted(SPEC.operators))
 def test_long_reduction_desc(operator: str) -> None:
-    d = long_reduction_desc(operator, "6_4", "FLOAT32", n=100_000)
+    d = long_reduction_desc(operator, "6_4", "FLOAT32", n=100_000, spec=SPEC)
     assert validate(d, "6_4") == []
-    assert reduction_size(d) == 100_000
+    assert reduction_size(d, SPEC) == 100_000
     assert _inp(d).element_count <= 8 * 100_000

@@ -127,7 +127,7 @@ def drawn_cases(draw):
     desc = draw(dst.legal_descs(op, level, SPEC))
     regime = draw(st.sampled_from(data.regimes_for(desc, SPEC)))
     seed = draw(st.integers(0, 2**16))
-    return desc, data.make_inputs(desc, regime, seed=seed)
+    return desc, data.make_inputs(desc, regime, seed=seed, spec=SPEC)
 
 
 @settings(
@@ -225,7 +225,7 @@ def test_kernel_budgets_equal_the_numpy_model_on_every_stress_shape():
     for case in collect(SPEC, sel):
         if case.size is None or kernels.kernel_of(case.desc, SPEC).judge is None:
             continue
-        inputs = data.make_inputs(case.desc, case.regime, seed=case.input_seed)
+        inputs = data.make_inputs(case.desc, case.regime, seed=case.input_seed, spec=SPEC)
         kernel, model, ref = kernel_and_model(case.desc, inputs, exact=case.regime == "exact_statistics")
         assert_budgets_agree(kernel, model, ref)
         checked += 1
@@ -249,7 +249,7 @@ def test_a_long_reduction_split_over_threads_gives_the_same_figures(regime, over
             "desc": {"InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True},
         }
     )
-    inputs = data.make_inputs(desc, regime, seed=3)
+    inputs = data.make_inputs(desc, regime, seed=3, spec=SPEC)
     kernel, model, ref = kernel_and_model(desc, inputs, overrides=overrides)
     assert_budgets_agree(kernel, model, ref)
     fast, slow, main = verdicts(desc, inputs, WRONGS["scaled"], overrides)
@@ -305,7 +305,7 @@ def test_each_output_type_and_a_fixed_ulp_budget_give_the_models_figures(model, 
     """The element loop has one copy per output type (FLOAT16's spacing and ordinals differ) and
     a fixed max_ulp path: both against each model on a case with per-channel operands."""
     desc = PER_CHANNEL[model](dtype)
-    inputs = data.make_inputs(desc, "large_offset", seed=5)
+    inputs = data.make_inputs(desc, "large_offset", seed=5, spec=SPEC)
     kernel, model_budgets, ref = kernel_and_model(desc, inputs, overrides=overrides)
     assert_budgets_agree(kernel, model_budgets, ref)
     for wrong in ("exact", "scaled", "one_nan"):
@@ -328,7 +328,7 @@ def test_given_statistics_that_vary_along_different_axes_give_the_models_figures
         "VarianceTensor": {"DataType": dtype, "Sizes": [4, 1, 128, 1]}, "ScaleTensor": t,
         "OutputTensor": t, "Spatial": True, "Epsilon": 1e-3,
         "FusedActivation": {"Type": "ACTIVATION_ELU", "Alpha": 0.5}}})  # fmt: skip
-    inputs = data.make_inputs(desc, "large_offset", seed=2)
+    inputs = data.make_inputs(desc, "large_offset", seed=2, spec=SPEC)
     ref = dc.execute(desc, inputs)
     assert compare_module._judge_plan(desc, ref, ref, inputs, SPEC) is not None  # large enough as it is
     kernel, model_budgets, fused = kernel_and_model(desc, inputs)
@@ -376,7 +376,7 @@ def test_the_figures_are_the_same_bits_whatever_the_thread_count(monkeypatch, op
         )
         body |= {k: c for k in stats}
     desc = dc.parse_desc({"type": operator, "desc": body})
-    inputs = data.make_inputs(desc, "standard_normal", seed=5)
+    inputs = data.make_inputs(desc, "standard_normal", seed=5, spec=SPEC)
     ref = dc.execute(desc, inputs)
     main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
     noise = np.random.default_rng(1).integers(-3, 4, size=n).astype(np.int32).reshape(ref[main].shape)
@@ -401,7 +401,7 @@ def test_small_cases_do_not_import_numba(tmp_path):
         "from dmlconform.tolerance.options import NO_OPTIONS\n"
         "t = {'DataType': 'FLOAT32', 'Sizes': [4, 1000]}\n"
         "d = dc.parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {'InputTensor': t, 'OutputTensor': t, 'Axes': [1], 'NormalizeVariance': True}})\n"
-        "i = data.make_inputs(d, 'standard_normal', seed=1)\n"
+        "i = data.make_inputs(d, 'standard_normal', seed=1, spec=dc.load_spec())\n"
         "r = dc.execute(d, i)\n"
         "assert tolerance.compare(d, r, r, i, dc.load_spec(), NO_OPTIONS).passed\n"
         "print('numba' in sys.modules)\n"
@@ -414,7 +414,7 @@ def test_given_statistics_slice_per_channel_where_the_slices_are_long():
     """Per-channel statistics: one slice per channel (Mean and 1/sd constant within it, no
     per-element index); statistics that vary along nearly every axis: the tensor is one slice."""
     plan = PER_CHANNEL["given"]("FLOAT32")
-    inputs = data.make_inputs(plan, "standard_normal", seed=1)
+    inputs = data.make_inputs(plan, "standard_normal", seed=1, spec=SPEC)
     given = kernels.part(plan, SPEC, "plan")(plan, SPEC)
     assert judge.given_slicing(given, inputs).axes == (0, 2, 3)
     inputs["VarianceTensor"] = np.ones((2, 1, 96, 1), np.float32)
@@ -432,7 +432,7 @@ def test_the_reduced_outputs_budgets_and_verdicts_equal_the_models(model, regime
                             channels=("ScaleTensor", "BiasTensor", "OutputMeanTensor", "OutputVarianceTensor"))  # fmt: skip
     else:
         desc = PER_CHANNEL[model]("FLOAT32")
-    inputs = data.make_inputs(desc, regime, seed=4)
+    inputs = data.make_inputs(desc, regime, seed=4, spec=SPEC)
     ref = dc.execute(desc, inputs)
     with compiled_everywhere():
         fast, none = compare_module.case_budgets(desc, ref, inputs, SPEC, NO_OPTIONS)
@@ -465,7 +465,7 @@ def test_the_batch_gradient_centred_on_the_batch_mean_gives_the_models_budgets(m
     from dmlconform.specification import semantics
 
     desc = PER_CHANNEL["gradient-batch"]("FLOAT32")
-    inputs = data.make_inputs(desc, "standard_normal", seed=6)
+    inputs = data.make_inputs(desc, "standard_normal", seed=6, spec=SPEC)
     inputs["MeanTensor"] = (inputs["MeanTensor"] + np.float32(0.25)).astype(np.float32)
     plan = dataclasses.replace(semantics.make_grad_plan(desc, SPEC), centre_with="input")
     assert not plan.centres_on_mean

@@ -46,14 +46,14 @@ def bnt(batch: int, hw: int, dtype: str = "FLOAT32") -> dc.OperatorDesc:
 
 
 def verdict(desc, backend, regime, overrides=None, seed=1):
-    inputs = data.make_inputs(desc, regime, seed=seed)
+    inputs = data.make_inputs(desc, regime, seed=seed, spec=SPEC)
     ref = dc.execute(desc, inputs)
     return compare(desc, backend.execute(desc, inputs), ref, inputs, SPEC, ToleranceOptions.parse(overrides))
 
 
 def scaled(desc, regime, factor, overrides=None, seed=1):
     """The float64 result times ``factor``, rounded once: a systematic relative error."""
-    inputs = data.make_inputs(desc, regime, seed=seed)
+    inputs = data.make_inputs(desc, regime, seed=seed, spec=SPEC)
     ref = dc.execute(desc, inputs)
     exact = dc.execute(desc, inputs, float64=True)
     out = {k: (v * factor).astype(ref[k].dtype) for k, v in exact.items()}
@@ -124,7 +124,7 @@ def test_aggregate_catches_errors_each_within_its_own_budget():
     from dmlconform.tolerance import budgets
 
     desc = mvn1(4096)
-    inputs = data.make_inputs(desc, "standard_normal", seed=3)
+    inputs = data.make_inputs(desc, "standard_normal", seed=3, spec=SPEC)
     ref = dc.execute(desc, inputs)
     b = budgets(desc, ref, inputs, SPEC, NO_OPTIONS).by_member["OutputTensor"]
     got = {"OutputTensor": (ref["OutputTensor"].astype(np.float64) + 0.9 * b).astype(np.float32)}

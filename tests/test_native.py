@@ -63,7 +63,7 @@ desc = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": {
     "Axes": [2, 3], "NormalizeVariance": True, "Epsilon": 1e-5,
     "FusedActivation": {"Type": "ACTIVATION_GELU"},
 }})
-out = dc.execute(desc, data.make_inputs(desc, "large_offset", seed=3))["OutputTensor"]
+out = dc.execute(desc, data.make_inputs(desc, "large_offset", seed=3, spec=dc.load_spec()))["OutputTensor"]
 print(hashlib.sha256(out.tobytes()).hexdigest())
 """
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from helpers import SPEC
 
 from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.specification.desc import OperatorDesc
@@ -126,8 +127,8 @@ class AcceptsAll(ReferenceBackend):
 def test_helpers_misbehave_only_on_fp16() -> None:
     from dmlconform.generation.legal import legal_descs
 
-    d32 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT32", count=1))
-    d16 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT16", count=1))
+    d32 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT32", count=1, spec=SPEC))
+    d16 = next(legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", dtype="FLOAT16", count=1, spec=SPEC))
     assert not is_fp16(d32) and is_fp16(d16)
 
 

@@ -200,7 +200,7 @@ def test_non_contiguous_axes_and_any_order():
     a = execute(mvn1([2, 3, 4, 5], [3, 1]), {"InputTensor": x})["OutputTensor"]
     b = execute(mvn1([2, 3, 4, 5], [1, 3]), {"InputTensor": x})["OutputTensor"]
     np.testing.assert_array_equal(a, b)
-    ref = numpy_ref.execute(mvn1([2, 3, 4, 5], [1, 3]), {"InputTensor": x})["OutputTensor"]
+    ref = numpy_ref.execute(mvn1([2, 3, 4, 5], [1, 3]), {"InputTensor": x}, SPEC)["OutputTensor"]
     np.testing.assert_array_equal(a, ref.astype(np.float32))
 
 
@@ -215,10 +215,10 @@ def test_missing_and_misshapen_inputs_name_the_member():
 
 
 def test_plan_is_read_from_the_spec_semantics():
-    plan = make_plan(bnt([4, 3, 2, 2], [1, 3, 1, 1]))
+    plan = make_plan(bnt([4, 3, 2, 2], [1, 3, 1, 1]), SPEC)
     assert plan.axes == (0, 2, 3) and plan.mean_output == "OutputMeanTensor"
     assert plan.reduction_length == 16 and plan.epsilon == EPS32
-    plan = make_plan(mvn1([2, 3], [1], act={"Type": "ACTIVATION_SCALED_ELU"}))
+    plan = make_plan(mvn1([2, 3], [1], act={"Type": "ACTIVATION_SCALED_ELU"}), SPEC)
     assert plan.activation_params == {
         "Alpha": 1.67326319217681884765625,
         "Gamma": 1.05070102214813232421875,
@@ -244,7 +244,7 @@ def test_every_spec_activation_is_covered():
         act = {"Type": name, **ACT_PARAMS.get(name, {})}
         desc = mvn1([2, 8], [1], act=act)
         got = execute(desc, {"InputTensor": x}, float64=True)["OutputTensor"]
-        want = numpy_ref.execute(desc, {"InputTensor": x})["OutputTensor"]
+        want = numpy_ref.execute(desc, {"InputTensor": x}, SPEC)["OutputTensor"]
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14, err_msg=name)
         identity = execute(mvn1([2, 8], [1]), {"InputTensor": x}, float64=True)["OutputTensor"]
         if name != "ACTIVATION_IDENTITY":
@@ -317,7 +317,7 @@ def test_numba_agrees_with_numpy(case, which):
     desc, inputs = case
     with path(which):
         got = execute(desc, inputs, float64=True)
-    want = numpy_ref.execute(desc, inputs)
+    want = numpy_ref.execute(desc, inputs, SPEC)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-10, atol=1e-10, err_msg=name)
     with path(which):
@@ -347,7 +347,7 @@ def test_batch_norm_numba_agrees_with_numpy(n, c, hw, seed, fused, which):
         inputs["FusedAddTensor"] = normal(shape, seed + 3)
     with path(which):
         got = execute(desc, inputs, float64=True)
-    want = numpy_ref.execute(desc, inputs)
+    want = numpy_ref.execute(desc, inputs, SPEC)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
 
@@ -384,7 +384,7 @@ def test_long_rows_agree_with_numpy(shape, axes, strided, which):
     inputs = {"InputTensor": x, "ScaleTensor": normal(stat, 1), "BiasTensor": normal(stat, 2)}
     with path(which):
         got = execute(desc, inputs, float64=True)["OutputTensor"]
-    want = numpy_ref.execute(desc, inputs)["OutputTensor"]
+    want = numpy_ref.execute(desc, inputs, SPEC)["OutputTensor"]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 

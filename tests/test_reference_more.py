@@ -13,6 +13,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
+from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform.generation.legal import legal_descs
@@ -94,7 +95,7 @@ def test_mvn2_second_moment_matches_mpmath(seed):
 
 def test_mvn2_with_the_mean_step_is_mvn1():
     r = rng(7)
-    for desc in legal_descs("MEAN_VARIANCE_NORMALIZATION2", "6_4", count=40, seed=3):
+    for desc in legal_descs("MEAN_VARIANCE_NORMALIZATION2", "6_4", count=40, seed=3, spec=SPEC):
         if not desc.members.get("UseMean"):
             continue
         inputs = {
@@ -161,7 +162,7 @@ def test_batch_normalization_matches_mpmath(dt):
 
 def test_batch_normalization_fed_its_own_statistics_is_batch_normalization_training():
     r = rng(5)
-    for desc in legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=30, seed=9):
+    for desc in legal_descs("BATCH_NORMALIZATION_TRAINING", "6_4", count=30, seed=9, spec=SPEC):
         if desc.members.get("FusedAddTensor") is not None:
             continue
         inputs = {

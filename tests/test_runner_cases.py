@@ -23,8 +23,10 @@ def test_metamorphic_regimes_apply_to_the_desc_the_relation_starts_from(seed: in
     assert forced, "no relation with a precondition was collected"
     for case in cases:
         base = apply_when(case.desc, case.relation)
-        assert case.regime in data.regimes_for(base), case.id
-        data.make_inputs(base, case.regime, case.input_seed)  # raises RegimeNotApplicable otherwise
+        assert case.regime in data.regimes_for(base, spec), case.id
+        data.make_inputs(
+            base, case.regime, case.input_seed, spec=spec
+        )  # raises RegimeNotApplicable otherwise
 
 
 def _validation_data_types(spec, case) -> set[str]:

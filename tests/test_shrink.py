@@ -130,7 +130,7 @@ def test_a_failure_that_does_not_come_back_is_reported_as_such() -> None:
 def _inputs(case: Case) -> dict[str, np.ndarray]:
     from dmlconform.runner.checks import make_inputs
 
-    return make_inputs(case)
+    return make_inputs(case, SPEC)
 
 
 class _Crashes(NumpyBackend):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from helpers import SPEC
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 
 @FAST
-@given(s.any_legal_desc())
+@given(s.any_legal_desc(SPEC))
 def test_legal_descs_validate_clean_and_round_trip(item) -> None:
     desc, level = item
     assert validate(desc, level) == []
@@ -21,7 +22,7 @@ def test_legal_descs_validate_clean_and_round_trip(item) -> None:
 
 
 @FAST
-@given(s.any_illegal_desc())
+@given(s.any_illegal_desc(SPEC))
 def test_illegal_descs_break_exactly_their_rule(item) -> None:
     desc, level, rule = item
     assert {v.rule for v in validate(desc, level)} == {rule}
@@ -30,14 +31,14 @@ def test_illegal_descs_break_exactly_their_rule(item) -> None:
 @FAST
 @given(st.data())
 def test_named_rule_is_broken(data) -> None:
-    desc, rule = data.draw(s.illegal_descs("MEAN_VARIANCE_NORMALIZATION1", "3_0", rule="axes-unique"))
+    desc, rule = data.draw(s.illegal_descs("MEAN_VARIANCE_NORMALIZATION1", "3_0", SPEC, rule="axes-unique"))
     assert rule == "axes-unique"
     assert {v.rule for v in validate(desc, "3_0")} == {"axes-unique"}
 
 
 def test_failures_shrink_to_a_minimal_desc() -> None:
     found = find(
-        s.legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4"),
+        s.legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", SPEC),
         lambda d: d.members["InputTensor"].rank >= 3,
         settings=settings(max_examples=300, deadline=None, database=None),
     )

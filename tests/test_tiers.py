@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from helpers import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,7 +116,7 @@ def _lengths(cases: list[Case]) -> dict[tuple[str, str], set[int]]:
     out: dict[tuple[str, str], set[int]] = defaultdict(set)
     for c in cases:
         if c.size is not None:
-            out[(c.operator, c.data_type)].add(reduction_size(c.desc))
+            out[(c.operator, c.data_type)].add(reduction_size(c.desc, SPEC))
     return out
 
 
@@ -132,7 +133,7 @@ def test_boundary_lengths_on_both_sides_of_each_threshold(spec, default_cases) -
 def test_size_case_ids_name_the_length(default_cases) -> None:
     for c in default_cases:
         if c.size is not None:
-            n = reduction_size(c.desc)
+            n = reduction_size(c.desc, SPEC)
             assert c.id == f"numeric[{c.operator}-{LEVEL}-{c.data_type}-{c.size}-{c.index:04d}]"
             assert c.size.startswith(f"n{n}")
     assert "numeric[MEAN_VARIANCE_NORMALIZATION1-6_4-FLOAT32-n65537-0001]" in {c.id for c in default_cases}
@@ -151,9 +152,9 @@ def test_stress_sizes_and_regimes(spec, stress_cases) -> None:
             descs[key] = c.desc
     # every regime that applies, for the stress-only families
     for key, regs in by_desc.items():
-        n = reduction_size(descs[key])
+        n = reduction_size(descs[key], spec)
         if n > 2**20 or "x" in key.rsplit("-", 1)[-1]:
-            assert regs == set(data.regimes_for(descs[key])), key
+            assert regs == set(data.regimes_for(descs[key], spec)), key
             assert "large_offset" in regs and "long_reduction" in regs
             assert ("fp16_square_overflow" in regs) == ("FLOAT16" in key)
 
@@ -169,8 +170,8 @@ def test_several_reduced_axes_and_whole_tensors(spec, stress_cases) -> None:
     per_channel, whole = [], []
     for c in stress_cases:
         inp = c.desc.members["InputTensor"]
-        axes = reduction_axes(c.desc)
-        n = reduction_size(c.desc)
+        axes = reduction_axes(c.desc, spec)
+        n = reduction_size(c.desc, spec)
         if c.size and c.size.endswith("x3"):
             per_channel.append(c)
             assert 10**6 <= n <= 4 * 2**20
@@ -190,7 +191,7 @@ def test_max_elements_caps_size_cases(spec) -> None:
     assert sized
     assert max(c.desc.members["InputTensor"].element_count for c in sized) <= 2**21
     assert any(c.size.endswith("x64") for c in sized)  # the whole tensor follows the cap
-    assert not any(reduction_size(c.desc) > 2**21 for c in sized)
+    assert not any(reduction_size(c.desc, spec) > 2**21 for c in sized)
 
 
 def test_unknown_tier_is_one_line(spec) -> None:
@@ -408,7 +409,7 @@ def test_shape_an_operator_cannot_take_falls_back_to_a_simpler_one(spec, monkeyp
     assert {"n31", "n4194304", "n1048576x1", "n65536x1"} <= labels
     assert not any(label.endswith(("x3", "x64")) for label in labels)
     for c in cases:
-        assert c.desc.members["InputTensor"].element_count == reduction_size(c.desc)
+        assert c.desc.members["InputTensor"].element_count == reduction_size(c.desc, spec)
 
 
 def _op_record(op: str, dt: str, i: int, n: int, ratio: float, outcome: str = "passed") -> dict:

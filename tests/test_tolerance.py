@@ -513,7 +513,7 @@ def test_repetition_counts_identical_summands_per_slice():
     from dmlconform.tolerance import repetition
 
     desc = mvn1((2, 3, 60), (1, 2), (1, 1, 1))
-    plan = make_plan(desc)
+    plan = make_plan(desc, SPEC)
     rng = np.random.default_rng(31)
     distinct = rng.standard_normal((2, 3, 60)).astype(np.float32)
     assert np.array_equal(repetition(plan, distinct), np.ones((2, 1, 1)))
@@ -592,7 +592,7 @@ def test_budget_covers_a_jump_inside_the_error_interval():
     from dmlconform.tolerance import branch_jumps as _branch_jumps
 
     act = {"Type": "ACTIVATION_SHRINK", "Bias": 0.505, "Threshold": 0.5}
-    plan = make_plan(mvn1(BUG_SHAPE, BUG_AXES, BUG_STAT, act=act))
+    plan = make_plan(mvn1(BUG_SHAPE, BUG_AXES, BUG_STAT, act=act), SPEC)
     y = np.array([0.499, 0.499, 0.9, -0.499])
     e_y = np.array([0.01, 0.0005, 0.01, 0.01])
     f = np.array([0.0, 0.0, 0.9 - 0.505, 0.0])

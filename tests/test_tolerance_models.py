@@ -34,11 +34,11 @@ def test_the_numpy_backend_passes_every_regime_of_the_new_kernels():
         "BATCH_NORMALIZATION_TRAINING_GRAD",
         "MEAN_VARIANCE_NORMALIZATION2",
     ):
-        for i, desc in enumerate(legal_descs(op, "6_4", count=12, seed=21)):
+        for i, desc in enumerate(legal_descs(op, "6_4", count=12, seed=21, spec=SPEC)):
             if desc.members.get("UseMean", False):
                 continue  # the centred path is the normalization model's (tests/test_tolerance.py)
-            for regime in regimes_for(desc):
-                inputs = make_inputs(desc, regime, i)
+            for regime in regimes_for(desc, SPEC):
+                inputs = make_inputs(desc, regime, i, spec=SPEC)
                 res = _compare(desc, backend.execute(desc, inputs), inputs)
                 assert res.passed, (op, regime, res.message)
 
@@ -118,7 +118,7 @@ def _grad(op):
 
 def test_training_gradient_without_the_batch_terms_fails():
     desc = _grad("BATCH_NORMALIZATION_TRAINING_GRAD")
-    inputs = make_inputs(desc, "standard_normal", 3)
+    inputs = make_inputs(desc, "standard_normal", 3, spec=SPEC)
     good = NumpyBackend().execute(desc, inputs)
     assert _compare(desc, good, inputs).passed
     as_given = NumpyBackend().execute(dc.OperatorDesc("BATCH_NORMALIZATION_GRAD", desc.members), inputs)

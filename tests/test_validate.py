@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform.specification.model import UnknownLevel
@@ -54,7 +55,7 @@ def rules_of(desc: dc.OperatorDesc, level: str) -> list[tuple[str, str]]:
 
 def test_legal_desc_has_no_violations() -> None:
     assert dc.validate(mvn1(), "2_1") == []
-    assert is_legal(mvn1(), "6_4")
+    assert is_legal(mvn1(), "6_4", SPEC)
     assert dc.validate(bnt(), "4_1") == []
 
 

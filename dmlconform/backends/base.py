@@ -161,6 +161,9 @@ class BackendBase:
             if opt.travels:
                 self._travelling[opt.name] = str(raw).strip()
         self.feature_level: str = self.options["feature_level"]
+        #: the spec this backend reads descs through: the protocol's ``execute(desc, inputs)``
+        #: carries none, so it is loaded once here and every step is handed this one
+        self.spec: Spec = load_spec()
         self._last_info: dict[str, Any] = {}
 
     def travelling_options(self) -> dict[str, str]:
@@ -187,9 +190,9 @@ class BackendBase:
         return f"{self.name} (feature level {self.feature_level})"
 
 
-def validate_or_reject(desc: OperatorDesc, level: str | FeatureLevel) -> None:
+def validate_or_reject(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec) -> None:
     """``check`` for backends that trust the spec: :class:`Rejected` naming every rule id."""
-    violations = validate(desc, level)
+    violations = validate(desc, level, spec)
     if violations:
         ids = ", ".join(dict.fromkeys(v.rule for v in violations))
         detail = "; ".join(str(v) for v in violations)
@@ -324,19 +327,20 @@ class NormalizationPlan:
         )
 
 
-def numpy_dtype(data_type: str, spec: Spec | None = None) -> np.dtype:
-    spec = spec or load_spec()
+def numpy_dtype(data_type: str, spec: Spec) -> np.dtype:
     dt = spec.data_types.get(data_type)
     if dt is None or dt.numpy is None:
         raise Unsupported(f"data type {data_type} has no numpy equivalent")
     return np.dtype(dt.numpy)
 
 
-def lowering(table: Mapping[str, Callable[..., Any]], desc: OperatorDesc, who: str) -> Callable[..., Any]:
+def lowering(
+    table: Mapping[str, Callable[..., Any]], desc: OperatorDesc, spec: Spec, who: str
+) -> Callable[..., Any]:
     """The entry of a backend's ``LOWERINGS`` (kernel name -> lowering) for ``desc``'s kernel in
     the registry (dmlconform/kernels.py); Unsupported where the backend has none."""
     try:
-        name = kernels.kernel_name(desc, load_spec())
+        name = kernels.kernel_name(desc, spec)
     except kernels.UnknownKernel as exc:
         raise Unsupported(str(exc)) from None
     fn = table.get(name)
@@ -345,11 +349,10 @@ def lowering(table: Mapping[str, Callable[..., Any]], desc: OperatorDesc, who: s
     return fn
 
 
-def make_plan(desc: OperatorDesc, spec: Spec | None = None) -> NormalizationPlan:
+def make_plan(desc: OperatorDesc, spec: Spec) -> NormalizationPlan:
     """Read ``desc`` through its operator's semantics (:func:`dmlconform.specification.semantics.make_plan`,
     the reading the reference uses too). Raises Unsupported for a kernel other than
     ``normalization`` and ValueError for a desc too broken to compute."""
-    spec = spec or load_spec()
     op = spec.operator(desc.operator)
     if op.semantics.get("kernel") != "normalization":
         raise Unsupported(

@@ -22,7 +22,6 @@ from dmlconform.backends.base import NormalizationPlan
 from dmlconform.backends.numpy_backend import NumpyBackend, reduce_sum
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance.degenerate import unchanged_inputs
 
@@ -183,7 +182,7 @@ class ActivationParametersIgnored(NumpyBackend):
     def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
         if plan.activation is None:
             return y
-        act = load_spec().activations[plan.activation]
+        act = self.spec.activations[plan.activation]
         defaults = {p.name: p.default for p in act.parameters if p.default is not None}
         return super().activate(y, replace(plan, activation_params={**plan.activation_params, **defaults}))
 
@@ -306,7 +305,7 @@ class InputUnchanged(NumpyBackend):
     name: ClassVar[str] = "broken:InputUnchanged"
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return unchanged_inputs(desc, super().execute(desc, inputs), inputs, load_spec())
+        return unchanged_inputs(desc, super().execute(desc, inputs), inputs, self.spec)
 
 
 class LrnWindowBelow(NumpyBackend):

@@ -33,7 +33,7 @@ from dmlconform.backends.base import (
 from dmlconform.errors import Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.model import Spec
 from dmlconform.specification.slices import to_slices
 
 F32 = np.float32
@@ -126,14 +126,14 @@ class NumpyBackend(BackendBase):
 
     def check(self, desc: OperatorDesc) -> None:
         """Rejected (with the rule ids) for a desc illegal at this backend's feature level."""
-        validate_or_reject(desc, self.feature_level)
+        validate_or_reject(desc, self.feature_level, self.spec)
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return lowering(LOWERINGS, desc, "the numpy backend")(self, desc, inputs)
+        return lowering(LOWERINGS, desc, self.spec, "the numpy backend")(self, desc, inputs)
 
     def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The centred normalization, one overridable step per method."""
-        plan = make_plan(desc)
+        plan = make_plan(desc, self.spec)
         with np.errstate(all="ignore"):
             x = self.load(inputs, plan, plan.input)
             axes = self.reduce_axes(plan)
@@ -269,9 +269,9 @@ def _act(y: np.ndarray, act: str | None, params: Mapping[str, float], dtype: typ
     return np.asarray(fn(y, params), dtype=dtype)
 
 
-def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict[str, np.ndarray]:
+def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec) -> dict[str, np.ndarray]:
     """center false: x / sqrt(mean(x^2) + Epsilon) (or x), Scale, Bias, activation."""
-    plan = semantics.make_plan(desc, uncentred_ok=True)
+    plan = semantics.make_plan(desc, spec, uncentred_ok=True)
     x = _arr(inputs, plan.input, dt)
     y = x
     if plan.normalize_variance:
@@ -283,9 +283,11 @@ def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict
     return {plan.output: _act(y, plan.activation, plan.activation_params, dt)}
 
 
-def _given(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict[str, np.ndarray]:
+def _given(
+    desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec
+) -> dict[str, np.ndarray]:
     """Scale * (x - Mean) / sqrt(Variance + Epsilon) + Bias, activation."""
-    plan = semantics.make_given_plan(desc)
+    plan = semantics.make_given_plan(desc, spec)
     x = _arr(inputs, plan.input, dt)
     y = (x - _arr(inputs, plan.mean, dt)) / np.sqrt(_arr(inputs, plan.variance, dt) + dt(plan.epsilon))
     if plan.scale is not None:
@@ -295,9 +297,11 @@ def _given(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> di
     return {plan.output: _act(np.broadcast_to(y, x.shape), plan.activation, plan.activation_params, dt)}
 
 
-def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dict[str, np.ndarray]:
+def _grad(
+    desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec
+) -> dict[str, np.ndarray]:
     """The batch-norm gradients: sums over the axes where the statistics' sizes are 1."""
-    plan = semantics.make_grad_plan(desc)
+    plan = semantics.make_grad_plan(desc, spec)
     x, dy = _arr(inputs, plan.input, dt), _arr(inputs, plan.input_gradient, dt)
     mean, var = _arr(inputs, plan.mean, dt), _arr(inputs, plan.variance, dt)
     scale = _arr(inputs, plan.scale, dt)
@@ -316,8 +320,8 @@ def _grad(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type) -> dic
 
 
 def _elementwise(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
-    """A lowering from a function of (desc, inputs, compute dtype) to the desc's outputs."""
-    return _hooked(lambda backend, desc, inputs, dt: compute(desc, inputs, dt))
+    """A lowering from a function of (desc, inputs, compute dtype, spec) to the desc's outputs."""
+    return _hooked(lambda backend, desc, inputs, dt: compute(desc, inputs, dt, backend.spec))
 
 
 def _hooked(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
@@ -329,8 +333,8 @@ def _hooked(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict
     ) -> dict[str, np.ndarray]:
         with np.errstate(all="ignore"):
             values = compute(backend, desc, inputs, backend.compute_dtype)
-        backend._last_info = {"path": f"numpy-{semantics.kernel(desc)}"}
-        return finish_desc_outputs(desc, values)
+        backend._last_info = {"path": f"numpy-{semantics.kernel(desc, backend.spec)}"}
+        return finish_desc_outputs(desc, values, backend.spec)
 
     return lower
 
@@ -347,10 +351,11 @@ LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
 }
 
 
-def finish_desc_outputs(desc: OperatorDesc, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def finish_desc_outputs(
+    desc: OperatorDesc, values: Mapping[str, np.ndarray], spec: Spec
+) -> dict[str, np.ndarray]:
     """Each output broadcast to its Sizes and cast to its DataType (for the kernels that have no
     NormalizationPlan; the other backends' mappings of them use it too)."""
-    spec = load_spec()
     out = {}
     for name, value in values.items():
         t = desc.get(name, spec)

@@ -46,7 +46,7 @@ def local_response(
     backend: Any, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """x * (Bias + Alpha / LocalSize * window sum of x^2)^-Beta."""
-    plan = semantics.make_local_response_plan(desc)
+    plan = semantics.make_local_response_plan(desc, backend.spec)
     x = np.asarray(inputs[plan.input]).astype(dt)
     return {plan.output: x * np.power(_lrn_terms(backend, plan, x, dt), dt(-plan.beta))}
 
@@ -55,7 +55,7 @@ def local_response_grad(
     backend: Any, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """g d^-Beta - 2 Alpha Beta / LocalSize * x * (the mirrored window's sum of g x d^(-Beta-1))."""
-    plan = semantics.make_local_response_plan(desc)
+    plan = semantics.make_local_response_plan(desc, backend.spec)
     x = np.asarray(inputs[plan.input]).astype(dt)
     g = np.asarray(inputs[plan.input_gradient]).astype(dt)
     d = _lrn_terms(backend, plan, x, dt)
@@ -69,7 +69,7 @@ def lp_normalization(
     backend: Any, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """x / sqrt(norm^2 + Epsilon) (the spec's epsilon_placement), norm's sum taken pairwise."""
-    plan = semantics.make_lp_plan(desc)
+    plan = semantics.make_lp_plan(desc, backend.spec)
     x = np.asarray(inputs[plan.input]).astype(dt)
     return {plan.output: x / backend.lp_denominator(backend.lp_norm(x, plan, dt), plan, dt)}
 

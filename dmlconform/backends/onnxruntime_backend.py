@@ -78,7 +78,7 @@ from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.errors import Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 
 PATHS = (
     "blocked",
@@ -496,12 +496,12 @@ class OnnxRuntimeBackend(BackendBase):
     # -- protocol ---------------------------------------------------------------------------
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return lowering(LOWERINGS, desc, "the onnxruntime backend (ONNX has no operator for it)")(
+        return lowering(LOWERINGS, desc, self.spec, "the onnxruntime backend (ONNX has no operator for it)")(
             self, desc, inputs
         )
 
     def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        plan = make_plan(desc)
+        plan = make_plan(desc, self.spec)
         io = plan.dtypes[plan.input]
         if io not in _ONNX_TYPE:
             raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
@@ -545,13 +545,14 @@ class OnnxRuntimeBackend(BackendBase):
     def _execute_other(
         self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], build: Callable[..., Any]
     ) -> dict[str, np.ndarray]:
-        """The kernels beside the centred normalization: ``build(desc, io, compute, opset)``
+        """The kernels beside the centred normalization: ``build(desc, io, compute, opset, spec)``
         gives the graph and its path."""
-        io = np.dtype(load_spec().data_types[desc.get(desc_input(desc)).data_type].numpy or "V")
+        spec = self.spec
+        io = np.dtype(spec.data_types[desc.get(desc_input(desc, spec), spec).data_type].numpy or "V")
         if io not in _ONNX_TYPE:
             raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
         compute = np.dtype(np.float32) if self.options["float16"] == "float32" else io
-        g, path = build(desc, io, compute, self.opset)
+        g, path = build(desc, io, compute, self.opset, spec)
         session = self._session(g)
         feeds = {name: np.ascontiguousarray(feed(None, inputs), dtype=io) for name, feed in g.feeds}
         names = [o.name for o in g.outputs]
@@ -559,7 +560,7 @@ class OnnxRuntimeBackend(BackendBase):
         self._last_info = {"path": path, "compute_dtype": compute.name, "provider": self.provider}
         if g.notes:
             self._last_info["notes"] = list(g.notes)
-        return finish_desc_outputs(desc, dict(zip(names, results, strict=True)))
+        return finish_desc_outputs(desc, dict(zip(names, results, strict=True)), spec)
 
     # -- compilation ------------------------------------------------------------------------
 
@@ -594,8 +595,8 @@ class OnnxRuntimeBackend(BackendBase):
 # The kernels beside the centred normalization (semantics.kernel, semantics.center)
 
 
-def desc_input(desc: OperatorDesc) -> str:
-    return str(load_spec().operator(desc.operator).semantics["input"])
+def desc_input(desc: OperatorDesc, spec: Spec) -> str:
+    return str(spec.operator(desc.operator).semantics["input"])
 
 
 def _whole_feed(member: str) -> Feed:
@@ -666,12 +667,11 @@ def _rms_graph(
 
 
 def build_other_graph(
-    desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, body: Callable[..., Any]
+    desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, spec: Spec, body: Callable[..., Any]
 ) -> tuple[_Graph, str]:
     """(graph, path) of a kernel beside the centred normalization: ``body`` (one of
     :data:`LOWERINGS`' graph builders) adds the kernel's nodes from its registry plan; the fused
     activation and the output are common."""
-    spec = load_spec()
     g = _Graph(io=io, compute=compute, opset=opset)
 
     def inp(member: str | None) -> str | None:
@@ -741,8 +741,10 @@ def _lp_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
 def _other(body: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
     """A lowering whose graph :func:`build_other_graph` builds around ``body``'s nodes."""
 
-    def build(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
-        return build_other_graph(desc, io, compute, opset, body)
+    def build(
+        desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, spec: Spec
+    ) -> tuple[_Graph, str]:
+        return build_other_graph(desc, io, compute, opset, spec, body)
 
     return _lowered(build)
 
@@ -750,9 +752,11 @@ def _other(body: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
 def _whole(graph: Callable[..., _Graph]) -> Callable[..., dict[str, np.ndarray]]:
     """A lowering whose ``graph`` builds the whole graph, inputs and outputs included."""
 
-    def build(desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
-        g = graph(_Graph(io=io, compute=compute, opset=opset), desc, load_spec())
-        return g, g.notes[0] if g.notes else semantics.kernel(desc)
+    def build(
+        desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, spec: Spec
+    ) -> tuple[_Graph, str]:
+        g = graph(_Graph(io=io, compute=compute, opset=opset), desc, spec)
+        return g, g.notes[0] if g.notes else semantics.kernel(desc, spec)
 
     return _lowered(build)
 

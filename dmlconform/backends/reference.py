@@ -27,14 +27,14 @@ class ReferenceBackend(BackendBase):
     validates: ClassVar[bool] = True
 
     def check(self, desc: OperatorDesc) -> None:
-        validate_or_reject(desc, self.feature_level)
+        validate_or_reject(desc, self.feature_level, self.spec)
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        outputs = execute(desc, dict(inputs))
+        outputs = execute(desc, dict(inputs), spec=self.spec)
         self._last_info = {"path": "reference", "compute_dtype": "float64"}
         # The reference already returns each output in its DataType and Sizes; hold the
         # protocol's contract anyway (contiguous, own memory), without changing any value.
-        return finish_desc_outputs(desc, outputs)
+        return finish_desc_outputs(desc, outputs, self.spec)
 
     def versions(self) -> dict[str, str]:
         out = super().versions()

@@ -48,7 +48,6 @@ from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.errors import Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
 
 PATHS = ("instance_norm", "batch_norm", "layer_norm", "var_mean")
 _TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16}
@@ -150,10 +149,10 @@ class TorchBackend(BackendBase):
     # -- protocol ---------------------------------------------------------------------------
 
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return lowering(LOWERINGS, desc, "the torch backend")(self, desc, inputs)
+        return lowering(LOWERINGS, desc, self.spec, "the torch backend")(self, desc, inputs)
 
     def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        plan = make_plan(desc)
+        plan = make_plan(desc, self.spec)
         io = plan.dtypes[plan.input]
         if io not in _TORCH_DTYPE:
             raise Unsupported(f"data type {io} is not mapped to torch by this backend")
@@ -201,7 +200,7 @@ class TorchBackend(BackendBase):
         """The kernels beside the centred normalization: F.batch_norm in inference mode (given
         statistics), F.rms_norm (no mean step), autograd (the gradients). FLOAT16 is computed in
         float32 unless ``float16=native``."""
-        spec = load_spec()
+        spec = self.spec
         first = spec.operator(desc.operator).semantics["input"]
         io = np.dtype(spec.data_types[desc.get(first, spec).data_type].numpy or "V")
         if io not in _TORCH_DTYPE:
@@ -218,7 +217,7 @@ class TorchBackend(BackendBase):
 
         values, path = compute(kernels.part(desc, spec, "plan")(desc, spec), t)
         self._last_info = {"path": path, "device": str(self.device), "compute_dtype": io.name}
-        return finish_desc_outputs(desc, {m: v.detach().cpu().numpy() for m, v in values.items()})
+        return finish_desc_outputs(desc, {m: v.detach().cpu().numpy() for m, v in values.items()}, spec)
 
     # -- computation ------------------------------------------------------------------------
 

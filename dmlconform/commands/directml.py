@@ -247,6 +247,7 @@ def run_versions(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import status
     from dmlconform.backends.directml.releases import RELEASES
     from dmlconform.backends.directml.stack import StackMissing
+    from dmlconform.specification.model import load_spec
 
     print(f"{'DirectML':<9} {'wheel':<30} {'max FL':<7} {'installed':<10} status on this stack")
     runnable = 0
@@ -256,7 +257,7 @@ def run_versions(args: argparse.Namespace) -> int:
         record = status.read(r.dml_version) if here else None
         if here and args.check:
             try:
-                record = status.measure(r.dml_version)
+                record = status.measure(r.dml_version, load_spec())
             except StackMissing as exc:
                 return _err(str(exc), "versions")
             status.write(record)

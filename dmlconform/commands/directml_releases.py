@@ -182,7 +182,7 @@ def run_accept(args: argparse.Namespace) -> int:
                 )
             continue
         try:
-            measured = status.measure(v)
+            measured = status.measure(v, spec)
         except StackMissing as exc:
             return _err("accept", str(exc))
         status.write(measured)

@@ -48,7 +48,7 @@ def _generate(desc: Any, spec: Any, seed: int) -> dict[str, np.ndarray]:
     """Standard normal inputs (the data generator's: a given variance is never negative)."""
     from dmlconform.generation.data import make_inputs
 
-    return dict(make_inputs(desc, "standard_normal", seed, spec))
+    return dict(make_inputs(desc, "standard_normal", seed, spec=spec))
 
 
 def _illegal_everywhere(desc: Any, spec: Any, path: str) -> str | None:

@@ -137,7 +137,7 @@ def _descs(args: argparse.Namespace, op: Operator, level: FeatureLevel, spec: Sp
     if args.illegal:
         return (
             (d, f"# expect: illegal rule={rule}\n", f"{stem}_{level.name}_{i:04d}_illegal_{rule}")
-            for i, (d, rule) in enumerate(illegal_descs(op.name, level, args.seed, args.count, spec))
+            for i, (d, rule) in enumerate(illegal_descs(op.name, level, args.seed, args.count, spec=spec))
         )
     if args.edges:
         from dmlconform.generation.edges import edge_corpus
@@ -152,7 +152,7 @@ def _descs(args: argparse.Namespace, op: Operator, level: FeatureLevel, spec: Sp
         )
     return (
         (d, "# expect: legal\n", f"{stem}_{level.name}_{i:04d}_legal")
-        for i, d in enumerate(legal_descs(op.name, level, args.seed, args.count, spec))
+        for i, d in enumerate(legal_descs(op.name, level, args.seed, args.count, spec=spec))
     )
 
 
@@ -171,6 +171,6 @@ def _write(args: argparse.Namespace, items: Iterator[_Item], out: Path, spec: Sp
             regime = args.regime if args.regime is not None else applicable[i % len(applicable)]
             if regime not in applicable:
                 continue
-            np.savez(out / f"{name}.npz", **data.make_inputs(desc, regime, args.seed, spec))
+            np.savez(out / f"{name}.npz", **data.make_inputs(desc, regime, args.seed, spec=spec))
             inputs += 1
     return written, inputs

@@ -70,6 +70,7 @@ class RecordingGuard:
     as a correct implementation would (reference outputs; ``check`` accepts), so that ``run_case``
     goes down the path it takes on a passing backend and makes every call it would make."""
 
+    spec: Spec
     calls: list[Call] = field(default_factory=list)
 
     def call(self, method: str, desc: OperatorDesc, inputs: Any = None) -> tuple[Any, Any]:
@@ -78,7 +79,7 @@ class RecordingGuard:
             return None, None
         self.calls.append(Call("execute", desc, {k: np.asarray(v) for k, v in dict(inputs).items()}))
         try:
-            return execute(desc, dict(inputs)), None
+            return execute(desc, dict(inputs), spec=self.spec), None
         except Exception as exc:  # the reference refuses what DirectML would refuse: record only
             raise Rejected(str(exc)) from None
 
@@ -275,7 +276,7 @@ def export_case(case: Case, spec: Spec, root: Path, rel: str) -> dict[str, Any]:
         "dispatches": [],
         "case": case.to_dict(),
     }
-    guard = RecordingGuard()
+    guard = RecordingGuard(spec)
     try:
         with warnings.catch_warnings():  # overflow to inf in the reference is a value, not news
             warnings.simplefilter("ignore", RuntimeWarning)

@@ -57,7 +57,7 @@ class Emulator:
             else:
                 from dmlconform.backends.base import validate_or_reject
 
-                validate_or_reject(desc, self.level)
+                validate_or_reject(desc, self.level, self.spec)
         except (Rejected, Unsupported) as exc:
             return str(exc) or type(exc).__name__
         return None

@@ -57,7 +57,7 @@ import numpy as np
 from dmlconform.generation.exact_statistics import exact_operand, exact_rows
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, load_spec, resolve_branch_points
+from dmlconform.specification.model import Spec, resolve_branch_points
 from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.specification.slices import from_slices, slice_shape, to_slices
 
@@ -107,8 +107,7 @@ def _tensor(desc: OperatorDesc, name: Any) -> TensorDesc | None:
     return t if isinstance(t, TensorDesc) else None
 
 
-def epsilon(desc: OperatorDesc, spec: Spec | None = None) -> float | None:
-    spec = spec or load_spec()
+def epsilon(desc: OperatorDesc, spec: Spec) -> float | None:
     e = _sem(desc, spec).get("epsilon")
     if isinstance(e, dict) and "member" in e:
         v = desc.get(e["member"], spec)
@@ -116,16 +115,14 @@ def epsilon(desc: OperatorDesc, spec: Spec | None = None) -> float | None:
     return None if e is None else float(e)
 
 
-def normalizes_variance(desc: OperatorDesc, spec: Spec | None = None) -> bool:
-    spec = spec or load_spec()
+def normalizes_variance(desc: OperatorDesc, spec: Spec) -> bool:
     nv = _sem(desc, spec).get("normalize_variance", True)
     if isinstance(nv, dict) and "member" in nv:
         return bool(desc.get(nv["member"], spec))
     return bool(nv)
 
 
-def activation(desc: OperatorDesc, spec: Spec | None = None) -> ActivationDesc | None:
-    spec = spec or load_spec()
+def activation(desc: OperatorDesc, spec: Spec) -> ActivationDesc | None:
     name = _activation_member(desc, spec)
     value = desc.members.get(name) if name else None
     return value if isinstance(value, ActivationDesc) else None
@@ -137,9 +134,8 @@ def _activation_member(desc: OperatorDesc, spec: Spec) -> str | None:
     return a["member"] if isinstance(a, dict) and "member" in a else None
 
 
-def branch_points(desc: OperatorDesc, spec: Spec | None = None) -> list[float]:
+def branch_points(desc: OperatorDesc, spec: Spec) -> list[float]:
     """The fused activation's branch points, parameters resolved (as written, else default)."""
-    spec = spec or load_spec()
     a = activation(desc, spec)
     act = spec.activations.get(a.type) if a else None
     if a is None or act is None:
@@ -173,9 +169,8 @@ def standardize_along(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 # Regimes
 
 
-def regimes_for(desc: OperatorDesc, spec: Spec | None = None) -> list[str]:
+def regimes_for(desc: OperatorDesc, spec: Spec) -> list[str]:
     """The regimes that make sense for ``desc``, in :data:`REGIMES` order."""
-    spec = spec or load_spec()
     sem = _sem(desc, spec)
     inp = _tensor(desc, sem.get("input"))
     if inp is None:
@@ -380,11 +375,10 @@ _MAIN_INPUT_DRAWS: dict[str, Callable[[_MainDraw], np.ndarray]] = {
 and short_reduction keep it)."""
 
 
-def effective_reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:
+def effective_reduction_size(desc: OperatorDesc, spec: Spec) -> int:
     """The number of distinct input elements a reduction slice reads: ``reduction_size`` less
     the reduced dimensions the input broadcasts (zero strides): 1 where every slice is one value
     repeated, whatever the data."""
-    spec = spec or load_spec()
     t = _tensor(desc, _sem(desc, spec).get("input"))
     if t is None:
         return 0
@@ -402,13 +396,12 @@ def _compact_shape(t: TensorDesc) -> tuple[int, ...]:
 
 
 def make_inputs(
-    desc: OperatorDesc, regime: str, seed: int = 0, spec: Spec | None = None, draw: int = 0
+    desc: OperatorDesc, regime: str, seed: int = 0, *, spec: Spec, draw: int = 0
 ) -> dict[str, np.ndarray]:
     """Arrays for every present input tensor member of ``desc``, in the member's data type and
     logical shape. Raises :class:`RegimeNotApplicable` for a regime not in
     ``regimes_for(desc)``. ``draw``: another draw of the same regime, for a case whose first
     judges nothing (``dmlconform.tolerance.degenerate``)."""
-    spec = spec or load_spec()
     if regime not in REGIMES:
         raise RegimeNotApplicable(f"unknown regime {regime!r} (known: {', '.join(REGIMES)})")
     if regime not in regimes_for(desc, spec):
@@ -492,10 +485,9 @@ def _statistics_tensors(desc: OperatorDesc, sem: dict[str, Any], rank: int) -> l
     return out
 
 
-def shared_statistics_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
+def shared_statistics_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
     """Input dimensions that are not reduced but along which a statistics input holds one value
     (a zero stride): every slice along them is given the same mean and variance."""
-    spec = spec or load_spec()
     sem = _sem(desc, spec)
     inp = _tensor(desc, sem.get("input"))
     if inp is None:

@@ -44,13 +44,13 @@ def why_unbreakable(model: Model, rule: Rule) -> str | None:
     return breaker.why_not(model, rule)
 
 
-def breakable_rules(operator: str, level: str | FeatureLevel, spec: Spec | None = None) -> list[str]:
+def breakable_rules(operator: str, level: str | FeatureLevel, spec: Spec) -> list[str]:
     """Ids of the rules active at ``level`` that an illegal desc can break alone, in checking order."""
     model = model_for(operator, level, spec)
     return [r.id for r in model.active if why_unbreakable(model, r) is None]
 
 
-def unbreakable_rules(operator: str, level: str | FeatureLevel, spec: Spec | None = None) -> dict[str, str]:
+def unbreakable_rules(operator: str, level: str | FeatureLevel, spec: Spec) -> dict[str, str]:
     """Active rules that no desc can break alone at ``level``, with the reason."""
     model = model_for(operator, level, spec)
     out = {}
@@ -91,7 +91,8 @@ def illegal_descs(
     level: str | FeatureLevel,
     seed: int = 0,
     count: int = 100,
-    spec: Spec | None = None,
+    *,
+    spec: Spec,
     rules: Sequence[str] | None = None,
 ) -> Iterator[tuple[OperatorDesc, str]]:
     """``count`` (desc, rule id) pairs, each desc breaking exactly that rule at ``level``.

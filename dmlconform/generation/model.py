@@ -27,7 +27,6 @@ from dmlconform.specification.model import (
     Rule,
     Spec,
     SupportRow,
-    load_spec,
 )
 from dmlconform.specification.rules import (
     ActivationParameterMin,
@@ -150,8 +149,7 @@ class Model:
 _MODELS: dict[tuple[int, str, str], Model] = {}
 
 
-def model_for(operator: str, level: str | FeatureLevel, spec: Spec | None = None) -> Model:
-    spec = spec or load_spec()
+def model_for(operator: str, level: str | FeatureLevel, spec: Spec) -> Model:
     op = spec.operator(operator)
     lv = spec.level(level)
     key = (id(spec), op.name, lv.name)
@@ -367,8 +365,7 @@ def _ranges(active: list[Rule]) -> dict[str, tuple[float | None, float | None]]:
     }
 
 
-def operators_and_levels(spec: Spec | None = None) -> list[tuple[str, str]]:
+def operators_and_levels(spec: Spec) -> list[tuple[str, str]]:
     """Every (operator, level) pair of the spec, levels from 1_0 up (below introduction too:
     illegal descs there break ``available``)."""
-    spec = spec or load_spec()
     return [(op, lv.name) for op in sorted(spec.operators) for lv in spec.levels]

@@ -16,16 +16,15 @@ from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, choose_pla
 from dmlconform.generation.realize import realize
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec, load_spec
+from dmlconform.specification.model import FeatureLevel, Spec
 
 
-def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
+def reduction_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
     """The input axes the operator reduces over (see dmlconform.specification.semantics)."""
     return semantics.reduction_axes(desc, spec)
 
 
-def reduction_size(desc: OperatorDesc, spec: Spec | None = None) -> int:
-    spec = spec or load_spec()
+def reduction_size(desc: OperatorDesc, spec: Spec) -> int:
     inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
     if not isinstance(inp, TensorDesc):
         return 0
@@ -76,7 +75,8 @@ def reduction_descs(
     n: int,
     seed: int = 0,
     count: int = 10,
-    spec: Spec | None = None,
+    *,
+    spec: Spec,
     dtype: str | None = None,
 ) -> Iterator[OperatorDesc]:
     """Legal descs whose reduction has exactly ``n`` elements (n = 1 or 2 for the short-reduction
@@ -96,7 +96,8 @@ def long_reduction_desc(
     dtype: str | None = None,
     n: int = 100_000,
     seed: int = 0,
-    spec: Spec | None = None,
+    *,
+    spec: Spec,
 ) -> OperatorDesc:
     """A legal desc whose reduction has ``n`` (default 10^5) elements and few reduction slices
     (other dims at most 2), for accumulation-error cases."""

@@ -20,7 +20,7 @@ from dmlconform.generation.model import operators_and_levels as all_operators_an
 from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
 from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 
 T = TypeVar("T")
 
@@ -45,11 +45,8 @@ class HypothesisChooser:
         return self.draw(st.permutations(list(items)))
 
 
-def operators_and_levels(
-    spec: Spec | None = None, available_only: bool = False
-) -> st.SearchStrategy[tuple[str, str]]:
+def operators_and_levels(spec: Spec, available_only: bool = False) -> st.SearchStrategy[tuple[str, str]]:
     """(operator, level) pairs of the spec; ``available_only`` keeps levels from introduction."""
-    spec = spec or load_spec()
     pairs = all_operators_and_levels(spec)
     if available_only:
         pairs = [(o, lv) for o, lv in pairs if model_for(o, lv, spec).available]
@@ -61,7 +58,7 @@ def legal_descs(
     draw: Any,
     operator: str,
     level: str,
-    spec: Spec | None = None,
+    spec: Spec,
     dtype: str | None = None,
     max_size: int = DEFAULT_MAX_SIZE,
     max_elements: int = DEFAULT_MAX_ELEMENTS,
@@ -75,7 +72,7 @@ def legal_descs(
 
 @st.composite
 def illegal_descs(
-    draw: Any, operator: str, level: str, spec: Spec | None = None, rule: str | None = None
+    draw: Any, operator: str, level: str, spec: Spec, rule: str | None = None
 ) -> tuple[OperatorDesc, str]:
     """(desc, rule id): a desc that breaks exactly that rule at ``level``; the rule is drawn from
     ``breakable_rules`` unless given."""
@@ -90,14 +87,14 @@ def illegal_descs(
 
 
 @st.composite
-def any_legal_desc(draw: Any, spec: Spec | None = None) -> tuple[OperatorDesc, str]:
+def any_legal_desc(draw: Any, spec: Spec) -> tuple[OperatorDesc, str]:
     """(desc, level) over every operator and every level where it is available."""
     op, level = draw(operators_and_levels(spec, available_only=True))
     return draw(legal_descs(op, level, spec)), level
 
 
 @st.composite
-def any_illegal_desc(draw: Any, spec: Spec | None = None) -> tuple[OperatorDesc, str, str]:
+def any_illegal_desc(draw: Any, spec: Spec) -> tuple[OperatorDesc, str, str]:
     """(desc, level, rule id) over every operator and level."""
     op, level = draw(operators_and_levels(spec))
     desc, rule = draw(illegal_descs(op, level, spec))

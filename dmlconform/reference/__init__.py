@@ -25,7 +25,7 @@ from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec, spec_or_default
 from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.specification.semantics import SemanticsError as PlanError
 
@@ -50,11 +50,10 @@ class InputError(ValueError):
     """An input array is missing or does not match its tensor desc (the message names it)."""
 
 
-def output_dtype(tensor: TensorDesc, spec: Spec | None = None) -> np.dtype:
+def output_dtype(tensor: TensorDesc, spec: Spec) -> np.dtype:
     """The numpy dtype of a tensor's DataType (from the spec's data type table)."""
     if tensor.data_type in _DTYPES:
         return _DTYPES[tensor.data_type]
-    spec = spec or load_spec()
     dt = spec.data_types.get(tensor.data_type)
     if dt is None or not dt.numpy or not dt.is_float:
         raise PlanError(f"data type {tensor.data_type} is not a float type the reference computes")
@@ -353,7 +352,7 @@ def execute(
     for callers that run the same desc many times. Raises :class:`InputError` for a missing or
     misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
     """
-    spec = spec or load_spec()
+    spec = spec_or_default(spec)
     return kernel_part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
 
 

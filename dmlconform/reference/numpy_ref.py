@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import Plan, make_plan
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -93,9 +93,8 @@ def compute(plan: Plan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def execute(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec | None = None) -> dict[str, np.ndarray]:
+def execute(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, np.ndarray]:
     """float64 outputs of ``desc`` (unrounded), statistics reshaped to their tensors' Sizes."""
-    spec = spec or load_spec()
     plan = make_plan(desc, spec)
     out = compute(plan, {k: np.asarray(v) for k, v in inputs.items()})
     for name in (plan.mean_output, plan.variance_output):

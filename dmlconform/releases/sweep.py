@@ -87,7 +87,7 @@ class SweepSettings:
         }
 
 
-def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
+def record_releases(versions: list[str], spec: Spec, out: Path, log: Log) -> list[str]:
     """Self-test every installed release of ``versions`` now; write releases.json; return the
     releases that run here, oldest first."""
     rows = []
@@ -103,7 +103,7 @@ def record_releases(versions: list[str], out: Path, log: Log) -> list[str]:
             "installed": status.installed(v),
         }
         if entry["installed"]:
-            measured = status.measure(v)
+            measured = status.measure(v, spec)
             status.write(measured)
             entry["status"] = measured.to_json()
             if measured.runs:
@@ -278,7 +278,7 @@ def sweep(
     steps: dict[str, float] = {}
     start = time.monotonic()
     log("releases (self-test):")
-    runnable = record_releases(versions, out, log)
+    runnable = record_releases(versions, spec, out, log)
     steps["releases"] = time.monotonic() - start
     t = time.monotonic()
     log("acceptance (CreateOperator and CompileOperator on every probe):")

@@ -249,8 +249,8 @@ def breakable_rule_count(spec: Spec, op: Operator, level: FeatureLevel) -> int:
     return len(breakable_rules(op.name, level, spec))
 
 
-def regimes(desc: OperatorDesc) -> list[str]:
-    return list(data.regimes_for(desc)) or ["default"]
+def regimes(desc: OperatorDesc, spec: Spec) -> list[str]:
+    return list(data.regimes_for(desc, spec)) or ["default"]
 
 
 def collect(spec: Spec, sel: Selection) -> Iterator[Case]:
@@ -318,7 +318,7 @@ def _spares(spec: Spec, op: Operator, level: FeatureLevel, dt: str, index: int, 
 def _numeric_case(
     spec: Spec, op: Operator, level: FeatureLevel, dt: str, i: int, desc: OperatorDesc, seed: int
 ) -> Case:
-    regs = regimes(desc)
+    regs = regimes(desc, spec)
     regime = regs[i % len(regs)]
     return Case("numeric", op.name, level, dt, i, data.regime_desc(desc, regime, spec), seed, regime=regime)
 
@@ -404,7 +404,8 @@ def _metamorphic(spec: Spec, op: Operator, sel: Selection) -> Iterator[Case]:
             for i, desc in enumerate(descs):
                 # the data is drawn for the forced desc; a relation compares the backend's runs
                 # with each other, where exact statistics sharpen nothing (numeric cases only)
-                regs = [r for r in regimes(apply_when(desc, rel)) if r != "exact_statistics"] or ["default"]
+                forced = apply_when(desc, rel)
+                regs = [r for r in regimes(forced, spec) if r != "exact_statistics"] or ["default"]
                 yield Case(
                     "metamorphic",
                     op.name,

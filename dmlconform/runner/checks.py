@@ -57,10 +57,10 @@ def exercised_rules(spec: Spec, desc: OperatorDesc, level: FeatureLevel) -> list
 # Running
 
 
-def make_inputs(case: Case, desc: OperatorDesc | None = None) -> dict[str, np.ndarray]:
+def make_inputs(case: Case, spec: Spec, desc: OperatorDesc | None = None) -> dict[str, np.ndarray]:
     desc = desc or case.desc
     try:
-        return dict(data.make_inputs(desc, case.regime or "default", case.input_seed))
+        return dict(data.make_inputs(desc, case.regime or "default", case.input_seed, spec=spec))
     except data.RegimeNotApplicable as exc:
         raise _Skip(f"input regime {case.regime} does not apply to this desc: {exc}") from None
 
@@ -161,7 +161,7 @@ def _numeric(
         budgets = judged.budgets
     result.inputs = inputs
     got = backend_outputs(guard, spec, case.desc, result.inputs, result)
-    ref = ref if ref is not None else reference_outputs(case.desc, result.inputs)
+    ref = ref if ref is not None else reference_outputs(case.desc, result.inputs, spec)
     require_judged(ref, list(got), "numeric case")
     expected = {k: ref[k] for k in got}
     passed, errors = compare(spec, case.desc, got, expected, result.inputs, tolerance, budgets=budgets)
@@ -186,7 +186,7 @@ def _metamorphic(
             f"relation {rel.id}: its precondition {rel.when} makes this desc illegal at {case.level.name}"
         )
     result.rules = exercised_rules(spec, base, case.level)
-    result.inputs = inputs if inputs is not None else make_inputs(case, base)
+    result.inputs = inputs if inputs is not None else make_inputs(case, spec, base)
     check = RELATION_KINDS.get(rel.kind)
     if check is None:
         raise _Skip(f"relation kind {rel.kind!r} is not implemented")

@@ -197,7 +197,7 @@ def require_finite(
     no error there: without this, a backend returning NaN everywhere satisfied every relation.
     An inf of the reference's sign where the reference's budget reaches the magnitudes that round
     to inf is right, as in a numeric case (``tolerance.overflow_within``)."""
-    ref = ref if ref is not None else reference_outputs(desc, inputs)
+    ref = ref if ref is not None else reference_outputs(desc, inputs, spec)
     budgets = None
     for name in members:
         if name not in ref or name not in got:
@@ -218,8 +218,8 @@ def require_finite(
             )
 
 
-def reference_outputs(desc: OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return execute(desc, inputs)
+def reference_outputs(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict[str, np.ndarray]:
+    return execute(desc, inputs, spec)
 
 
 # ------------------------------------------------------------------------------------------

@@ -269,7 +269,7 @@ def chained(
     # fed the reference's outputs, not the backend's: the backend's statistics are judged by
     # the numeric cases, and the derived run's data stays a function of the case alone (as
     # a DxDispatch bundle needs: it is written before any device runs)
-    other, other_inputs = chain(spec, base, rel, result.inputs, reference_outputs(base, result.inputs))
+    other, other_inputs = chain(spec, base, rel, result.inputs, reference_outputs(base, result.inputs, spec))
     _require_legal(other, "chained", case.level, spec, rel)
     b = backend_outputs(guard, spec, other, other_inputs, result)
     what = f"{other.operator} fed {base.operator}'s outputs ({rel.id})"
@@ -318,7 +318,7 @@ def _judge_runs(
     case's against the reference but with twice the budget (each run carries its own error)."""
     a, b, what = runs.a, runs.b, runs.what
     keys = [k for k in rel.compare if k in a and k in b]
-    ref_a = reference_outputs(base, runs.a_inputs)
+    ref_a = reference_outputs(base, runs.a_inputs, spec)
     require_judged(ref_a, keys, what)
     require_finite(spec, a, base, runs.a_inputs, keys, what, ref_a)
     require_finite(spec, b, runs.b_desc, runs.b_inputs, keys, what)

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec, spec_or_default
 
 OPERATOR_PREFIX = "DML_OPERATOR_"
 DATA_TYPE_PREFIX = "DML_TENSOR_DATA_TYPE_"
@@ -153,7 +153,7 @@ class OperatorDesc:
         """The member's effective value: as written, else the spec's default, else None."""
         if name in self.members:
             return self.members[name]
-        op = (spec or load_spec()).operator(self.operator)
+        op = spec_or_default(spec).operator(self.operator)
         member = op.member(name)
         if member is None or member.default is None:
             return None
@@ -269,7 +269,7 @@ def load_desc(path: str | Path, spec: Spec | None = None) -> OperatorDesc:
 
 def parse_desc(data: Any, spec: Spec | None = None) -> OperatorDesc:
     """Build an OperatorDesc from a DxDispatch-shaped mapping ``{type, desc}``."""
-    spec = spec or load_spec()
+    spec = spec_or_default(spec)
     if not isinstance(data, dict):
         raise DescError("", f"a desc must be a mapping with 'type' and 'desc', got {_kind(data)}")
     unknown = set(data) - {"type", "desc"} - IGNORED_TOP_LEVEL_KEYS
@@ -319,8 +319,7 @@ def _parse_member(kind: str, value: Any, path: str, spec: Spec, nullable: bool) 
     raise DescError(path, f"spec member type {kind!r} is not known to the desc parser")
 
 
-def parse_tensor(value: Any, path: str, spec: Spec | None = None) -> TensorDesc:
-    spec = spec or load_spec()
+def parse_tensor(value: Any, path: str, spec: Spec) -> TensorDesc:
     if not isinstance(value, dict):
         raise DescError(path, f"a tensor desc must be a mapping (DataType, Sizes, ...), got {_kind(value)}")
     for key in value:

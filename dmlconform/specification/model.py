@@ -597,6 +597,14 @@ def load_spec(spec_dir: str | Path | None = None) -> Spec:
     return _load_spec_cached(Path(spec_dir).resolve())
 
 
+def spec_or_default(spec: Spec | None) -> Spec:
+    """``spec``, else the bundled one: the public API (``validate``, ``parse_desc``,
+    ``load_desc``, ``execute``, ``OperatorDesc.get``) lets a caller omit the spec, internal code
+    never does. Each public entry resolves it here once and passes the Spec down, so no
+    function deeper in the stack loads a spec of its own."""
+    return load_spec() if spec is None else spec
+
+
 def _rule(raw: dict[str, Any], scope: str) -> Rule:
     reserved = {"id", "kind", "since", "until", "source", "inferred", "why", "text", "note"}
     return Rule(

@@ -18,7 +18,7 @@ import numpy as np
 
 from dmlconform.errors import Unsupported
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, load_spec
+from dmlconform.specification.model import Spec
 
 
 class SemanticsError(ValueError):
@@ -33,11 +33,10 @@ class NotPlainNormalization(SemanticsError, Unsupported):
     about it reports the case unsupported instead of computing something else."""
 
 
-def reduction_axes(desc: OperatorDesc, spec: Spec | None = None) -> tuple[int, ...]:
+def reduction_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
     """The input axes the operator reduces over, sorted, from ``semantics.reduce_axes``:
     ``{member}`` (an axes attribute), ``{flag_member, when_true, when_false}``, or
     ``{where_size_one}`` (the dims where that tensor's size is 1)."""
-    spec = spec or load_spec()
     sem = spec.operator(desc.operator).semantics
     rule = sem.get("reduce_axes")
     inp = desc.get(sem["input"], spec)
@@ -153,31 +152,28 @@ def activation_params(act_type: str, given: dict[str, float], spec: Spec) -> dic
     return out
 
 
-def kernel(desc: OperatorDesc, spec: Spec | None = None) -> str:
+def kernel(desc: OperatorDesc, spec: Spec) -> str:
     """The operator's ``semantics.kernel`` (normalization, given_statistics, normalization_grad)."""
-    spec = spec or load_spec()
     return str(spec.operator(desc.operator).semantics.get("kernel"))
 
 
-def centers(desc: OperatorDesc, spec: Spec | None = None) -> bool:
+def centers(desc: OperatorDesc, spec: Spec) -> bool:
     """Whether the input is centred by its mean (``semantics.center``, default true)."""
-    spec = spec or load_spec()
     ref = spec.operator(desc.operator).semantics.get("center", True)
     return bool(_member_value(desc, ref, spec, "the mean flag"))
 
 
-def make_uncentred_plan(desc: OperatorDesc, spec: Spec | None = None) -> Plan:
+def make_uncentred_plan(desc: OperatorDesc, spec: Spec) -> Plan:
     """The plan of a normalization whose ``center`` flag may be off (the registry's
     ``rms_normalization`` kernel reads ``Plan.center``)."""
     return make_plan(desc, spec, uncentred_ok=True)
 
 
-def make_plan(desc: OperatorDesc, spec: Spec | None = None, *, uncentred_ok: bool = False) -> Plan:
+def make_plan(desc: OperatorDesc, spec: Spec, *, uncentred_ok: bool = False) -> Plan:
     """Resolve the desc against its operator's semantics (see spec/operators/*.yaml).
 
     A desc whose semantics say ``center: false`` raises :class:`NotPlainNormalization` unless
     ``uncentred_ok`` (the caller reads ``Plan.center``)."""
-    spec = spec or load_spec()
     sem = spec.operator(desc.operator).semantics
     if sem.get("kernel") != "normalization":
         raise SemanticsError(f"{desc.operator}: no reference kernel {sem.get('kernel')!r}")
@@ -320,8 +316,7 @@ def _activation(desc: OperatorDesc, sem: dict[str, Any], spec: Spec) -> tuple[st
     return act.type, activation_params(act.type, act.param_dict, spec)
 
 
-def make_given_plan(desc: OperatorDesc, spec: Spec | None = None) -> GivenPlan:
-    spec = spec or load_spec()
+def make_given_plan(desc: OperatorDesc, spec: Spec) -> GivenPlan:
     sem = spec.operator(desc.operator).semantics
     if sem.get("kernel") != "given_statistics":
         raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not given_statistics")
@@ -347,8 +342,7 @@ def make_given_plan(desc: OperatorDesc, spec: Spec | None = None) -> GivenPlan:
     )
 
 
-def make_grad_plan(desc: OperatorDesc, spec: Spec | None = None) -> GradPlan:
-    spec = spec or load_spec()
+def make_grad_plan(desc: OperatorDesc, spec: Spec) -> GradPlan:
     sem = spec.operator(desc.operator).semantics
     if sem.get("kernel") != "normalization_grad":
         raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not normalization_grad")
@@ -432,11 +426,10 @@ class LocalResponsePlan:
         return (self.output,)
 
 
-def make_local_response_plan(desc: OperatorDesc, spec: Spec | None = None) -> LocalResponsePlan:
+def make_local_response_plan(desc: OperatorDesc, spec: Spec) -> LocalResponsePlan:
     """Read ``semantics`` of a local_response(_grad) operator: the members it names for the
     flag, LocalSize, Alpha, Beta and Bias, and how the window is placed (``window``,
     ``within_channel``, ``within_channel_divisor``)."""
-    spec = spec or load_spec()
     sem = spec.operator(desc.operator).semantics
     if sem.get("kernel") not in ("local_response", "local_response_grad"):
         raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not local_response")
@@ -498,8 +491,7 @@ class LpPlan:
         return (self.output,)
 
 
-def make_lp_plan(desc: OperatorDesc, spec: Spec | None = None) -> LpPlan:
-    spec = spec or load_spec()
+def make_lp_plan(desc: OperatorDesc, spec: Spec) -> LpPlan:
     sem = spec.operator(desc.operator).semantics
     if sem.get("kernel") != "lp_normalization":
         raise SemanticsError(f"{desc.operator}: kernel {sem.get('kernel')!r} is not lp_normalization")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dmlconform.errors import Violation
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow, load_spec
+from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow, spec_or_default
 from dmlconform.specification.rules import (
     KINDS,
     Available,
@@ -44,7 +44,7 @@ def validate(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec | None = 
     Raises ``UnknownLevel`` for a level the spec does not know and ``KeyError`` for an unknown
     operator (both are unusable input, not violations).
     """
-    spec = spec or load_spec()
+    spec = spec_or_default(spec)
     plan = _plan(spec, desc.operator, level)
     ctx = Context(spec, plan.op, plan.level, desc, plan.row)
     members = desc.members
@@ -127,5 +127,5 @@ def _violation(rule: Rule, member: str, message: str) -> Violation:
     return Violation(rule.id, member, message, rule.source_text(), rule.source)
 
 
-def is_legal(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec | None = None) -> bool:
+def is_legal(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec) -> bool:
     return not validate(desc, level, spec)

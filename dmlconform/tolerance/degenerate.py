@@ -279,9 +279,9 @@ def judged_inputs(desc: OperatorDesc, regime: str, seed: int, spec: Spec, probe:
     judged by exact impostors only."""
     why = ""
     for reg, draw in _attempts(desc, regime, spec, probe):
-        inputs = make_inputs(desc, reg, seed, spec, draw=draw)
+        inputs = make_inputs(desc, reg, seed, spec=spec, draw=draw)
         with np.errstate(all="ignore"):
-            reference = execute(desc, inputs)
+            reference = execute(desc, inputs, spec=spec)
         why, model = _why(desc, inputs, reference, spec, exact=probe)
         if not why:
             return Judged(inputs, reference, reg, draw, model)

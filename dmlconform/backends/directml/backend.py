@@ -105,7 +105,6 @@ class DirectMLBackend(BackendBase):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.spec = load_spec()
         try:
             self.stack = locate(self.options["version"], self.options["dll"] or None)
         except StackMissing as exc:
@@ -187,7 +186,7 @@ class DirectMLBackend(BackendBase):
         if own != self.feature_level:
             # DirectML validates at the level it implements, whatever level a device asks for
             # at least: a desc whose verdict changes between the two cannot be put to it.
-            at_ours, at_its = validate(desc, self.feature_level), validate(desc, own)
+            at_ours, at_its = validate(desc, self.feature_level, self.spec), validate(desc, own, self.spec)
             if {v.rule for v in at_ours} != {v.rule for v in at_its}:
                 raise Unsupported(
                     f"DirectML {self.stack.dml_version} validates at {own}, where this desc's verdict "
@@ -210,7 +209,7 @@ class DirectMLBackend(BackendBase):
                 f"bindings of {bound} bytes exceed the {MAX_BOUND_BYTES >> 30} GiB a case may send"
             )
         packed, reply = pack.execute(
-            self._runner, desc, inputs, self.options["timeout"], self._flags(), self.spec
+            self._runner, desc, inputs, self.options["timeout"], self._flags(), spec=self.spec
         )
         self._last_info = {
             "directml_ms": {
@@ -258,7 +257,7 @@ def _raise_for(reply: RunReply) -> None:
 def account(session: Session, spec: Any) -> tuple[dict[str, str], SelfTest]:
     """What the stack is and whether it computes: what the backend checks when it opens and
     ``dmlconform directml info`` prints."""
-    return query_stack(session, spec), run_self_test(session.runner)
+    return query_stack(session, spec), run_self_test(session.runner, spec)
 
 
 def query_stack(session: Session, spec: Any, timeout: float = 180.0) -> dict[str, str]:

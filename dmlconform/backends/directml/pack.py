@@ -37,7 +37,7 @@ from dmlconform.specification.desc import (
     TensorDesc,
     minimum_implied_size_in_bytes,
 )
-from dmlconform.specification.model import Member, Operator, Spec, load_spec
+from dmlconform.specification.model import Member, Operator, Spec
 
 #: DML_TENSOR_TYPE_BUFFER (DirectML.h, enum DML_TENSOR_TYPE).
 TENSOR_TYPE_BUFFER = 1
@@ -201,9 +201,8 @@ def _member_field(arena: Arena, member: Member, value: object, spec: Spec) -> tu
     raise Unsupported(f"member type {kind!r} has no C layout in the DirectML packer")
 
 
-def pack(desc: OperatorDesc, spec: Spec | None = None) -> Packed:
+def pack(desc: OperatorDesc, spec: Spec) -> Packed:
     """The desc as DirectML's structs (see the module docstring)."""
-    spec = spec or load_spec()
     op: Operator = spec.operator(desc.operator)
     if op.operator_type is None:
         raise Unsupported(f"{op.name} has no operator_type (DML_OPERATOR_TYPE) in the spec")
@@ -269,7 +268,8 @@ def execute(
     inputs: Mapping[str, np.ndarray],
     timeout: float,
     flags: int = 0,
-    spec: Spec | None = None,
+    *,
+    spec: Spec,
 ) -> tuple[Packed, RunReply]:
     """Send one desc with its inputs to the runner for execution: the request every execute
     makes (the backend's and the self-test's)."""

@@ -19,6 +19,7 @@ from dmlconform import execute
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.client import Runner, RunnerError
 from dmlconform.specification.desc import OperatorDesc, parse_desc
+from dmlconform.specification.model import Spec
 
 SELF_TEST_DESC = {
     "type": "MEAN_VARIANCE_NORMALIZATION1",
@@ -39,16 +40,16 @@ class SelfTest:
     detail: str
 
 
-def self_test_case() -> tuple[OperatorDesc, dict[str, np.ndarray]]:
-    desc = parse_desc(SELF_TEST_DESC)
+def self_test_case(spec: Spec) -> tuple[OperatorDesc, dict[str, np.ndarray]]:
+    desc = parse_desc(SELF_TEST_DESC, spec)
     x = np.random.default_rng(20261123).standard_normal((2, 3, 17, 33)).astype(np.float32) * 3 + 1
     return desc, {"InputTensor": x}
 
 
-def run_self_test(runner: Runner, timeout: float = 180.0) -> SelfTest:
-    desc, inputs = self_test_case()
+def run_self_test(runner: Runner, spec: Spec, timeout: float = 180.0) -> SelfTest:
+    desc, inputs = self_test_case(spec)
     try:
-        packed, reply = pack.execute(runner, desc, inputs, timeout)
+        packed, reply = pack.execute(runner, desc, inputs, timeout, spec=spec)
     except RunnerError as exc:
         return SelfTest(False, str(exc))
     if not reply.ok:
@@ -57,7 +58,7 @@ def run_self_test(runner: Runner, timeout: float = 180.0) -> SelfTest:
     if got is None:
         return SelfTest(False, "the runner returned no output")
     got = got.astype(np.float64)
-    want = execute(desc, inputs)["OutputTensor"].astype(np.float64)
+    want = execute(desc, inputs, spec=spec)["OutputTensor"].astype(np.float64)
     finite = np.isfinite(got)
     if not finite.all():
         return SelfTest(

@@ -25,7 +25,7 @@ from dmlconform.backends.directml.backend import account
 from dmlconform.backends.directml.client import RunnerError
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.backends.directml.stack import runner_path
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.model import Spec
 
 STATUS_FILE = "status.json"
 
@@ -99,7 +99,7 @@ def stale(status: Status, home: Path | None = None) -> bool:
     return (status.runner, status.lavapipe) != current_stack(home)
 
 
-def measure(dml_version: str) -> Status:
+def measure(dml_version: str, spec: Spec) -> Status:
     """Start a runner on ``dml_version``, ask DirectML what it is and run the self-test.
 
     Never raises for a release that cannot run: a runner that does not start (1.5.1 crashes on
@@ -114,7 +114,7 @@ def measure(dml_version: str) -> Status:
     base = {"dml_version": dml_version, "file_version": file_version, "runner": runner, "lavapipe": lavapipe}
     try:
         with stack.Session(found) as session:
-            info, test = account(session, load_spec())
+            info, test = account(session, spec)
     except (RunnerError, OSError, RuntimeError) as exc:
         return Status(runs=False, detail=f"the runner did not start: {exc}", **base)
     level = info.get("max_feature_level", "")
