@@ -31,21 +31,30 @@ def cli(*args: str) -> int:
     return main(["dxdispatch", *args])
 
 
+def _exported(factory: pytest.TempPathFactory, name: str, *selection: str) -> Path:
+    root = factory.mktemp(name) / "bundle"
+    # size cases to 16384 elements: the 2^20 ones would add 80 MB and seconds to every emulation
+    assert cli("export", str(root), "--cases", "1", "--max-elements", "16384", *selection) == 0
+    return root
+
+
+def _played(bundle: Path, factory: pytest.TempPathFactory, name: str) -> Path:
+    """A copy of ``bundle`` run by the emulator on the reference backend."""
+    root = factory.mktemp(name) / "b"
+    shutil.copytree(bundle, root)
+    assert cli("emulate", str(root), "--backend", "reference") == 0
+    return root
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("dxd") / "bundle"
-    # size cases to 16384 elements: the 2^20 ones would add 80 MB and seconds to every emulation
-    assert cli("export", str(root), "--cases", "1", "--max-elements", "16384") == 0
-    return root
+    return _exported(tmp_path_factory, "dxd")
 
 
 @pytest.fixture(scope="module")
 def played_once(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundle run once by the emulator on the reference backend (never changed)."""
-    root = tmp_path_factory.mktemp("played") / "b"
-    shutil.copytree(bundle, root)
-    assert cli("emulate", str(root), "--backend", "reference") == 0
-    return root
+    """The bundle played once (never changed)."""
+    return _played(bundle, tmp_path_factory, "played")
 
 
 #: The operators of the tests that damage a played bundle or judge one against a wrong device:
@@ -60,20 +69,12 @@ FEW_OPERATORS = (
 
 @pytest.fixture(scope="module")
 def small_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("dxd-small") / "bundle"
-    assert (
-        cli("export", str(root), "--cases", "1", "--max-elements", "16384", "--operators", *FEW_OPERATORS)
-        == 0
-    )
-    return root
+    return _exported(tmp_path_factory, "dxd-small", "--operators", *FEW_OPERATORS)
 
 
 @pytest.fixture(scope="module")
 def small_played_once(small_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("played-small") / "b"
-    shutil.copytree(small_bundle, root)
-    assert cli("emulate", str(root), "--backend", "reference") == 0
-    return root
+    return _played(small_bundle, tmp_path_factory, "played-small")
 
 
 @pytest.fixture
