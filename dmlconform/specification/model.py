@@ -382,14 +382,24 @@ def normalize_level(name: Any) -> str:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def _parse(text: str) -> tuple[yaml.Node | None, Any]:
+    """The document's node tree (for file:line:column in errors) and its data, built from that
+    tree: one parse, not a compose and a load of the same text."""
+    loader = _LOADER(text)
+    try:
+        node = loader.get_single_node()
+        return node, (loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()
+
+
 def _yaml_load(path: Path) -> tuple[Any, yaml.Node | None]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read: {exc.strerror or exc}", str(path)) from None
     try:
-        node = yaml.compose(text, Loader=_LOADER)
-        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+        node, data = _parse(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise SpecError(
