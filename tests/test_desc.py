@@ -374,3 +374,26 @@ def test_round_trip_property(data: dict[str, Any]) -> None:
     assert parse_desc(json.loads(json.dumps(out))) == d
     assert parse_desc(yaml.safe_load(d.to_yaml())) == d
     assert hash(parse_desc(out)) == hash(d)
+
+
+def test_desc_files_are_written_as_the_pure_python_emitter_writes_them() -> None:
+    """dump_yaml uses libyaml's emitter where PyYAML has it; the text must be what the
+    pure-Python emitter writes (reproducers, exports and generated files do not change with
+    the installation), on legal descs at their edges and on one-rule-broken ones."""
+    from dmlconform.generation.illegal import illegal_descs
+    from dmlconform.generation.legal import legal_descs
+    from dmlconform.specification.desc import _flow_short_lists, dump_yaml
+
+    class Pure(yaml.SafeDumper):
+        pass
+
+    Pure.add_representer(list, _flow_short_lists)
+    spec = dc.load_spec()
+    descs = []
+    for op in spec.operators:
+        level = spec.levels_from(spec.operator(op))[-1]
+        descs += list(legal_descs(op, level, 3, 8, spec=spec, edge_rate=0.5))
+        descs += [d for d, _ in illegal_descs(op, level, 3, 8, spec=spec)]
+    for d in descs:
+        data = d.to_dict()
+        assert dump_yaml(data) == yaml.dump(data, Dumper=Pure, sort_keys=False, default_flow_style=False)

@@ -26,7 +26,8 @@ How the order is reproduced (see the kernel's module docstring for the order its
   fast-math, so LLVM neither reassociates nor contracts them into FMAs);
 * the activation is :func:`dmlconform.reference.activations.activate` itself, called per element
   (the kernel compiles that same function; both call the C library's exp, expm1, log1p, tanh,
-  erfc), and the float64 result is rounded once to the output type on assignment.
+  erfc), or, for the activations made of comparisons and + - * / alone, the same operations on
+  whole arrays; the float64 result is rounded once to the output type on assignment.
 """
 
 from __future__ import annotations
@@ -133,6 +134,43 @@ class _IEEEMath:
 _activate_ieee = types.FunctionType(activate.__code__, {**activate.__globals__, "math": _IEEEMath})
 
 
+def _piecewise(act: int, x: np.ndarray, a: float, b: float) -> np.ndarray | None:
+    """:func:`activate` of the codes whose every branch is comparisons and correctly rounded
+    IEEE operations (+, -, *, /), as numpy array operations, which round the same way: the
+    same bits (NaN kept where ``activate`` keeps it, +0.0 where it returns 0.0) without a
+    Python call per element. None for the codes that call the C library (exp, tanh, erfc...),
+    whose numpy counterparts may differ from it in the last bit."""
+    nan = x != x
+    if act == 1:  # LINEAR
+        return a * x + b
+    if act == 3:  # HARD_SIGMOID: min(v, 1.0) then max(0.0, .), as Python's min and max choose
+        v = a * x + b
+        w = np.where(v > 1.0, 1.0, v)
+        return np.where(v != v, v, np.where(w > 0.0, w, 0.0))
+    if act == 6:  # RELU
+        return np.where((x > 0.0) | nan, x, 0.0)
+    if act == 7:  # LEAKY_RELU
+        return np.where((x >= 0.0) | nan, x, a * x)
+    if act == 8:  # THRESHOLDED_RELU
+        return np.where((x > a) | nan, x, 0.0)
+    if act == 13:  # SOFTSIGN
+        return x / (1.0 + np.abs(x))
+    if act == 14:  # SHRINK
+        return np.where(x > b, x - a, np.where(x < -b, x + a, np.where(nan, x, 0.0)))
+    return None
+
+
+def activate_array(act: int, values: np.ndarray, pa: float, pb: float) -> np.ndarray:
+    """:func:`activate` of every element of float64 ``values``: array operations for the
+    piecewise codes (:func:`_piecewise`), else per element (:func:`_activate_all`)."""
+    flat = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    with np.errstate(all="ignore"):
+        out = _piecewise(act, flat, pa, pb)
+    if out is None:
+        out = np.array(_activate_all(act, flat.tolist(), pa, pb), dtype=np.float64)
+    return out.reshape(np.shape(values))
+
+
 def _activate_all(act: int, values: list[float], pa: float, pb: float) -> list[float]:
     """``activate`` per element; Python's float errors (overflow, division by zero), which the
     compiled kernel does not have, are redone in IEEE semantics for the elements that raise."""
@@ -230,5 +268,5 @@ def normalize_numpy(
         xf = x3.reshape(n_slices, n).astype(np.float64)
         v = _scaled(xf, mean, inv, s, b, a, folded=sc_const and bi_const and ad_const)
         if act != 0:
-            v = np.array(_activate_all(act, v.ravel().tolist(), pa, pb), dtype=np.float64).reshape(v.shape)
+            v = activate_array(act, v, pa, pb)
         _view(out, o_sk, o_sm, shape)[...] = v.reshape(shape)

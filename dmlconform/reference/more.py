@@ -37,7 +37,7 @@ from dmlconform.reference import (
     rounded,
 )
 from dmlconform.reference.activations import activation_args
-from dmlconform.reference.mirror import _activate_all
+from dmlconform.reference.mirror import activate_array
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Spec
@@ -52,7 +52,7 @@ def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) ->
         return y
     flat = np.ascontiguousarray(y, dtype=np.float64).ravel()
     if flat.size <= MIRROR_MAX_ELEMENTS:
-        out = np.array(_activate_all(code, flat.tolist(), a, b), dtype=np.float64)
+        out = activate_array(code, flat, a, b)
     else:
         from dmlconform.reference.kernels import activate_all
 
