@@ -27,6 +27,8 @@ MVN1 = "MEAN_VARIANCE_NORMALIZATION1"
 #: A run small enough for a subprocess test: one operator, its first level, two cases a group.
 SMALL = ["--operators", MVN1, "--feature-level", "2_1", "--cases", "2"]
 SMALL += ["--tier", "smoke"]  # the same seeded cases as the default tier here, without its size cases
+#: A numpy run long enough to interrupt (about 1000 cases of one operator) that collects in a second.
+LONG = ["--backend", "numpy", "--operators", MVN1, "--cases", "32"]
 
 
 def _env() -> dict[str, str]:

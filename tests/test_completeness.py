@@ -12,13 +12,13 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from helpers import SMALL, dmlconform, run_until, start_run
+from helpers import LONG, SMALL, dmlconform, run_until, start_run
 
 from dmlconform.cli import main
 
 
 def test_sigint_leaves_a_report_that_says_it_is_incomplete(tmp_path: Path) -> None:
-    proc = start_run("--backend", "numpy", "--cases", "32", "--report", "r", cwd=tmp_path)
+    proc = start_run(*LONG, "--report", "r", cwd=tmp_path)
     out = run_until(proc, passed=60)
     proc.send_signal(signal.SIGINT)
     code = proc.wait(120)
@@ -88,7 +88,7 @@ def test_killed_run_does_not_leave_the_previous_report_looking_current(tmp_path:
         "run", "--backend", "reference", *SMALL, "--kinds", "numeric", "--report", "r", cwd=tmp_path
     )
     assert first.returncode == 0 and (tmp_path / "r" / "index.html").is_file()
-    proc = start_run("--backend", "numpy", "--cases", "32", "--report", "r", cwd=tmp_path)
+    proc = start_run(*LONG, "--report", "r", cwd=tmp_path)
     run_until(proc, passed=20)
     proc.kill()  # SIGKILL: no chance to write anything at the end; its watcher writes the report
     proc.wait(60)
@@ -105,7 +105,7 @@ def test_killed_run_does_not_leave_the_previous_report_looking_current(tmp_path:
 
 def test_a_run_killed_with_its_watcher_leaves_running(tmp_path: Path) -> None:
     """The whole process group killed (the watcher too): the placeholder is what is left."""
-    proc = start_run("--backend", "numpy", "--cases", "32", "--report", "r", cwd=tmp_path, new_group=True)
+    proc = start_run(*LONG, "--report", "r", cwd=tmp_path, new_group=True)
     run_until(proc, passed=20)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(60)

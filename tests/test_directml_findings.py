@@ -29,8 +29,8 @@ from dmlconform.backends.directml.backend import DirectMLBackend  # noqa: E402
 pytestmark = pytest.mark.slow
 
 #: FLOAT16 cases of operators that compute statistics and of one that is given them; the seed-0
-#: default-tier cases (``--cases 3`` draws the first three of each group of eight)
-SELECTION = ["--operators", "MVN1", "BNT", "BN", "--dtypes", "FLOAT16", "--kinds", "numeric", "--cases", "3"]
+#: default-tier cases (``--cases 2`` draws the first two of each group of eight)
+SELECTION = ["--operators", "MVN1", "BNT", "BN", "--dtypes", "FLOAT16", "--kinds", "numeric", "--cases", "2"]
 
 
 class ScaledFloat16(DirectMLBackend):
@@ -80,7 +80,10 @@ def test_a_planted_float16_regression_fails_under_the_same_findings(tmp_path: Pa
     cases = [c for c in results["cases"] if c["kind"] == "numeric" and c["data_type"] == "FLOAT16"]
     failed = [c for c in cases if c["outcome"] == "failed"]
     assert code == 1
-    # every case the bound judges fails; only the cases listed by id (beyond the bound on this
-    # stack) stay known findings
+    # every case a bound judges fails; only the cases listed by id as failing (beyond every bound
+    # on this stack) stay known findings
     assert len(failed) >= len(cases) // 2, [c["outcome"] for c in cases]
     assert any("outside F1's bound" in (c["message"] or "") for c in failed)
+    if damaged == "NanFloat16":  # no bound admits a NaN: only the cases listed as failing stay known
+        within = [c["id"] for c in cases if c["outcome"] == "xfailed" and "within" in (c["message"] or "")]
+        assert within == []

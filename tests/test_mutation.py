@@ -3,8 +3,8 @@ the correct ones except for findings its report explains.
 
 Broken backends run the numeric and metamorphic items with 2 cases per group (each mutant is
 numeric, and each is already caught with 1; the default is 8), stopping at the third failure;
-the reference and numpy backends run the real default run. onnxruntime and torch
-run the default too, with their known findings (dmlconform/known_findings/*.yaml) whose every entry
+the reference and numpy backends run the default tier's groups, half its cases. onnxruntime and
+torch run the same, with their known findings (dmlconform/known_findings/*.yaml) whose every entry
 gives the reason; a failure not listed there must still be a value finding (worst element,
 budget, reproducer), never a crash, a wrong shape or a harness error.
 """
@@ -79,15 +79,18 @@ def test_each_broken_backend_fails(pytester: pytest.Pytester, tmp_path: Path, mu
 #: reductions up to 65535 (torch's LP finding among them); the 2^20- and 2^22-element families
 #: (40 cases, 40 % of a run's time) are judged by test_long_reductions and test_calibrated_verdicts
 UP_TO_2_16 = ("--dml-max-elements=65536",)
+#: four cases a group of the default's eight: every group (operator, level, data type, size
+#: family), each with half its draws
+HALF = ("--dml-cases=4",)
 
 
 def test_reference_passes_the_default_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """The reference judged against itself: every budget admits an exact answer and every case
-    that judges nothing says so. Three cases a group (of the default eight) reach every
-    operator, level, data type and size family; the real backends below run all eight."""
+    that judges nothing says so. Two cases a group (of the default eight) reach every
+    operator, level, data type and size family; the real backends below run four."""
     report = tmp_path / "r"
     result = run_suite(
-        pytester, "--dml-backend=reference", "--dml-cases=3", *UP_TO_2_16, f"--dml-report={report}"
+        pytester, "--dml-backend=reference", "--dml-cases=2", *UP_TO_2_16, f"--dml-report={report}"
     )
     assert result.ret == pytest.ExitCode.OK
     s = results(report)["summary"]
@@ -110,7 +113,7 @@ def test_sound_summation_orders_pass_the_default_run(
         f"--dml-backend=sound_backends:{backend}",
         "--dml-tolerance=model=lenient",
         "--dml-max-elements=140000",  # up to the 65537-element cases (Welford is a Python loop)
-        "--dml-cases=4",  # half the default's: the long reductions are their own groups
+        "--dml-cases=2",  # the long reductions are their own groups: every size family stays
         # the operators whose statistics they compute (the gradients' sums are another model)
         "--dml-operators",
         "MEAN_VARIANCE_NORMALIZATION",
@@ -151,6 +154,8 @@ def test_real_backends_fail_only_with_explained_findings(
     if backend != "numpy":
         pytest.importorskip(backend)
     report = tmp_path / "r"
-    result = run_suite(pytester, f"--dml-backend={backend}", *expect, *UP_TO_2_16, f"--dml-report={report}")
+    result = run_suite(
+        pytester, f"--dml-backend={backend}", *expect, *UP_TO_2_16, *HALF, f"--dml-report={report}"
+    )
     _explained(report)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import HERE, REPO, SMALL, run_until, start_run
+from helpers import HERE, LONG, REPO, SMALL, run_until, start_run
 
 from dmlconform.runner import watch
 from dmlconform.runner.plugin import plugin_args
@@ -44,7 +44,7 @@ def finished_report(report: Path, timeout: float = 60) -> dict:
 def test_sigterm_keeps_the_results_and_writes_the_report(tmp_path: Path, times: int) -> None:
     """Twice: ``timeout`` signals the process, then its group; the second must not cut the first
     one's report short."""
-    proc = start_run("--backend", "numpy", "--cases", "32", "--report", "r", cwd=tmp_path)
+    proc = start_run(*LONG, "--report", "r", cwd=tmp_path)
     out = run_until(proc, passed=40)
     for _ in range(times):
         proc.send_signal(signal.SIGTERM)
