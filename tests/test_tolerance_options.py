@@ -29,6 +29,14 @@ def test_a_bad_number_or_an_unknown_name_is_one_line() -> None:
         ToleranceOptions.parse({"ulp_scale": "two"})
     with pytest.raises(ValueError, match="unknown tolerance override 'bogus'"):
         tolerance_options(load_spec(), {"bogus": "1"})
+    # a worded coefficient takes one of its words (it was a KeyError in every case's budget)
+    with pytest.raises(ValueError, match=r"working_precision='FLOAT8': not one of FLOAT32, FLOAT16"):
+        tolerance_options(load_spec(), {"working_precision": "FLOAT8"})
+    with pytest.raises(ValueError, match=r"growth_cap='linear': not one of blocked"):
+        tolerance_options(load_spec(), {"growth_cap": "linear"})
+    assert tolerance_options(load_spec(), {"working_precision": "FLOAT16"}).changes() == {
+        "working_precision": "FLOAT16"
+    }
 
 
 def test_merged_puts_the_other_options_on_top() -> None:

@@ -189,7 +189,20 @@ def _parse_coefficients(
             values[key] = float(value)
         elif value is not None:
             values[key] = str(value)
+            known = WORDS.get(key)
+            if known is not None and values[key] not in known:
+                raise ValueError(f"tolerance {key}={values[key]!r}: not one of {', '.join(known)}")
     return Coefficients(**values)
+
+
+#: the values the worded coefficients take (the schema's enums; growth(): the growth kinds)
+WORDS: dict[str, tuple[str, ...]] = {
+    "working_precision": tuple(UNIT_ROUNDOFF),
+    "statistics_storage": ("working", "input"),
+    "growth_cap": ("blocked", "log2", "sqrt_log2", "sqrt", "none"),
+    "mean_growth": ("sqrt", "sqrt_log2", "log2"),
+    "spread_growth": ("sqrt", "sqrt_log2", "log2"),
+}
 
 
 def summed(co: Coefficients) -> bool:
