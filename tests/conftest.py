@@ -117,18 +117,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if isinstance(item, pytest.Function) and is_slow(item):
             item.add_marker(pytest.mark.slow)
-    _modules_with_more_slow_tests_first(items)
-
-
-def _modules_with_more_slow_tests_first(items: list[pytest.Item]) -> None:
-    """Order the test modules by how many slow tests each holds, most first, each module's
-    tests kept together and in order. pytest-xdist hands the tests out in this order: the long
-    ones start while there is plenty left to balance them, instead of one worker finishing a
-    minute-long run alone at the end."""
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.nodeid.split("::")[0]] = slow.get(item.nodeid.split("::")[0], 0) + bool(
-            item.get_closest_marker("slow")
-        )
-    position = {item.nodeid: i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (-slow[it.nodeid.split("::")[0]], position[it.nodeid]))
