@@ -15,9 +15,7 @@ from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 
 def test_parse_types_the_known_fields_and_keeps_other_coefficients_by_name() -> None:
-    o = ToleranceOptions.parse(
-        {"model": "strict", "ulp_scale": "2", "pointwise": "8", "mean_growth": "log2"}
-    )
+    o = ToleranceOptions.parse({"model": "strict", "ulp_scale": "2", "pointwise": "8", "mean_growth": "log2"})
     assert o.model == "tight"  # the old name of the 256-block model
     assert o.ulp_scale == 2.0 and o.atol is None and o.max_ulp is None
     assert o.coefficients == (("mean_growth", "log2"), ("pointwise", 8.0))

@@ -121,6 +121,7 @@ class _Search:
     def best(self, legal: Side, illegal: Side) -> Witness | None:
         """The simplest confirmed witness legal at ``legal``, or None."""
         best: Witness | None = None
+        best_length: int | None = None  # best's desc file length, written once a tie needs it
         stop_at: int | None = None
         for origin, cand in _candidates(self.operator, self.change, legal, illegal):
             if stop_at is not None and self.tried >= stop_at:
@@ -134,8 +135,16 @@ class _Search:
             found = self._confirmed(cand, legal, illegal)
             if found is None:
                 continue
-            if best is None or _simpler(found, best):
-                best = found
+            # fewest violations (the change's rule alone is the clearest witness), then the
+            # shortest desc file, written only to break a tie (every candidate's was half the time)
+            if best is None or len(found.violations) < len(best.violations):
+                best, best_length = found, None
+            elif len(found.violations) == len(best.violations):
+                if best_length is None:
+                    best_length = _yaml_length(best)
+                length = _yaml_length(found)
+                if length < best_length:
+                    best, best_length = found, length
             if origin == "built" and stop_at is None:
                 stop_at = self.tried + 200  # a few more built neighbours may break the rule alone
         return best
@@ -154,15 +163,6 @@ class _Search:
             tuple(f"{v.rule}: {v.member}: {v.message}" for v in bad),
             tried=self.tried,
         )
-
-
-def _simpler(a: Witness, b: Witness) -> bool:
-    """Fewer violations (the change's rule alone is the clearest witness), then a shorter desc
-    file; the file is written out only to break a tie (writing every candidate's was half the
-    search's time)."""
-    if len(a.violations) != len(b.violations):
-        return len(a.violations) < len(b.violations)
-    return _yaml_length(a) < _yaml_length(b)
 
 
 def _yaml_length(w: Witness) -> int:

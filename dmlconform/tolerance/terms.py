@@ -195,13 +195,15 @@ def _parse_coefficients(
     return Coefficients(**values)
 
 
+#: the kinds :func:`growth` knows
+GROWTH_KINDS = ("sqrt", "sqrt_log2", "log2")
 #: the values the worded coefficients take (the schema's enums; growth(): the growth kinds)
 WORDS: dict[str, tuple[str, ...]] = {
     "working_precision": tuple(UNIT_ROUNDOFF),
     "statistics_storage": ("working", "input"),
     "growth_cap": ("blocked", "log2", "sqrt_log2", "sqrt", "none"),
-    "mean_growth": ("sqrt", "sqrt_log2", "log2"),
-    "spread_growth": ("sqrt", "sqrt_log2", "log2"),
+    "mean_growth": GROWTH_KINDS,
+    "spread_growth": GROWTH_KINDS,
 }
 
 
@@ -284,7 +286,7 @@ def growth(kind: str, n: int) -> float:
         return math.sqrt(math.log2(max(n, 1))) + 1.0
     if kind == "log2":
         return math.log2(max(n, 1)) + 1.0
-    raise ValueError(f"unknown growth {kind!r} (known: sqrt, sqrt_log2, log2)")
+    raise ValueError(f"unknown growth {kind!r} (known: {', '.join(GROWTH_KINDS)})")
 
 
 def correlated_growth(n: int, abs_mean: np.ndarray, std: np.ndarray, u: float) -> np.ndarray:
