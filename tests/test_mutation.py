@@ -3,7 +3,7 @@ the correct ones except for findings its report explains.
 
 Broken backends run the numeric and metamorphic items with 2 cases per group (each mutant is
 numeric, and each is already caught with 1; the default is 8), stopping at the third failure;
-the reference and numpy backends run the default tier's groups, half its cases. onnxruntime and
+the reference and numpy backends run the default tier's groups, two cases each. onnxruntime and
 torch run the same, with their known findings (dmlconform/known_findings/*.yaml) whose every entry
 gives the reason; a failure not listed there must still be a value finding (worst element,
 budget, reproducer), never a crash, a wrong shape or a harness error.
@@ -79,15 +79,15 @@ def test_each_broken_backend_fails(pytester: pytest.Pytester, tmp_path: Path, mu
 #: reductions up to 65535 (torch's LP finding among them); the 2^20- and 2^22-element families
 #: (40 cases, 40 % of a run's time) are judged by test_long_reductions and test_calibrated_verdicts
 UP_TO_2_16 = ("--dml-max-elements=65536",)
-#: four cases a group of the default's eight: every group (operator, level, data type, size
-#: family), each with half its draws
-HALF = ("--dml-cases=4",)
+#: two cases a group of the default's eight: every group (operator, level, data type, size
+#: family) and so every known finding's predicate, each with its first two draws
+QUARTER = ("--dml-cases=2",)
 
 
 def test_reference_passes_the_default_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """The reference judged against itself: every budget admits an exact answer and every case
     that judges nothing says so. Two cases a group (of the default eight) reach every
-    operator, level, data type and size family; the real backends below run four."""
+    operator, level, data type and size family, as the real backends below do."""
     report = tmp_path / "r"
     result = run_suite(
         pytester, "--dml-backend=reference", "--dml-cases=2", *UP_TO_2_16, f"--dml-report={report}"
@@ -155,7 +155,7 @@ def test_real_backends_fail_only_with_explained_findings(
         pytest.importorskip(backend)
     report = tmp_path / "r"
     result = run_suite(
-        pytester, f"--dml-backend={backend}", *expect, *UP_TO_2_16, *HALF, f"--dml-report={report}"
+        pytester, f"--dml-backend={backend}", *expect, *UP_TO_2_16, *QUARTER, f"--dml-report={report}"
     )
     _explained(report)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

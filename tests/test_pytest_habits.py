@@ -43,23 +43,32 @@ def test_suite_argument_points_pasted_ids_at_the_suite() -> None:
     assert case_operator(want) == "MEAN_VARIANCE_NORMALIZATION1" and case_operator("t.py::test_x") is None
 
 
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The run whose failures are pasted back (its report, its console), made once for all four
+    ways of pasting."""
+    where = tmp_path_factory.mktemp("whole")
+    first = dmlconform("run", "--backend", ACCEPTS_ALL, *SMALL, "--report", "all", cwd=where)
+    assert first.returncode == 1
+    return where / "all", first.stdout
+
+
 @pytest.mark.parametrize(
     "pasted",
     [f"::{CASE}", f"test_conformance.py::{CASE}", CASE, "<printed>"],
     ids=["colons", "results-nodeid", "bare", "console"],
 )
-def test_a_failure_id_pastes_back(tmp_path: Path, pasted: str) -> None:
-    first = dmlconform("run", "--backend", ACCEPTS_ALL, *SMALL, "--report", "all", cwd=tmp_path)
-    assert first.returncode == 1
+def test_a_failure_id_pastes_back(tmp_path: Path, whole_run: tuple[Path, str], pasted: str) -> None:
+    report, stdout = whole_run
     if pasted == "<printed>":  # as the console's "FAILED <id>" line shows it
-        line = next(x for x in first.stdout.splitlines() if x.startswith("FAILED ") and CASE in x)
+        line = next(x for x in stdout.splitlines() if x.startswith("FAILED ") and CASE in x)
         pasted = line.split()[1]
         assert pasted == CASE, line  # the bare id, not the suite file's path inside the package
     again = dmlconform("run", "--backend", ACCEPTS_ALL, *SMALL, "--report", "one", "--", pasted, cwd=tmp_path)
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
     one = results(tmp_path / "one")
     assert [c["id"] for c in one["cases"]] == [CASE]
-    assert one["status"] == "narrowed" and one["collected"] == results(tmp_path / "all")["collected"]
+    assert one["status"] == "narrowed" and one["collected"] == results(report)["collected"]
 
 
 def test_last_failed_and_failed_first_under_dmlconform_run(tmp_path: Path) -> None:
