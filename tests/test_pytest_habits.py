@@ -139,13 +139,14 @@ def test_junit_classname_per_operator_and_replay_in_the_failure_text(tmp_path: P
 
 def test_failure_text_without_a_report_says_how_to_rerun_the_case(tmp_path: Path) -> None:
     from dmlconform.report.record import CaseRecord
+    from dmlconform.runner.cases import Selection
     from dmlconform.runner.plugin import failure_text
     from dmlconform.runner.settings import Settings
     from dmlconform.tolerance.options import ToleranceOptions
 
     settings = Settings(
-        backend="b", options={}, level=SPEC.level("6_4"), operators=(), data_types=(), cases=8, seed=0, report_dir=None,
-        expect_file=None, isolate=False, timeout=60, kinds=(), command="dmlconform run --backend b -- -k FLOAT16",
+        backend="b", options={}, selection=Selection(level=SPEC.level("6_4")), report_dir=None,
+        expect_file=None, isolate=False, timeout=60, command="dmlconform run --backend b -- -k FLOAT16",
         tolerance=ToleranceOptions(),
     )  # fmt: skip
     text = failure_text(CaseRecord(CASE, message="OutputTensor: wrong"), settings, CASE)

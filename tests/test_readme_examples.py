@@ -129,7 +129,7 @@ def test_the_main_runs_case_count_is_what_the_run_collects() -> None:
     assert len(counts) == 1, "the main command's output shows no 'dmlconform: N cases: ...' line"
     values = given(argparse.Namespace(backend="onnxruntime"), "run")
     settings, _ = resolve_settings(values, prefix="--", command="readme", check_report=False)
-    assert int(counts[0].group(1)) == sum(1 for _ in collect(load_spec(), settings.selection()))
+    assert int(counts[0].group(1)) == sum(1 for _ in collect(load_spec(), settings.selection))
 
 
 def test_the_readme_is_short_and_names_no_commit() -> None:

@@ -20,11 +20,12 @@ SKIP_REASONS_SHOWN = 10
 def header_lines(settings: Settings, spec: Any) -> list[str]:
     """The run's lines at the top of the console: what is tested how, and what the settings
     change or leave out that a reader of the results should know before the cases run."""
-    s = settings
+    s, sel = settings, settings.selection
     info = s.info
     lines = [
-        f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {s.level.name}, "
-        f"{s.cases} cases per group, seed {s.seed}, tier {s.tier}" + (", isolated" if s.isolate else ""),
+        f"dmlconform: backend {info.name} ({info.description or s.backend}), feature level {sel.level.name}, "
+        f"{sel.cases} cases per group, seed {sel.seed}, tier {sel.tier}"
+        + (", isolated" if s.isolate else ""),
     ]
     lines += [f"dmlconform: note: {note}" for note in s.notes]
     if info.has_check and not getattr(info, "validates", False):
@@ -40,7 +41,7 @@ def header_lines(settings: Settings, spec: Any) -> list[str]:
         )
     if s.report_dir:
         lines.append(f"dmlconform: report directory {s.report_dir}")
-    unsupported = unsupported_data_types(spec, s.level, s.operators, list(s.data_types))
+    unsupported = unsupported_data_types(spec, sel.level, sel.operators, list(sel.data_types))
     if unsupported:
         lines.append(
             f"dmlconform: no selected operator supports {', '.join(unsupported)}: "

@@ -303,7 +303,7 @@ class ConformanceSession:
 
     def selection(self) -> Any:
         """The ``runner.cases.Selection`` of this run: what collection covers (before --shard)."""
-        return self.settings.selection()
+        return self.settings.selection
 
     def guard(self) -> Any:
         if self._guard is None:
@@ -487,10 +487,10 @@ class ConformanceSession:
         from dmlconform.runner.results import RunMeta, spec_hash, versions
 
         s = self.settings
-        sel = self.selection()
+        sel = s.selection
         ops = selected_operators(self.spec, sel)
-        dtypes = list(s.data_types) or sorted(
-            {t for op in ops for t in operator_data_types(self.spec, op, s.level)},
+        dtypes = list(sel.data_types) or sorted(
+            {t for op in ops for t in operator_data_types(self.spec, op, sel.level)},
             key=lambda t: t != "FLOAT32",
         )
         return RunMeta(
@@ -498,9 +498,9 @@ class ConformanceSession:
             backend_options=s.options,
             backend_level=s.info.feature_level,
             backend_description=s.info.description,
-            feature_level=s.level.name,
-            seed=s.seed,
-            cases_per_group=s.cases,
+            feature_level=sel.level.name,
+            seed=sel.seed,
+            cases_per_group=sel.cases,
             operators=[op.name for op in ops],
             data_types=dtypes,
             command=s.command,
@@ -513,8 +513,8 @@ class ConformanceSession:
             shard={"index": s.shard.index, "count": s.shard.count} if s.shard else None,
             selection=sel.to_dict(),
             spec_hash=spec_hash(self.spec),
-            tier=s.tier,
-            max_elements=max_elements_for(s.tier, s.max_elements),
+            tier=sel.tier,
+            max_elements=max_elements_for(sel.tier, sel.max_elements),
         )
 
     def write(self, session: pytest.Session) -> None:

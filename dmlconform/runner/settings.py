@@ -27,47 +27,28 @@ from dmlconform.tolerance.options import ToleranceOptions
 
 @dataclass
 class Settings:
-    """The settings of a conformance run, resolved and checked once per process."""
+    """The settings of a conformance run, resolved and checked once per process. What the run
+    covers is its :class:`~dmlconform.runner.cases.Selection` (the level among it), held here
+    once: collection, the header and results.json all read that one object."""
 
     backend: str
     options: dict[str, str]
-    level: FeatureLevel
-    operators: tuple[str, ...]
-    data_types: tuple[str, ...]
-    cases: int
-    seed: int
+    selection: Selection
     report_dir: Path | None
     expect_file: str | None
     isolate: bool
     timeout: float
-    kinds: tuple[str, ...]
     command: str
     #: the run's changes to the spec's tolerance, parsed and checked once (tolerance_options)
     tolerance: ToleranceOptions
     info: Any = None
     expectations: list[Any] = field(default_factory=list)
     shard: Any = None  # runner.cases.Shard, or None for the whole run
-    tier: str = "default"
-    max_elements: int | None = None  # None: the tier's default
     notes: list[str] = field(default_factory=list)  # said in the header (dmlconform: note: ...)
     isolate_flag: str = "--isolate"  # how the user asks for isolation, for messages
     #: the directories this run made for its report (missing_dirs), removed again when the run
     #: ends in a usage error: arguments found bad after start-up leave no empty report behind
     created_dirs: tuple[Path, ...] = ()
-
-    def selection(self) -> Any:
-        """The ``runner.cases.Selection`` of this run: what collection covers (before --shard)."""
-        return Selection(
-            level=self.level,
-            operators=self.operators,
-            data_types=self.data_types,
-            cases=self.cases,
-            seed=self.seed,
-            kinds=self.kinds,
-            validation=bool(getattr(self.info, "validates", False)),
-            tier=self.tier,
-            max_elements=self.max_elements,
-        )
 
 
 def resolve_settings(
@@ -85,7 +66,8 @@ def resolve_settings(
     asked = spec_level(spec, values.get("feature_level"))
     opened = _open_backend(values, asked)
     level, notes = _level_and_notes(spec, opened.info, asked, spelled("feature_level"))
-    selection = resolve_selection(spec, values, level, prefix)
+    validates = bool(getattr(opened.info, "validates", False))
+    selection = resolve_selection(spec, values, level, prefix, validation=validates)
     require_supported_data_types(spec, selection)
     expectations, note = _expectations(spec, values, opened.info)
     notes += [note] if note else []
@@ -95,23 +77,16 @@ def resolve_settings(
     settings = Settings(
         backend=values["backend"],
         options=opened.options,
-        level=level,
-        operators=selection.operators,
-        data_types=selection.data_types,
-        cases=selection.cases,
-        seed=selection.seed,
+        selection=selection,
         report_dir=report_dir,
         expect_file=values.get("expect"),
         isolate=bool(values.get("isolate")),
         timeout=values["timeout"],
-        kinds=selection.kinds,
         command=command,
         info=opened.info,
         expectations=expectations,
         tolerance=tolerance,
         shard=Shard.parse(values["shard"]) if values.get("shard") else None,
-        tier=selection.tier,
-        max_elements=selection.max_elements,
         notes=notes,
         isolate_flag=spelled("isolate"),
         created_dirs=created,
