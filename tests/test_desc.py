@@ -241,6 +241,26 @@ def test_activation_as_bare_string() -> None:
         (mvn1(AxisCount=-1), "desc.AxisCount", "UINT"),
         (mvn1(NormalizeVariance="yes please"), "desc.NormalizeVariance", "BOOL"),
         (mvn1(NormalizeVariance=2), "desc.NormalizeVariance", "BOOL"),
+        # DirectML.h's fields: a UINT is 32 bits (TotalTensorSizeInBytes alone 64), a FLOAT float32
+        (mvn1(AxisCount=2**32), "desc.AxisCount", "does not fit in a UINT (32 bits"),
+        (mvn1(Axes=[2, 2**32 + 1]), "desc.Axes[1]", "does not fit in a UINT (32 bits"),
+        (
+            mvn1(InputTensor={"DataType": "FLOAT32", "Sizes": [2, 2**32]}),
+            "desc.InputTensor.Sizes[1]",
+            "does not fit in a UINT (32 bits",
+        ),
+        (
+            mvn1(InputTensor={"DataType": "FLOAT32", "Sizes": [2], "TotalTensorSizeInBytes": 2**64}),
+            "desc.InputTensor.TotalTensorSizeInBytes",
+            "does not fit in a UINT64",
+        ),
+        (mvn1(Epsilon=1e39), "desc.Epsilon", "does not fit in a FLOAT (32 bits"),
+        (mvn1(Epsilon="-3.5e38"), "desc.Epsilon", "does not fit in a FLOAT (32 bits"),
+        (
+            mvn1(FusedActivation={"Type": "ACTIVATION_ELU", "Alpha": 1e39}),
+            "desc.FusedActivation.Alpha",
+            "does not fit in a FLOAT",
+        ),
         (mvn1(Epsilon="tiny"), "desc.Epsilon", "FLOAT"),
         (mvn1(Epsilon=True), "desc.Epsilon", "FLOAT"),
         (
@@ -298,7 +318,8 @@ def test_load_desc_missing_file(tmp_path: Path) -> None:
 
 DATA_TYPES = st.sampled_from(["FLOAT32", "FLOAT16", "UINT32", "INT8", "DML_TENSOR_DATA_TYPE_FLOAT16"])
 SIZES = st.lists(st.integers(0, 70000), min_size=0, max_size=9)
-UINT = st.integers(0, 2**40)
+UINT = st.integers(0, 2**32 - 1)  # a C UINT; TotalTensorSizeInBytes (a UINT64) draws wider
+UINT64 = st.integers(0, 2**64 - 1)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False, width=32)
 
 
@@ -312,7 +333,7 @@ def tensors(draw: st.DrawFn) -> dict[str, Any]:
         t["Flags"] = draw(st.sampled_from(["NONE", "OWNED_BY_DML", "DML_TENSOR_FLAG_NONE"]))
     for key in ("DimensionCount", "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment"):
         if draw(st.booleans()):
-            t[key] = draw(UINT)
+            t[key] = draw(UINT64 if key == "TotalTensorSizeInBytes" else UINT)
     return t
 
 
@@ -397,3 +418,18 @@ def test_desc_files_are_written_as_the_pure_python_emitter_writes_them() -> None
     for d in descs:
         data = d.to_dict()
         assert dump_yaml(data) == yaml.dump(data, Dumper=Pure, sort_keys=False, default_flow_style=False)
+
+
+def test_the_largest_values_their_c_fields_hold_parse() -> None:
+    """2^32 - 1 in a UINT, 2^64 - 1 in TotalTensorSizeInBytes, float32's largest finite and an
+    infinity in a FLOAT are DirectML descs: the rules judge them, not the parser."""
+    d = parse_desc(
+        mvn1(
+            AxisCount=2**32 - 1,
+            Epsilon=3.4028235e38,
+            InputTensor={"DataType": "FLOAT32", "Sizes": [2, 2**32 - 1], "TotalTensorSizeInBytes": 2**64 - 1},
+        )
+    )
+    assert d.members["AxisCount"] == 2**32 - 1 and d.members["Epsilon"] == 3.4028235e38
+    assert d.members["InputTensor"].total_tensor_size_in_bytes == 2**64 - 1
+    assert parse_desc(mvn1(Epsilon=float("inf"))).members["Epsilon"] == float("inf")

@@ -89,7 +89,8 @@ def test_last_failed_and_failed_first_under_dmlconform_run(tmp_path: Path) -> No
 def test_last_failed_under_plain_pytest(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), HERE, os.environ.get("PYTHONPATH", "")])}
     args = [
-        sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:benchmark", "--dml-backend", ACCEPTS_ALL,
+        sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:benchmark", "-p", "no:hypothesispytest",
+        "--dml-backend", ACCEPTS_ALL,
         "--dml-operators", "MEAN_VARIANCE_NORMALIZATION1", "--dml-feature-level", "2_1", "--dml-cases", "2",
         "--dml-tier", "smoke", "-q",
     ]  # fmt: skip

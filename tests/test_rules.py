@@ -475,3 +475,12 @@ def test_activation_softplus_steepness() -> None:
     assert found(act(MVN1, {"Type": "ACTIVATION_SOFTPLUS"}), "2_1") == []
     # The rule binds SOFTPLUS only.
     assert found(act(MVN1, {"Type": "ACTIVATION_ELU", "Alpha": 0.5}), "6_3") == []
+
+
+def test_a_float_minimum_is_judged_on_the_float32_directml_reads() -> None:
+    """Steepness is a C FLOAT: 1 - 2^-26 is 1.0f, at the minimum and legal, as DirectML sees
+    it; 1 - 2^-24 is the FLOAT next below 1 and breaks the rule."""
+    below_in_float64 = act(MVN1, {"Type": "ACTIVATION_SOFTPLUS", "Steepness": 1 - 2**-26})
+    assert found(below_in_float64, "6_3") == []
+    v = only(act(MVN1, {"Type": "ACTIVATION_SOFTPLUS", "Steepness": 1 - 2**-24}), "6_3")
+    assert v.rule == "activation-softplus-steepness" and "0.99999994" in v.message

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from dmlconform.generation.breaker import Breaker
 from dmlconform.generation.chooser import Chooser
 from dmlconform.generation.model import Model
@@ -124,7 +126,8 @@ def _param_min_mutate(model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser)
     act = model.spec.activations[rule.params["activation"]]
     lo = float(rule.params["min"])
     p = rule.params["parameter"]
-    bad = [v for v in (lo - 0.5, lo / 2, 0.0, -1.0, lo - 1e-3) if v < lo]
+    just_below = float(np.nextafter(np.float32(lo), np.float32(-np.inf)))  # the FLOAT next below
+    bad = [v for v in (lo - 0.5, lo / 2, 0.0, -1.0, lo - 1e-3, just_below) if v < lo]
     params = [(k, v) for k, v in activation_params(model, ch, act) if k != p]
     params.append((p, ch.choice(bad, key=f"break:{rule.id}")))
     order = {q.name: i for i, q in enumerate(act.parameters)}

@@ -16,6 +16,7 @@ from dmlconform.generation.breaker import Breaker, always_breakable, no_override
 from dmlconform.generation.chooser import Chooser
 from dmlconform.generation.model import Model
 from dmlconform.specification.desc import (
+    UINT_BITS,
     OperatorDesc,
     TensorDesc,
     minimum_implied_size_in_bytes,
@@ -167,6 +168,8 @@ def _t_element_count(model: Model, rule: Rule, name: str, t: TensorDesc, ch: Cho
     need = int(rule.params["max"]) + 1
     rank = len(t.sizes)
     if rank == 1:
+        if need + 7 >= 1 << UINT_BITS:
+            return None  # one UINT size cannot hold that many elements: another tensor breaks it
         sizes = (need + ch.integer(0, 7),)
     else:
         a = 1 << 16

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from dmlconform.specification.model import Spec, spec_or_default
@@ -358,7 +359,8 @@ def parse_tensor(value: Any, path: str, spec: Spec) -> TensorDesc:
         ("GuaranteedBaseOffsetAlignment", "guaranteed_base_offset_alignment"),
     ):
         if value.get(key) is not None:
-            opt[attr] = _parse_uint(value[key], f"{path}.{key}")
+            bits = UINT64_BITS if key == "TotalTensorSizeInBytes" else UINT_BITS
+            opt[attr] = _parse_uint(value[key], f"{path}.{key}", bits)
     return TensorDesc(dtype_name, sizes, strides, flags, **opt)
 
 
@@ -413,27 +415,45 @@ def _parse_bool(value: Any, path: str) -> bool:
     raise DescError(path, f"expected a BOOL (true/false), got {_show(value)}")
 
 
-def _parse_uint(value: Any, path: str) -> int:
+#: DirectML.h's C types of desc values: every count, size, stride, axis, alignment and UINT
+#: attribute is a 32-bit ``UINT``; only TotalTensorSizeInBytes is a ``UINT64``; FLOAT is
+#: float32. A value its field cannot hold is no DirectML desc at all: refused here, where it is
+#: read, and not judged by rules that would see a value DirectML never could.
+UINT_BITS = 32
+UINT64_BITS = 64
+FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def _parse_uint(value: Any, path: str, bits: int = UINT_BITS) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise DescError(path, f"expected a UINT (a whole number >= 0), got {_show(value)}")
     if value < 0:
         raise DescError(path, f"expected a UINT (a whole number >= 0), got {value}")
-    if value > 2**64 - 1:
-        raise DescError(path, f"{value} does not fit in 64 bits")
+    if value >= 1 << bits:
+        c_type = "UINT" if bits == UINT_BITS else f"UINT{bits}"
+        raise DescError(path, f"{value} does not fit in a {c_type} ({bits} bits: at most {(1 << bits) - 1})")
     return value
 
 
 def _parse_float(value: Any, path: str) -> float:
     if isinstance(value, bool):
         raise DescError(path, f"expected a FLOAT, got {_show(value)}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):  # PyYAML reads 1e-5 (no dot) as a string
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    raise DescError(path, f"expected a FLOAT, got {_show(value)}")
+    try:  # a string too: PyYAML reads 1e-5 (no dot) as one
+        number = float(value) if isinstance(value, (int, float, str)) else None
+    except ValueError:
+        number = None
+    if number is None:
+        raise DescError(path, f"expected a FLOAT, got {_show(value)}")
+    if math.isfinite(number) and not math.isfinite(as_c_float(number)):
+        raise DescError(path, f"{number!r} does not fit in a FLOAT (32 bits: largest finite {FLOAT_MAX:.8g})")
+    return number
+
+
+def as_c_float(value: float) -> float:
+    """``value`` as DirectML reads it from a C FLOAT: rounded to float32 (1 - 2^-26 is 1.0f). A
+    rule that bounds a FLOAT compares this, so that it judges the value DirectML judges."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 
 def _parse_uint_list(value: Any, path: str) -> tuple[int, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dmlconform.specification.desc import ActivationDesc
+from dmlconform.specification.desc import ActivationDesc, as_c_float
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
 
@@ -119,9 +119,12 @@ class ActivationParameterMin(ActivationKind):
         p = rule.params["parameter"]
         default = next((x.default for x in act.parameters if x.name == p), None)
         value = a.param_dict.get(p, default)
-        if value is not None and not value >= rule.params["min"]:
+        if value is None:
+            return
+        value = as_c_float(value)  # the FLOAT DirectML compares: 1 - 2^-26 reads as 1.0f
+        if not value >= rule.params["min"]:
             until = f" before {rule.until}" if rule.until else ""
-            yield f"{name}.{p}", f"{a.type} {p} {value:g} must be >= {rule.params['min']:g}{until}"
+            yield f"{name}.{p}", f"{a.type} {p} {value:.9g} must be >= {rule.params['min']:g}{until}"
 
     has_edge = True
 
@@ -132,7 +135,8 @@ class ActivationParameterMin(ActivationKind):
         p = rule.params["parameter"]
         act = ctx.spec.activations[a.type]
         default = next((x.default for x in act.parameters if x.name == p), None)
-        return a.param_dict.get(p, default) == rule.params["min"]
+        value = a.param_dict.get(p, default)
+        return value is not None and as_c_float(value) == rule.params["min"]
 
     def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
         """The rule's activation fused with the parameter exactly at its minimum."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.specification.desc import OperatorDesc, TensorDesc, as_c_float
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 
 Finding = tuple[str, str]
@@ -45,7 +45,9 @@ class Context:
         return self.desc.members.get(name) is not None
 
     def value(self, name: str) -> Any:
-        return self.desc.get(name, self.spec)
+        """The member's effective value as DirectML reads it: a FLOAT rounded to float32."""
+        value = self.desc.get(name, self.spec)
+        return as_c_float(value) if isinstance(value, float) else value
 
     def struct_order(self, names: list[str]) -> list[str]:
         order = {m.name: i for i, m in enumerate(self.op.members)}
