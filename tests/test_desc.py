@@ -256,6 +256,7 @@ def test_activation_as_bare_string() -> None:
         ),
         (mvn1(Epsilon=1e39), "desc.Epsilon", "does not fit in a FLOAT (32 bits"),
         (mvn1(Epsilon="-3.5e38"), "desc.Epsilon", "does not fit in a FLOAT (32 bits"),
+        (mvn1(Epsilon=10**400), "desc.Epsilon", "does not fit in a FLOAT (32 bits"),
         (
             mvn1(FusedActivation={"Type": "ACTIVATION_ELU", "Alpha": 1e39}),
             "desc.FusedActivation.Alpha",
