@@ -1,6 +1,6 @@
 """Cold start of the reference: ``import dmlconform`` + first MVN1 + first BATCH_NORMALIZATION_TRAINING.
 
-    python bench/bench_coldstart.py [--repeat N] [--large]
+    python bench/bench_coldstart.py [--repeat N] [--large] [--judge]
 
 Each measurement is a fresh Python process with ``NUMBA_CACHE_DIR`` pointed at a new, empty
 directory (numba then ignores any cache in the source tree's ``__pycache__``), so nothing compiled
@@ -8,7 +8,9 @@ earlier can hide the cost: what a new user, a CI job or a pytest-xdist worker on
 pays. The warm figure runs the same process again on the now filled cache directory. Small descs
 ((2, 3, 4, 5), the size of a conformance case) run through the numpy mirror of the kernel and
 compile nothing; ``--large`` adds a first execute of a FLOAT32 (8, 16, 64, 64) tensor, which
-compiles (cold) or loads (warm) the numba kernel for its one dtype pair. Prints the median of
+compiles (cold) or loads (warm) the numba kernel for its one dtype pair; ``--judge`` adds the
+import of the compiled judge (``tolerance.judge_kernels``, compiled at import for its fixed
+signatures: what the first case above the judge's threshold pays). Prints the median of
 ``--repeat`` runs of each; the goal (issue 14) is at most 5 s cold on 2 cores. Goal of the
 figure, not a test: timings on a shared machine are noisy, so cold and warm alternate.
 """
@@ -56,17 +58,24 @@ if sys.argv[1] == "large":
     t5 = time.perf_counter()
     dc.execute(d, {"InputTensor": xl})
     res["large"] = time.perf_counter() - t5
+if "judge" in sys.argv[2:]:
+    t6 = time.perf_counter()
+    import dmlconform.tolerance.judge_kernels
+    res["judge"] = time.perf_counter() - t6
 print(json.dumps(res))
 """
 
 
-def child(cache_dir: Path, large: bool) -> dict:
+def child(cache_dir: Path, large: bool, judge: bool) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["NUMBA_CACHE_DIR"] = str(cache_dir)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, "large" if large else "small"], env=env, capture_output=True, text=True
+        [sys.executable, "-c", CHILD, "large" if large else "small", *(["judge"] if judge else [])],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -81,13 +90,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--large", action="store_true", help="also time a first execute that needs the kernel")
+    ap.add_argument("--judge", action="store_true", help="also time the import that compiles the judge")
     args = ap.parse_args()
     runs: dict[str, list[dict]] = {"cold": [], "warm": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="numba-cache-") as tmp:
-            runs["cold"].append(child(Path(tmp), args.large))
-            runs["warm"].append(child(Path(tmp), args.large))
+            runs["cold"].append(child(Path(tmp), args.large, args.judge))
+            runs["warm"].append(child(Path(tmp), args.large, args.judge))
     keys = ["import", "mvn1", "bnt", "total", "process"] + (["large"] if args.large else [])
+    keys += ["judge"] if args.judge else []
     print(f"cold start, empty NUMBA_CACHE_DIR per run, median of {args.repeat} ({os.cpu_count()} cores)")
     print(f"  {'':6s}" + "".join(f"{k:>10s}" for k in keys) + "   numba (small)  cache files")
     for label, rs in runs.items():

@@ -73,7 +73,7 @@ DIRECT_BITS = 22  # a slice whose keys span at most 2^22 values uses one bitmap 
 # Statistics
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mark(bitmap, w, bit):  # type: ignore[no-untyped-def]
     """Set ``bit`` of word ``w``; 1 if it was clear. No branch: which keys are new is data
     (random for most data), and a mispredicted branch per key cost most of the count."""
@@ -124,7 +124,7 @@ def _count_distinct(keys, nk, lo, hi, tmp, bitmap):  # type: ignore[no-untyped-d
     return _count_buckets(tmp, starts, 0, n_buckets, lo, bitmap)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _count_buckets(keys, starts, b0, b1, lo, bitmap):  # type: ignore[no-untyped-def]
     """The distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:starts[b + 1]]``, its
     keys within 2^BUCKET_BITS values of each other), counted on the first 2^BUCKET_BITS bits of
@@ -144,7 +144,7 @@ def _count_buckets(keys, starts, b0, b1, lo, bitmap):  # type: ignore[no-untyped
     return count
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _spread_and_keys(row, row_bits, mean, var, half, acc, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]
     """Add a row's ((x - mean)^2 - var)^2 into the lanes ``acc`` (lane j % LANES: LLVM vectorizes
     the block loops), write each value's ordinal key (branch-free) to ``keys[base + j]``, and
@@ -274,7 +274,7 @@ _GRAD_SIG = _sig(
 )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _gradient_terms(xv, dv, mean, centre, lanes, t):  # type: ignore[no-untyped-def]
     """Add one element's terms to lane ``t`` of each sum (rows of ``lanes``)."""
     xc = xv - centre
@@ -379,7 +379,7 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
         wk[np.uint64(W_EX * BLOCK) + t] = 1.0 if excluded else 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fill_operand(out, at, table, tk, tr, const, k, p, cnt):  # type: ignore[no-untyped-def]
     """The block's values of an operand that varies within the slice into ``out[at : at + cnt]``
     (a constant one is filled once per item: :func:`_fill_constant`)."""
@@ -389,14 +389,14 @@ def _fill_operand(out, at, table, tk, tr, const, k, p, cnt):  # type: ignore[no-
             out[row + np.uint64(t)] = table[tk[k], tr[np.uint64(p + t)]]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fill_constant(out, at, table, tk, const, k):  # type: ignore[no-untyped-def]
     """A whole row of ``out`` with the slice's value of an operand constant within it."""
     if const:
         out[at : at + BLOCK] = table[tk[k], 0]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fill_constants(wk, operands, k):  # type: ignore[no-untyped-def]
     """The rows of the operands constant within slice ``k`` (Scale, Bias, FusedAdd, the centre
     and 1 / sd: ``operands`` as :func:`judge_normalization` takes them), once per item."""
@@ -409,7 +409,7 @@ def _fill_constants(wk, operands, k):  # type: ignore[no-untyped-def]
     _fill_constant(wk, W_IS * BLOCK, iv, iv_k, iv_const, k)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fill_operands(wk, operands, k, pb0, cnt):  # type: ignore[no-untyped-def]
     """The block's values of the operands that vary within the slice (at slice positions
     [pb0, pb0 + cnt)) into their rows."""
@@ -422,7 +422,7 @@ def _fill_operands(wk, operands, k, pb0, cnt):  # type: ignore[no-untyped-def]
     _fill_operand(wk, W_IS * BLOCK, iv, iv_k, iv_r, iv_const, k, pb0, cnt)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _pre_activation(wk, t, xv, e_w, slice_terms, pointwise):  # type: ignore[no-untyped-def]
     """One element's error before a fused activation (e_y, under the ceiling where the model
     has one) into row W_EA and its value y into W_Y (:class:`dmlconform.tolerance.judge.SliceTerms`'
@@ -448,7 +448,7 @@ def _pre_activation(wk, t, xv, e_w, slice_terms, pointwise):  # type: ignore[no-
     wk[np.uint64(W_Y * BLOCK) + t] = s * z + b + a
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _element_budget(e_act, rv, ulp_scale, output_ulps, atol, fmax_out, half):  # type: ignore[no-untyped-def]
     """:func:`dmlconform.tolerance.terms.with_output_rounding` of one element: the output's
     spacing where the error may take the reference (short of its largest finite value);
@@ -458,7 +458,7 @@ def _element_budget(e_act, rv, ulp_scale, output_ulps, atol, fmax_out, half):  #
     return math.inf if e_act == math.inf else budget
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ulp_distance(g_bits, r_bits, g_nan, r_nan, half):  # type: ignore[no-untyped-def]
     """:func:`dmlconform.tolerance.terms.ulp_distance` of one element, from both values' bits:
     inf where one only is NaN, 0 where both are."""
@@ -468,7 +468,7 @@ def _ulp_distance(g_bits, r_bits, g_nan, r_nan, half):  # type: ignore[no-untype
     return 0.0 if g_nan & r_nan else ulps
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _error_and_judging_budget(gv, rv, g_nan, r_nan, budget, fmax_out, edge_out):  # type: ignore[no-untyped-def]
     """(err, judged): one element's absolute error (0 where the answer counts as the reference
     itself, inf where it is NaN) and the budget it is held to (:func:`dmlconform.tolerance.compare`'s
@@ -488,7 +488,7 @@ def _error_and_judging_budget(gv, rv, g_nan, r_nan, budget, fmax_out, edge_out):
     return err, judged
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ratio(err, judged, ulps, rv, max_ulp, inv_max_ulp, use_max_ulp):  # type: ignore[no-untyped-def]
     """(ratio, failing): one element's error over its budget (in ULP under a fixed ``max_ulp``;
     0 without error or under an unbounded budget, inf where undefined) and whether it exceeds it."""
@@ -503,7 +503,7 @@ def _ratio(err, judged, ulps, rv, max_ulp, inv_max_ulp, use_max_ulp):  # type: i
     return ratio, failing
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fit_residual(w, z, xv, mean, inv_sd, budget, e_act, fit):  # type: ignore[no-untyped-def]
     """The bound of one element's pointwise rounding in the aggregate fit (``AggregateModel``'s
     ``residual``): its budget less its statistics part, plus the rounding of an implementation
@@ -515,14 +515,14 @@ def _fit_residual(w, z, xv, mean, inv_sd, budget, e_act, fit):  # type: ignore[n
     return budget - min(statistic_part, e_act) + folded
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _spacing_exact(bits, half):  # type: ignore[no-untyped-def]
     """:func:`spacing` of a value of the output type from its float32 bits."""
     mag = np.int64(bits) & 0x7FFFFFFF
     return spacing16_exact(mag) if half else spacing32_exact(mag)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _add_fit_terms(wk, t, w, z, d, residual, rounding, usable):  # type: ignore[no-untyped-def]
     """Add one element's terms of the aggregate fit's sums (tolerance.FIT_SUMS) into lane ``t``
     of their rows, zeros where it is not usable; 1 if it counts (a weight not 0), else 0."""
@@ -542,7 +542,7 @@ def _add_fit_terms(wk, t, w, z, d, residual, rounding, usable):  # type: ignore[
     return np.int64(w != 0.0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _first_at(wk, cnt, bits):  # type: ignore[no-untyped-def]
     """The first block position whose ratio has these bits (the block's largest: np.argmax's
     choice among equal maxima), -1 if none has."""
@@ -552,7 +552,7 @@ def _first_at(wk, cnt, bits):  # type: ignore[no-untyped-def]
     return -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _store_figures(f_i, wk, best, maxima, counts):  # type: ignore[no-untyped-def]
     """An item's figures (F_* columns) into ``f_i``: its worst element ``best`` (ratio bits,
     position, got, ref, budget), ``maxima`` (bits of the largest ULP distance and error),
@@ -575,7 +575,7 @@ def _store_figures(f_i, wk, best, maxima, counts):  # type: ignore[no-untyped-de
         f_i[col] = _lane_total(lanes[row].copy())
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _block_starts(k, m, c0, strides):  # type: ignore[no-untyped-def]
     """Where the block at position ``c0`` of row ``m`` of slice ``k`` starts in the input, the
     weight, the answer and the reference (unsigned flat indices)."""
@@ -587,7 +587,7 @@ def _block_starts(k, m, c0, strides):  # type: ignore[no-untyped-def]
     return xb, wb, gb, rb
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _element_terms(wk, t, xv):  # type: ignore[no-untyped-def]
     """One element's terms from the block's rows: (Scale, the centre, 1 / sd, z, e_act, the
     activation's slope, whether the fit leaves it out)."""
@@ -604,7 +604,7 @@ def _element_terms(wk, t, xv):  # type: ignore[no-untyped-def]
     return s, mean, inv_sd, z, e_act, slope, excluded
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _usable(d, budget, w, z, excluded, use_max_ulp):  # type: ignore[no-untyped-def]
     """Whether an element enters the aggregate fit: every term finite, not left out, and no
     fixed ULP budget (which replaces the model, the fit with it)."""
@@ -614,7 +614,7 @@ def _usable(d, budget, w, z, excluded, use_max_ulp):  # type: ignore[no-untyped-
     )  # fmt: skip
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _store_budgets(budget_out, at, wk, cnt):  # type: ignore[no-untyped-def]
     """The block's budgets (row W_BUD) into ``budget_out[at : at + cnt]``."""
     for tt in range(cnt):
@@ -647,10 +647,12 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
     wk = np.zeros(W_ROWS * BLOCK)
     wk[W_SL * BLOCK : (W_SL + 1) * BLOCK] = 1.0
     # One fused pass: each element is read from memory once, and its terms, budget, error, ratio
-    # and fit terms stay in registers from step to step. The steps are inline="always" helpers
-    # (numba inlines them before typing: the loops compiled are the ones written out, the same
-    # float operations in the same order), given no array they would read under a condition (an
-    # array passed in costs a reference count there, which kept LLVM from vectorizing the loop).
+    # and fit terms stay in registers from step to step. The steps are small compiled helpers
+    # that LLVM inlines (the same float operations in the same order; no fastmath), given no
+    # array they would read under a condition (an array passed in costs a reference count there,
+    # which kept LLVM from vectorizing the loop). They are not numba inline="always": numba
+    # then types every copy of each helper again, and this module's cold compile took 63 s
+    # against 32 s (bench/bench_coldstart.py --judge), for the same speed and the same figures.
     for i in range(item_k.size):
         k = item_k[i]
         p0 = item_p0[i]
