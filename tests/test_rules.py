@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import dmlconform as dc
@@ -484,3 +485,23 @@ def test_a_float_minimum_is_judged_on_the_float32_directml_reads() -> None:
     assert found(below_in_float64, "6_3") == []
     v = only(act(MVN1, {"Type": "ACTIVATION_SOFTPLUS", "Steepness": 1 - 2**-24}), "6_3")
     assert v.rule == "activation-softplus-steepness" and "0.99999994" in v.message
+
+
+def test_a_float_range_is_judged_between_floats() -> None:
+    """An attribute_range over a FLOAT member (no bundled rule has one yet; a spec may) compares
+    the float32 value with the float32 bound, as DirectML's C++ does: Epsilon 1e-5 sits exactly
+    at a minimum of 1e-5 (both read as 9.99999975e-06f) and the FLOAT next below breaks it."""
+    from dmlconform.specification.model import Rule
+
+    spec = dc.load_spec()
+    op, level = spec.operator(MVN1), spec.level("6_4")
+    rule = Rule("epsilon-min", "attribute_range", {"member": "Epsilon", "min": 1e-5}, {})
+    kind = KINDS["attribute_range"]
+
+    def judged(epsilon: float) -> tuple[list[tuple[str, str]], bool]:
+        ctx = Context(spec, op, level, desc(MVN1, Epsilon=epsilon), op.support_row(spec, level))
+        return list(kind.check(rule, ctx)), kind.at_edge(rule, ctx)
+
+    assert judged(1e-5) == ([], True)
+    below = float(np.nextafter(np.float32(1e-5), np.float32(0)))
+    assert judged(below)[0] and not judged(below)[1]

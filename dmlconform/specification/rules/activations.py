@@ -121,8 +121,8 @@ class ActivationParameterMin(ActivationKind):
         value = a.param_dict.get(p, default)
         if value is None:
             return
-        value = as_c_float(value)  # the FLOAT DirectML compares: 1 - 2^-26 reads as 1.0f
-        if not value >= rule.params["min"]:
+        value = as_c_float(value)  # the FLOATs DirectML compares: 1 - 2^-26 reads as 1.0f
+        if not value >= as_c_float(rule.params["min"]):
             until = f" before {rule.until}" if rule.until else ""
             yield f"{name}.{p}", f"{a.type} {p} {value:.9g} must be >= {rule.params['min']:g}{until}"
 
@@ -136,7 +136,7 @@ class ActivationParameterMin(ActivationKind):
         act = ctx.spec.activations[a.type]
         default = next((x.default for x in act.parameters if x.name == p), None)
         value = a.param_dict.get(p, default)
-        return value is not None and as_c_float(value) == rule.params["min"]
+        return value is not None and as_c_float(value) == as_c_float(rule.params["min"])
 
     def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
         """The rule's activation fused with the parameter exactly at its minimum."""

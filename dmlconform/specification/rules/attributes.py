@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dmlconform.specification.desc import as_c_float
 from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
 
@@ -20,7 +21,9 @@ class AttributeRange(RuleKind):
 
     def at_edge(self, rule: Rule, ctx: Context) -> bool:
         value = ctx.value(rule.params["member"])
-        ends = (rule.params.get("min"), rule.params.get("max"))
+        ends = [rule.params.get("min"), rule.params.get("max")]
+        if isinstance(value, float):
+            ends = [None if e is None else as_c_float(e) for e in ends]
         return isinstance(value, (int, float)) and not isinstance(value, bool) and value in ends
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
@@ -29,6 +32,8 @@ class AttributeRange(RuleKind):
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return
         low, high = rule.params.get("min"), rule.params.get("max")
+        if isinstance(value, float):  # a FLOAT against its bounds as FLOATs, as DirectML compares
+            low, high = (None if b is None else as_c_float(b) for b in (low, high))
         if low is not None and value < low:
             yield name, f"{name} is {value}, below its minimum {low}"
         elif high is not None and value > high:
