@@ -112,7 +112,7 @@ def test_sound_summation_orders_pass_the_default_run(
         pytester,
         f"--dml-backend=sound_backends:{backend}",
         "--dml-tolerance=model=lenient",
-        "--dml-max-elements=140000",  # up to the 65537-element cases (Welford is a Python loop)
+        "--dml-max-elements=140000",  # up to the 65537-element cases, not the 2^20 ones
         "--dml-cases=1",  # the long reductions are their own groups: every size family stays
         # the operators whose statistics they compute (the gradients' sums are another model)
         "--dml-operators",

@@ -422,6 +422,7 @@ def _parse_bool(value: Any, path: str) -> bool:
 UINT_BITS = 32
 UINT64_BITS = 64
 FLOAT_MAX = float(np.finfo(np.float32).max)
+_TOO_BIG_FOR_FLOAT = f"does not fit in a FLOAT (32 bits: largest finite {FLOAT_MAX:.8g})"
 
 
 def _parse_uint(value: Any, path: str, bits: int = UINT_BITS) -> int:
@@ -438,17 +439,16 @@ def _parse_uint(value: Any, path: str, bits: int = UINT_BITS) -> int:
 def _parse_float(value: Any, path: str) -> float:
     if isinstance(value, bool):
         raise DescError(path, f"expected a FLOAT, got {_show(value)}")
-    too_big = f"does not fit in a FLOAT (32 bits: largest finite {FLOAT_MAX:.8g})"
     try:  # a string too: PyYAML reads 1e-5 (no dot) as one
         number = float(value) if isinstance(value, (int, float, str)) else None
     except ValueError:
         number = None
     except OverflowError:  # an integer beyond any float
-        raise DescError(path, f"{_show(value)} {too_big}") from None
+        raise DescError(path, f"{_show(value)} {_TOO_BIG_FOR_FLOAT}") from None
     if number is None:
         raise DescError(path, f"expected a FLOAT, got {_show(value)}")
     if math.isfinite(number) and not math.isfinite(as_c_float(number)):
-        raise DescError(path, f"{number!r} {too_big}")
+        raise DescError(path, f"{number!r} {_TOO_BIG_FOR_FLOAT}")
     return number
 
 

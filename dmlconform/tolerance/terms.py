@@ -201,7 +201,7 @@ GROWTH_KINDS = ("sqrt", "sqrt_log2", "log2")
 WORDS: dict[str, tuple[str, ...]] = {
     "working_precision": tuple(UNIT_ROUNDOFF),
     "statistics_storage": ("working", "input"),
-    "growth_cap": ("blocked", "log2", "sqrt_log2", "sqrt", "none"),
+    "growth_cap": ("blocked", *GROWTH_KINDS, "none"),  # any other than blocked and none: growth()'s
     "mean_growth": GROWTH_KINDS,
     "spread_growth": GROWTH_KINDS,
 }

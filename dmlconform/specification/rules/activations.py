@@ -112,17 +112,22 @@ class ActivationParameterMin(ActivationKind):
     name = "activation_parameter_min"
     params = ("activation", "parameter", "min")
 
-    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+    @staticmethod
+    def _parameter(rule: Rule, a: ActivationDesc, ctx: Context) -> float | None:
+        """The rule's parameter of ``a`` (given, else its default) as the FLOAT DirectML compares
+        with the FLOAT minimum: 1 - 2^-26 reads as 1.0f. None when ``a`` is another activation
+        or the parameter has no value."""
         if a.type != rule.params["activation"]:
-            return
-        act = ctx.spec.activations[a.type]
+            return None
         p = rule.params["parameter"]
-        default = next((x.default for x in act.parameters if x.name == p), None)
+        default = next((x.default for x in ctx.spec.activations[a.type].parameters if x.name == p), None)
         value = a.param_dict.get(p, default)
-        if value is None:
-            return
-        value = as_c_float(value)  # the FLOATs DirectML compares: 1 - 2^-26 reads as 1.0f
-        if not value >= as_c_float(rule.params["min"]):
+        return None if value is None else as_c_float(value)
+
+    def check_activation(self, rule: Rule, name: str, a: ActivationDesc, ctx: Context) -> Iterator[Finding]:
+        value = self._parameter(rule, a, ctx)
+        if value is not None and not value >= as_c_float(rule.params["min"]):
+            p = rule.params["parameter"]
             until = f" before {rule.until}" if rule.until else ""
             yield f"{name}.{p}", f"{a.type} {p} {value:.9g} must be >= {rule.params['min']:g}{until}"
 
@@ -130,13 +135,8 @@ class ActivationParameterMin(ActivationKind):
 
     def activation_at_edge(self, rule: Rule, a: ActivationDesc, ctx: Context) -> bool:
         """The parameter (given or defaulted) exactly at its minimum."""
-        if a.type != rule.params["activation"]:
-            return False
-        p = rule.params["parameter"]
-        act = ctx.spec.activations[a.type]
-        default = next((x.default for x in act.parameters if x.name == p), None)
-        value = a.param_dict.get(p, default)
-        return value is not None and as_c_float(value) == as_c_float(rule.params["min"])
+        value = self._parameter(rule, a, ctx)
+        return value is not None and value == as_c_float(rule.params["min"])
 
     def edges(self, rule: Rule, ctx: Context) -> Iterator[Edge]:
         """The rule's activation fused with the parameter exactly at its minimum."""

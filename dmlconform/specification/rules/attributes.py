@@ -19,21 +19,29 @@ class AttributeRange(RuleKind):
     params = ("member", "min")
     has_edge = True
 
+    @staticmethod
+    def _ends(rule: Rule, value: float) -> tuple[float | None, float | None]:
+        """(min, max) as DirectML compares them with ``value``: a FLOAT member's as FLOATs."""
+        ends = (rule.params.get("min"), rule.params.get("max"))
+        if not isinstance(value, float):
+            return ends
+        low, high = (None if e is None else as_c_float(e) for e in ends)
+        return low, high
+
     def at_edge(self, rule: Rule, ctx: Context) -> bool:
         value = ctx.value(rule.params["member"])
-        ends = [rule.params.get("min"), rule.params.get("max")]
-        if isinstance(value, float):
-            ends = [None if e is None else as_c_float(e) for e in ends]
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and value in ends
+        return (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and value in self._ends(rule, value)
+        )
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:
         name = rule.params["member"]
         value = ctx.value(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return
-        low, high = rule.params.get("min"), rule.params.get("max")
-        if isinstance(value, float):  # a FLOAT against its bounds as FLOATs, as DirectML compares
-            low, high = (None if b is None else as_c_float(b) for b in (low, high))
+        low, high = self._ends(rule, value)
         if low is not None and value < low:
             yield name, f"{name} is {value}, below its minimum {low}"
         elif high is not None and value > high:
