@@ -57,6 +57,11 @@ class Kernel:
     #: ``directional_derivative`` relation steps this gradient kernel's forward (required when
     #: ``relations`` lists that kind; dmlconform/tolerance/derivatives.py)
     derivative: str | None = None
+    #: (desc, inputs, spec) -> {name: float}: facts of a case's data that an expectation's
+    #: ``when`` may name (runner/expect.py), computed once the case ran; their names in
+    #: ``fact_names``, which the expectations parser checks a predicate against
+    facts: str | None = None
+    fact_names: tuple[str, ...] = ()
     #: peak resident bytes per input element of a numeric case beyond the process's memory
     #: before it (inputs, both outputs, the float64 draw, the judge's work arrays): the worst
     #: of bench/bench_case_memory.py's figures for this kernel's largest stress cases at 2^24
@@ -152,6 +157,8 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.lp_norm:lp_budgets",
             model="lp_norm",
             relations=("same_output_as", "chained"),
+            facts="dmlconform.reference.local:lp_facts",
+            fact_names=("largest_squared_norm", "smallest_squared_norm"),
         ),
     )
 }
@@ -210,7 +217,9 @@ def problems(spec: Spec, registry: dict[str, Kernel] | None = None) -> list[str]
             out.append(f"kernel {kernel.name}: uncentred variant {kernel.uncentred!r} is not registered")
         if "directional_derivative" in kernel.relations and kernel.derivative is None:
             out.append(f"kernel {kernel.name}: serves directional_derivative but has no derivative part")
-        for field in ("plan", "execute", "budgets", "compute", "judge", "derivative"):
+        if bool(kernel.facts) != bool(kernel.fact_names):
+            out.append(f"kernel {kernel.name}: a facts part and fact_names go together")
+        for field in ("plan", "execute", "budgets", "compute", "judge", "derivative", "facts"):
             ref = getattr(kernel, field)
             if ref is None:
                 continue

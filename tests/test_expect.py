@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmlconform.report.classes import accuracy_classes, findings_line, known_findings, worse_classes
+from dmlconform.runner.cases import Case
 from dmlconform.runner.expect import (
     CaseFacts,
     ExpectError,
@@ -21,6 +23,7 @@ from dmlconform.runner.expect import (
     parse_findings,
     settle,
 )
+from dmlconform.specification.desc import parse_desc
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 
@@ -100,6 +103,55 @@ def test_case_fields_levels_relations_and_presence() -> None:
     assert not bound.covers(facts(**{**f.__dict__, "level": SPEC.level("5_1")}))
     assert not bound.covers(facts(**{**f.__dict__, "members": {"ScaleTensor": object()}}))
     assert not bound.covers(facts(**{**f.__dict__, "reduction_length": 2}))
+
+
+F10_TEXT = """\
+findings:
+  - id: F10
+    reason: squared norm held in FLOAT16
+    fails: true
+    when:
+      - {operator: LP, data_type: FLOAT16, largest_squared_norm: {min: 65520}}
+      - {operator: LP, data_type: FLOAT16, smallest_squared_norm: {max: 6.1e-5}, Epsilon: {max: 6.1e-5}}
+"""
+
+
+def lp_case(p: int, epsilon: float) -> Case:
+    tensor = {"DataType": "FLOAT16", "Sizes": [1, 1, 2, 4]}
+    members = {"InputTensor": tensor, "OutputTensor": tensor, "Axis": 3, "Epsilon": epsilon, "P": p}
+    desc = parse_desc({"type": "DML_OPERATOR_LP_NORMALIZATION", "desc": members})
+    return Case("numeric", "LP_NORMALIZATION", SPEC.level("6_4"), "FLOAT16", 0, desc)
+
+
+@pytest.mark.parametrize(
+    ("p", "rows", "epsilon", "covered"),
+    [
+        # P 1: the squared norm is (sum |x|)^2: 4 x 64 = 256 squares to 65536, 4 x 63 to 63504
+        (1, [[64.0] * 4, [1.0] * 4], 1e-5, True),
+        (1, [[63.0] * 4, [1.0] * 4], 1e-5, False),
+        # P 2: sum x^2: 4 x 128^2 = 65536; 4 x 127^2 = 64516
+        (2, [[1.0] * 4, [128.0] * 4], 1e-5, True),
+        (2, [[1.0] * 4, [127.0] * 4], 1e-5, False),
+        # the smallest: 4 x (2^-9)^2 = 2^-16, under FLOAT16's smallest normal 2^-14, as Epsilon is
+        (2, [[2.0**-9] * 4, [1.0] * 4], 1e-5, True),
+        (2, [[2.0**-9] * 4, [1.0] * 4], 1e-3, False),
+        (2, [[2.0**-7] * 4, [1.0] * 4], 1e-5, False),  # 4 x 2^-14 = 2^-12: a normal FLOAT16
+    ],
+)
+def test_a_data_fact_is_read_from_the_inputs_judged(
+    p: int, rows: list, epsilon: float, covered: bool
+) -> None:
+    bound = one(F10_TEXT)
+    case = lp_case(p, epsilon)
+    inputs = {"InputTensor": np.array([[rows]], dtype=np.float16)}
+    assert bound.covers(CaseFacts.of(case, spec=SPEC, inputs=inputs)) == covered
+    # before it ran (no inputs) no data predicate holds
+    assert not bound.covers(CaseFacts.of(case, spec=SPEC))
+
+
+def test_a_data_fact_of_another_kernel_is_refused() -> None:
+    with pytest.raises(ExpectError, match="largest_squared_norm: not a case field.*a data fact of the named"):
+        parse_findings(F10_TEXT.replace("operator: LP,", "operator: MVN1,", 1), "f.yaml", spec=SPEC)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmlconform.specification.semantics import LocalResponsePlan, LpPlan
+from dmlconform.specification.desc import OperatorDesc
+from dmlconform.specification.model import Spec
+from dmlconform.specification.semantics import LocalResponsePlan, LpPlan, make_lp_plan
 
 
 def window_sum(values: np.ndarray, axis: int, below: int, above: int) -> np.ndarray:
@@ -61,6 +63,28 @@ def local_response_grad(plan: LocalResponsePlan, arrays: dict[str, np.ndarray]) 
     return {plan.output: out}
 
 
+def squared_norm(plan: LpPlan, x: np.ndarray) -> np.ndarray:
+    """Each slice's squared P-norm (keepdims shape): (sum |x|)^2 for P = 1, sum x^2 for P = 2."""
+    a = np.abs(x)
+    with np.errstate(over="ignore"):
+        if plan.p == 1:
+            norm = np.sum(a, axis=plan.axes, keepdims=True)
+            return norm * norm
+        return np.sum(a * a, axis=plan.axes, keepdims=True)
+
+
+def lp_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict[str, float]:
+    """The largest and smallest squared norm of the case's slices, in float64 (the registry's
+    ``facts`` part of ``lp_normalization``; its ``fact_names`` are these keys).
+
+    An expectation names by them the cases whose squared norm leaves a narrower type's range:
+    DirectML holds it in FLOAT16, which saturates or overflows above 65504 and flushes to 0
+    below 2^-24 (finding F10)."""
+    plan = make_lp_plan(desc, spec)
+    squared = squared_norm(plan, np.asarray(inputs[plan.input], dtype=np.float64))
+    return {"largest_squared_norm": float(np.max(squared)), "smallest_squared_norm": float(np.min(squared))}
+
+
 def lp_denominator(plan: LpPlan, x: np.ndarray) -> np.ndarray:
     """What each slice is divided by, Epsilon placed as the plan says (keepdims shape)."""
     a = np.abs(x)
@@ -68,12 +92,8 @@ def lp_denominator(plan: LpPlan, x: np.ndarray) -> np.ndarray:
         if plan.epsilon_placement == "inside_root":
             s = np.sum(a if plan.p == 1 else a * a, axis=plan.axes, keepdims=True)
             return s + plan.epsilon if plan.p == 1 else np.sqrt(s + plan.epsilon)
-        if plan.p == 1:
-            norm = np.sum(a, axis=plan.axes, keepdims=True)
-            squared = norm * norm
-        else:
-            squared = np.sum(a * a, axis=plan.axes, keepdims=True)
-            norm = np.sqrt(squared)
+        squared = squared_norm(plan, x)
+        norm = np.sqrt(squared)
         if plan.epsilon_placement == "squared_norm":
             return np.sqrt(squared + plan.epsilon)
         if plan.epsilon_placement == "max":

@@ -17,8 +17,10 @@ not by their ids, and bounds them::
 
 ``when`` is a mapping of predicates (all must hold; a list of mappings: any of them): the case's
 ``operator`` (full or short name), ``data_type``, ``kind``, ``regime``, ``feature_level``,
-``reduction_length``, ``relation``, ``rule``, ``expected``, ``id`` (a glob), and any desc member
-by name (``LocalSize: even``, ``P: 1``, ``Epsilon: {max: 0}``, ``ScaleTensor: absent``). A value is
+``reduction_length``, ``relation``, ``rule``, ``expected``, ``id`` (a glob), any desc member
+by name (``LocalSize: even``, ``P: 1``, ``Epsilon: {max: 0}``, ``ScaleTensor: absent``), and the
+data facts of the operator's kernel (``largest_squared_norm: {min: 65520}``; known once the case
+ran, from the inputs it was judged on). A value is
 one value, a list (any of), ``even`` / ``odd``, ``{min: A, max: B}`` (inclusive) or ``present`` /
 ``absent``. ``meets: MODEL`` (or a mapping of tolerance overrides) says the cases must still meet
 that tolerance model: a case that fails the run's model is judged again under it, and is a known
@@ -51,6 +53,7 @@ from typing import Any
 
 import yaml
 
+from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
@@ -81,7 +84,9 @@ KINDS = ("numeric", "validation", "metamorphic")
 class CaseFacts:
     """What a case is, for the predicates: the fields of its id and desc. ``members`` are the
     desc that ran (a metamorphic relation's ``when`` applied); ``regime`` the data the case was
-    judged on (known once it ran; None before)."""
+    judged on (known once it ran; None before); ``data`` the facts its kernel tells of the inputs
+    it was judged on (kernel registry ``facts``: an Lp normalization's largest squared norm),
+    empty before it ran."""
 
     id: str
     kind: str
@@ -95,10 +100,20 @@ class CaseFacts:
     expected: str | None = None
     reduction_length: int | None = None
     members: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, case: Any, nodeid: str = "", regime: str | None = None, *, spec: Spec) -> CaseFacts:
-        """The facts of a ``runner.cases.Case`` (``regime``: the one its inputs came from)."""
+    def of(
+        cls,
+        case: Any,
+        nodeid: str = "",
+        regime: str | None = None,
+        *,
+        spec: Spec,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> CaseFacts:
+        """The facts of a ``runner.cases.Case`` (``regime``: the one its inputs came from;
+        ``inputs``: what it was judged on, for its kernel's data facts)."""
 
         ran = apply_when(case.desc, case.relation) if case.relation else case.desc
         length = elements_and_length(ran, spec)[1] if case.kind != "validation" else None
@@ -115,6 +130,7 @@ class CaseFacts:
             expected=case.expected,
             reduction_length=length,
             members=dict(ran.members),
+            data=_data_facts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
         )
 
     def value(self, name: str) -> Any:
@@ -123,7 +139,16 @@ class CaseFacts:
             return self.level
         if name in CASE_FIELDS:
             return getattr(self, name)
+        if name in self.data:
+            return self.data[name]
         return self.members.get(name, _ABSENT)
+
+
+def _data_facts(desc: Any, inputs: Mapping[str, Any], spec: Spec) -> dict[str, float]:
+    entry = kernels.kernel_of(desc, spec)
+    if entry.facts is None:
+        return {}
+    return dict(kernels.resolve(entry.facts)(desc, dict(inputs), spec))
 
 
 _ABSENT = object()
@@ -558,11 +583,11 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
             cond[key] = Test("any_of", _names(value, known, key, bad))
         elif key == "id":
             cond[key] = Test("glob", tuple(str(v) for v in (value if isinstance(value, list) else [value])))
-        elif key == "reduction_length" or key in members:
+        elif key == "reduction_length" or key in members or key in _facts_of(spec, operators):
             cond[key] = _value_test(value, key, bad)
         else:
             where = "the named operators" if operators else "any operator"
-            raise bad(key, f"not a case field ({', '.join(CASE_FIELDS)}) nor a member of {where}")
+            raise bad(key, f"not a case field ({', '.join(CASE_FIELDS)}), a member or a data fact of {where}")
     return cond
 
 
@@ -580,6 +605,12 @@ def _operators(value: Any, spec: Any, bad: Callable[[str, str], ExpectError]) ->
 
 def _members_of(spec: Any, operators: list[Any] | None) -> set[str]:
     return {m.name for op in (operators or spec.operators.values()) for m in op.members}
+
+
+def _facts_of(spec: Any, operators: list[Any] | None) -> set[str]:
+    """The data facts (kernel registry ``fact_names``) of the operators' kernels."""
+    named = {str(op.semantics.get("kernel")) for op in (operators or spec.operators.values())}
+    return {f for name in named if name in kernels.KERNELS for f in kernels.KERNELS[name].fact_names}
 
 
 def _names(value: Any, known: set[str], key: str, bad: Callable[[str, str], ExpectError]) -> tuple[str, ...]:

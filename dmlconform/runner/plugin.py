@@ -247,7 +247,7 @@ class ConformanceItem(pytest.Item):
                 return None
             return judged[0], None if judged[0] else failure_message(judged[1])
 
-        facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec)
+        facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec, inputs=result.inputs)
         settled = settle(expectations, facts, result.status, result.message, rejudge)
         if settled.expectation is not None:
             self.expectation = settled.expectation.reason
