@@ -12,7 +12,7 @@ from helpers import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmlconform.report.classes import accuracy_classes, findings_line, known_findings, worse_classes
+from dmlconform.report.classes import accuracy_classes, finding_counts, findings_line, worse_classes
 from dmlconform.runner.cases import Case
 from dmlconform.runner.expect import (
     CaseFacts,
@@ -313,7 +313,7 @@ def test_known_findings_counts_only_xfailed_cases() -> None:
         {"outcome": "failed", "known_finding": None},
         {"outcome": "xpassed", "known_finding": None},
     ]
-    counts = known_findings(records)
+    counts = finding_counts(records)
     assert counts == {"F1": 2, "F9": 1}
     assert findings_line(counts) == "F1 (2 cases), F9 (1 case)"
 

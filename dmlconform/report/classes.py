@@ -49,7 +49,7 @@ def accuracy_classes(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
     return {op: dict(sorted(row.items())) for op, row in sorted(table.items())}
 
 
-def known_findings(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def finding_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """{finding: cases}: how many cases each known finding explained (xfailed), most first."""
     counts: dict[str, int] = {}
     for r in records:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dmlconform.report.classes import accuracy_classes, known_findings
+from dmlconform.report.classes import accuracy_classes, finding_counts
 from dmlconform.report.model import Results, ResultsError, load_results, results_path
 
 # Fields that differ between the shards of one run (or are recomputed from the cases); every other
@@ -401,7 +401,7 @@ def _per_run_fields(
         "deselected": sum(int(d.get("deselected") or 0) for d in datas),
         "shard": None,
         "summary": _summarize(records),
-        "known_findings": known_findings(records),
+        "known_findings": finding_counts(records),
         "accuracy_classes": accuracy_classes(records),
         "cases": records,
         "coverage": _merge_coverage(parts),

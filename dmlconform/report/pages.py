@@ -17,8 +17,7 @@ import jinja2
 
 from dmlconform.report.accuracy_by_size import build_accuracy, build_bands
 from dmlconform.report.case_data import EMBEDDED_DESCS, build_case_data, desc_yaml, shrunk_line
-from dmlconform.report.classes import LADDER, accuracy_classes
-from dmlconform.report.classes import known_findings as finding_counts
+from dmlconform.report.classes import LADDER, accuracy_classes, finding_counts
 from dmlconform.report.coverage import build_coverage
 from dmlconform.report.findings import known_findings, known_label, known_reason
 from dmlconform.report.formatting import (

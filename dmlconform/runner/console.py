@@ -81,9 +81,9 @@ def write_reports(
 
 def write_known_findings(tr: Any, records: Iterable[dict[str, Any]]) -> None:
     """The known findings the run's xfailed cases were explained by, with their counts."""
-    from dmlconform.report.classes import findings_line, known_findings
+    from dmlconform.report.classes import finding_counts, findings_line
 
-    hit = known_findings(records)
+    hit = finding_counts(records)
     if hit:
         tr.write_line(f"dmlconform: known findings hit: {findings_line(hit)}")
 

@@ -431,7 +431,7 @@ def known_findings_file(backend: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def known_findings(
+def shipped_findings(
     backend: str, versions: Mapping[str, str] | None = None, *, spec: Spec
 ) -> tuple[list[Bound], str | None]:
     """(the backend's shipped findings, a note for the run's header). A file whose

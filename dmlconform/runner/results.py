@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform import __version__
-from dmlconform.report.classes import accuracy_classes, known_findings
+from dmlconform.report.classes import accuracy_classes, finding_counts
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.judging import CaseResult
@@ -293,7 +293,7 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "versions": dict(meta.versions),
         "tolerance": {"overrides": dict(meta.tolerance), "model": meta.tolerance.get("model", "default")},
         "summary": summarize(records),
-        "known_findings": known_findings(records),
+        "known_findings": finding_counts(records),
         "accuracy_classes": accuracy_classes(records),
         "cases": records,
         "coverage": coverage(spec, meta.operators, records),

@@ -17,7 +17,7 @@ from typing import Any
 from dmlconform.runner.backend_loading import OpenedBackend, open_backend
 from dmlconform.runner.cases import Selection, Shard
 from dmlconform.runner.directories import directory_problem
-from dmlconform.runner.expect import ExpectError, known_findings, load_expectations
+from dmlconform.runner.expect import ExpectError, load_expectations, shipped_findings
 from dmlconform.runner.options import BY_DEST, SettingsError, check_values, parse_pairs
 from dmlconform.runner.selection import require_supported_data_types, resolve_selection, spec_level
 from dmlconform.specification.model import FeatureLevel, SpecError, UnknownLevel, load_spec
@@ -137,7 +137,7 @@ def _expectations(spec: Any, values: Mapping[str, Any], info: Any) -> tuple[list
         if values.get("expect"):
             expectations = load_expectations(values["expect"], spec)
         if not values.get("no_known_findings"):
-            known, note = known_findings(info.name or values["backend"], info.versions, spec=spec)
+            known, note = shipped_findings(info.name or values["backend"], info.versions, spec=spec)
             expectations += known
     except ExpectError as exc:
         raise SettingsError(str(exc)) from None
