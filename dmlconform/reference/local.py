@@ -64,13 +64,14 @@ def local_response_grad(plan: LocalResponsePlan, arrays: dict[str, np.ndarray]) 
 
 
 def squared_norm(plan: LpPlan, x: np.ndarray) -> np.ndarray:
-    """Each slice's squared P-norm (keepdims shape): (sum |x|)^2 for P = 1, sum x^2 for P = 2."""
-    a = np.abs(x)
+    """Each slice's squared P-norm (keepdims shape): (sum |x|)^2 for P = 1, sum x^2 for P = 2,
+    summed in float64 whatever ``x``'s type (no float64 copy of a FLOAT16 or FLOAT32 input for
+    P = 1: the facts of a 2^26-element case)."""
     with np.errstate(over="ignore"):
         if plan.p == 1:
-            norm = np.sum(a, axis=plan.axes, keepdims=True)
+            norm = np.sum(np.abs(x), axis=plan.axes, keepdims=True, dtype=np.float64)
             return norm * norm
-        return np.sum(a * a, axis=plan.axes, keepdims=True)
+        return np.sum(np.square(x, dtype=np.float64), axis=plan.axes, keepdims=True)
 
 
 def lp_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict[str, float]:
@@ -81,7 +82,7 @@ def lp_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> d
     DirectML holds it in FLOAT16, which saturates or overflows above 65504 and flushes to 0
     below 2^-24 (finding F10)."""
     plan = make_lp_plan(desc, spec)
-    squared = squared_norm(plan, np.asarray(inputs[plan.input], dtype=np.float64))
+    squared = squared_norm(plan, np.asarray(inputs[plan.input]))
     return {"largest_squared_norm": float(np.max(squared)), "smallest_squared_norm": float(np.min(squared))}
 
 

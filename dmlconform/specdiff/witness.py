@@ -26,7 +26,7 @@ from dmlconform.specification.rules import (
     TensorDimensionCountRange,
     of_kind,
 )
-from dmlconform.specification.validate import validate
+from dmlconform.specification.validate import is_legal, validate
 
 # The rule kind whose violation shows each kind of change, for changes that are not about one
 # rule (a support cell is checked by the support_* rule, an activation by activation_available).
@@ -151,7 +151,7 @@ class _Search:
 
     def _confirmed(self, cand: OperatorDesc, legal: Side, illegal: Side) -> Witness | None:
         """``cand`` as a witness when it is legal at ``legal`` and breaks an expected rule at ``illegal``."""
-        if validate(cand, legal.level, legal.spec):
+        if not is_legal(cand, legal.level, legal.spec):
             return None
         bad = validate(cand, illegal.level, illegal.spec)
         if not any(v.rule in self.expected for v in bad):

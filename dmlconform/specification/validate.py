@@ -8,6 +8,7 @@ validator knows rule kinds, not operators: all of that comes from the spec.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dmlconform.errors import Violation
@@ -44,16 +45,20 @@ def validate(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec | None = 
     Raises ``UnknownLevel`` for a level the spec does not know and ``KeyError`` for an unknown
     operator (both are unusable input, not violations).
     """
-    spec = spec_or_default(spec)
+    return list(_violations(desc, level, spec_or_default(spec)))
+
+
+def _violations(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec) -> Iterator[Violation]:
+    """:func:`validate`'s violations in checking order, lazily: :func:`is_legal` stops at the
+    first (a witness search asks that of some 20,000 descs, most of them illegal)."""
     plan = _plan(spec, desc.operator, level)
     ctx = Context(spec, plan.op, plan.level, desc, plan.row)
     members = desc.members
     for name in plan.tensor_names:
         if not isinstance(members.get(name), TensorDesc):
             ctx.unusable.add(name)
-    out: list[Violation] = []
     for rule, kind in plan.before_tensors:
-        out.extend(_violation(rule, member, message) for member, message in kind.check(rule, ctx))
+        yield from (_violation(rule, member, message) for member, message in kind.check(rule, ctx))
     for name in plan.tensor_names:
         t = members.get(name)
         if name in ctx.unusable:
@@ -63,12 +68,11 @@ def validate(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec | None = 
                 _violation(rule, member, message) for member, message in kind.check_tensor(rule, name, t, ctx)
             ]
             if found:
-                out.extend(found)
                 ctx.unusable.add(name)
+                yield from found
                 break
     for rule, kind in plan.after_tensors:
-        out.extend(_violation(rule, member, message) for member, message in kind.check(rule, ctx))
-    return out
+        yield from (_violation(rule, member, message) for member, message in kind.check(rule, ctx))
 
 
 @dataclass(frozen=True)
@@ -128,4 +132,4 @@ def _violation(rule: Rule, member: str, message: str) -> Violation:
 
 
 def is_legal(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec) -> bool:
-    return not validate(desc, level, spec)
+    return next(_violations(desc, level, spec), None) is None
