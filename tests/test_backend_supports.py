@@ -15,7 +15,7 @@ import pytest
 from helpers import REPO, SPEC, dmlconform
 
 from dmlconform.backends.reference import ReferenceBackend
-from dmlconform.errors import Unsupported
+from dmlconform.errors import Rejected, Unsupported
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ProcessGuard, ThreadGuard, backend_info, support_reason
@@ -130,6 +130,31 @@ def test_supports_is_asked_in_the_isolated_worker_too() -> None:
         assert results[MVN1].status == "passed", results[MVN1].message
     finally:
         guard.close()
+
+
+class RefusesAtCompile(ReferenceBackend):
+    """Refuses every desc where DirectML's CompileOperator would, with its HRESULT."""
+
+    validates = True
+
+    def check(self, desc: OperatorDesc) -> None:
+        raise Rejected("CompileOperator returned E_INVALIDARG", stage="compile", hresult=0x80070057)
+
+
+def test_an_isolated_refusal_keeps_its_stage_and_hresult() -> None:
+    """What the release sweep reads of a refusal (acceptance.ask) survives the worker's pipe."""
+    desc = _cases(MVN1)[0].desc
+    guard = ProcessGuard("test_backend_supports:RefusesAtCompile", {}, 60)
+    try:
+        with pytest.raises(Rejected) as refused:
+            guard.call("check", desc)
+    finally:
+        guard.close()
+    assert (str(refused.value), refused.value.stage, refused.value.hresult) == (
+        "CompileOperator returned E_INVALIDARG",
+        "compile",
+        0x80070057,
+    )
 
 
 class CheckWithoutDeclaring:

@@ -391,7 +391,7 @@ class ProcessGuard:
         if status == "ok":
             return value
         if status == "rejected":
-            raise Rejected(value)
+            raise value if isinstance(value, Rejected) else Rejected(value)
         if status == "unsupported":
             raise Unsupported(value)
         if isinstance(value, Raised):

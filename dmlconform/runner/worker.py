@@ -40,8 +40,8 @@ def _serve(proto_in: Any, proto_out: Any) -> int:
             return 0
         try:
             reply: tuple[str, Any] = ("ok", invoke(backend, method, desc, inputs))
-        except Rejected as exc:
-            reply = ("rejected", str(exc))
+        except Rejected as exc:  # as a plain Rejected, its stage and HRESULT kept (errors._Staged)
+            reply = ("rejected", Rejected(str(exc), stage=exc.stage, hresult=exc.hresult))
         except Unsupported as exc:
             reply = ("unsupported", str(exc))
         except BaseException as exc:  # noqa: BLE001 - report everything, keep serving
