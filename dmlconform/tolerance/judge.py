@@ -47,6 +47,7 @@ from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
+from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import UNIT_ROUNDOFF, reduction_growth
 
@@ -256,9 +257,7 @@ def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> Sli
         sd = np.sqrt(var + plan.epsilon) if plan.normalize_variance else np.ones_like(var)
         rel_sd = tl.divisor_error(plan, ss, st, co, u)
         if co.ceiling is not None:
-            floor = tl.statistics_errors(plan, ss, co, u, floor=True)
-            d_shift = (st.e_mean - floor.e_mean) / sd
-            d_rel = rel_sd - tl.divisor_error(plan, ss, floor, co, u)
+            d_shift, d_rel = ceiling_deltas(plan, ss, st, co, u, sd, rel_sd)
             unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
             ceiling = (co.ceiling, d_shift, d_rel, unit)
         shift = st.e_mean / sd  # sd 0: an undefined slice (Epsilon 0)

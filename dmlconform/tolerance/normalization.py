@@ -450,6 +450,16 @@ def element_errors(
     return ElementErrors(z, y, sd, rel_sd, e_act, slope, straddles)
 
 
+def ceiling_deltas(
+    plan: Plan, ss: SliceStatistics, st: StatisticsErrors, co: Coefficients, u: float, sd: Any, rel_sd: Any
+) -> tuple[Any, Any]:
+    """(shift, relative divisor error) per slice that the floor (the same error for a reduction
+    of one block) does not have: the floor's e_y differs from e_y only in these statistics
+    terms, and the ceiling caps the difference (the numpy model here, the compiled judge's terms)."""
+    floor = statistics_errors(plan, ss, co, u, floor=True)
+    return (st.e_mean - floor.e_mean) / sd, rel_sd - divisor_error(plan, ss, floor, co, u)
+
+
 def _under_ceiling(
     plan: Plan,
     ss: SliceStatistics,
@@ -464,10 +474,7 @@ def _under_ceiling(
 ) -> np.ndarray:
     """e_y capped at ``co.ceiling`` times the output's own scale (:func:`output_scale`) plus
     the floor, the same error for a reduction of one block."""
-    # the floor's e_y differs from e_y only in its statistics terms, which are per slice
-    floor = statistics_errors(plan, ss, co, u, floor=True)
-    d_shift = (st.e_mean - floor.e_mean) / sd
-    d_rel = rel_sd - divisor_error(plan, ss, floor, co, u)
+    d_shift, d_rel = ceiling_deltas(plan, ss, st, co, u, sd, rel_sd)
     e_floor = e_y - np.abs(ops.scale) * (d_shift + np.abs(z) * d_rel)
     unit = 1.0 if plan.normalize_variance else np.sqrt(ss.var)
     assert co.ceiling is not None
