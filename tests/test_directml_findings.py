@@ -28,9 +28,11 @@ from dmlconform.backends.directml.backend import DirectMLBackend  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-#: FLOAT16 cases of operators that compute statistics and of one that is given them; the seed-0
-#: default-tier cases (``--cases 2`` draws the first two of each group of eight)
-SELECTION = ["--operators", "MVN1", "BNT", "BN", "--dtypes", "FLOAT16", "--kinds", "numeric", "--cases", "2"]
+#: FLOAT16 cases of an operator that computes statistics (F1's bound), of one whose squared norm
+#: F10 names by the data (LP: 6 of DirectML's own answers are F10's), and of one that is given
+#: them (FLOAT16 arithmetic); the seed-0 default-tier cases (``--cases 2``: the first two of each
+#: group of eight)
+SELECTION = ["--operators", "MVN1", "LP", "BN", "--dtypes", "FLOAT16", "--kinds", "numeric", "--cases", "2"]
 
 
 class PartlyDamagedFloat16(DirectMLBackend):
@@ -50,7 +52,7 @@ class PartlyDamagedFloat16(DirectMLBackend):
 
 
 def damage_of(input_sizes: list[int]) -> str:
-    """The damage a case gets, from its input's sizes (seed 0: 45, 50 and 45 cases)."""
+    """The damage a case gets, from its input's sizes (seed 0: 58, 63 and 61 cases)."""
     return ("none", "nan", "scaled")[sum(input_sizes) % 3]
 
 
@@ -83,13 +85,14 @@ def test_directml_passes_under_its_findings_and_a_planted_float16_regression_fai
     own = by_damage["none"]
     assert [c["id"] for c in own if c["outcome"] in ("failed", "error")] == []
     assert any(c["known_finding"] == "F1" for c in own)
+    assert any(c["known_finding"] == "F10" for c in own)  # named by the data of the case
     for damage in ("nan", "scaled"):
         damaged = by_damage[damage]
         failed = [c for c in damaged if c["outcome"] == "failed"]
-        # every case a bound judges fails; only the cases listed by id as failing (beyond every
-        # bound on this stack) stay known findings
+        # every case a bound judges fails; only the cases a ``fails`` finding covers (F10's by
+        # their data, and those listed by id: beyond every bound on this stack) stay known
         assert len(failed) >= len(damaged) // 2, (damage, [c["outcome"] for c in damaged])
         assert any("outside F1's bound" in (c["message"] or "") for c in failed), damage
-    # no bound admits a NaN: only the cases listed as failing stay known
+    # no bound admits a NaN: only the cases of a ``fails`` finding stay known
     nan = by_damage["nan"]
     assert [c["id"] for c in nan if c["outcome"] == "xfailed" and "within" in (c["message"] or "")] == []
