@@ -88,9 +88,9 @@ def lp_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> d
 
 def lp_denominator(plan: LpPlan, x: np.ndarray) -> np.ndarray:
     """What each slice is divided by, Epsilon placed as the plan says (keepdims shape)."""
-    a = np.abs(x)
     with np.errstate(over="ignore", invalid="ignore"):
         if plan.epsilon_placement == "inside_root":
+            a = np.abs(x)
             s = np.sum(a if plan.p == 1 else a * a, axis=plan.axes, keepdims=True)
             return s + plan.epsilon if plan.p == 1 else np.sqrt(s + plan.epsilon)
         squared = squared_norm(plan, x)

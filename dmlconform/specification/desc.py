@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dmlconform.specification.model import Spec, spec_or_default
+from dmlconform.specification.model import YAML_LOADER, Spec, spec_or_default
 
 OPERATOR_PREFIX = "DML_OPERATOR_"
 DATA_TYPE_PREFIX = "DML_TENSOR_DATA_TYPE_"
@@ -249,9 +249,6 @@ def dump_yaml(data: Any) -> str:
 # Parsing
 
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_desc(path: str | Path, spec: Spec | None = None) -> OperatorDesc:
     """Read a desc file (YAML or JSON). Errors are :class:`DescError` naming the file."""
     path = Path(path)
@@ -262,9 +259,9 @@ def load_desc(path: str | Path, spec: Spec | None = None) -> OperatorDesc:
     except UnicodeDecodeError:
         raise DescError("", "not UTF-8 text", str(path)) from None
     try:
-        # JSON is YAML 1.2-compatible enough for descs; libyaml where PyYAML has it (a corpus of
-        # descs is read file by file: the pure-Python parser took ten times as long)
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+        # JSON is YAML 1.2-compatible enough for descs; the spec's loader, libyaml where PyYAML
+        # has it (a corpus of descs is read file by file: the pure-Python parser took ten times as long)
+        data = yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -379,13 +379,13 @@ def normalize_level(name: Any) -> str:
 
 #: libyaml's safe loader where PyYAML has it: every process that runs cases loads the spec, and the
 #: pure-Python parser took 2 s of a small run's start (its nodes keep line and column too)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _parse(text: str) -> tuple[yaml.Node | None, Any]:
     """The document's node tree (for file:line:column in errors) and its data, built from that
     tree: one parse, not a compose and a load of the same text."""
-    loader = _LOADER(text)
+    loader = YAML_LOADER(text)
     try:
         node = loader.get_single_node()
         return node, (loader.construct_document(node) if node is not None else None)
