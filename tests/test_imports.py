@@ -4,7 +4,9 @@ Three reasons keep a ``dmlconform`` import inside a function (docs/architecture.
 
 - the CLI and what it loads to build its parsers (``cli.py``, ``commands/``,
   ``runner/options.py``, ``runner/selection.py``) and the pytest plugin (loaded by every pytest
-  session through its entry point): each verb's work modules load when it runs;
+  session through its entry point): each verb's work modules load when it runs; and the run's
+  crash watcher (``runner/watch.py``), a process beside every run that imports the package only
+  to write the report of a run that died;
 - the imported module loads numba, jinja2 or an optional backend library at import (a run of
   small cases never imports numba);
 - the import at the top would close a cycle of top-level imports.
@@ -26,6 +28,7 @@ LAZY_BY_ROLE = (
     "dmlconform.runner.options",
     "dmlconform.runner.selection",
     "dmlconform.runner.plugin",
+    "dmlconform.runner.watch",
 )
 HEAVY_LIBRARIES = {"numba", "jinja2", "torch", "onnxruntime", "hypothesis"}
 
@@ -173,3 +176,19 @@ def test_the_kernel_registry_names_no_module_above_the_stages_it_serves():
     refs = [getattr(k, part) for k in kernels.KERNELS.values() for part in REGISTRY_PARTS]
     upward = [ref for ref in refs if ref and not ref.partition(":")[0].startswith(REGISTRY_STAGES)]
     assert not upward, upward
+
+
+def test_the_crash_watcher_waits_without_importing_the_package(tmp_path: Path) -> None:
+    """Every run starts one: what it imports before the run ends competes with the run for the
+    CPU, and the run's end waits for it (it imported the spec model, 0.3 s, until this test)."""
+    from dmlconform.runner import watch
+
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", watch.__file__, str(tmp_path), "--isolate"],
+        input=watch.DONE,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = [ln.rsplit("|", 1)[-1].strip() for ln in done.stderr.decode().splitlines() if "|" in ln]
+    assert "json" in imported and not [m for m in imported if m.startswith(("dmlconform", "numpy"))]

@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dmlconform.specification.model import load_spec
-
 JOURNAL = ".dmlconform-journal.jsonl"
 DONE = b"done\n"
 
@@ -94,6 +92,7 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
         return None
     from dmlconform.report import write_reports
     from dmlconform.runner.results import RunMeta, build_results, write_results
+    from dmlconform.specification.model import load_spec
 
     reason = stop_reason(crash_of(dump), running, isolate_flag)
     started_epoch = meta.pop("started_epoch", None)
