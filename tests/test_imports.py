@@ -17,6 +17,7 @@ Anything else is hoisted: this test names the one that is not.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,10 @@ LAZY_BY_ROLE = (
 HEAVY_LIBRARIES = {"numba", "jinja2", "torch", "onnxruntime", "hypothesis"}
 
 
-def _modules() -> dict[str, ast.Module]:
+@functools.cache
+def modules() -> dict[str, ast.Module]:
+    """Every module of the package, parsed on first use (at import, each worker's collection
+    paid for it)."""
     out = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -42,15 +46,12 @@ def _modules() -> dict[str, ast.Module]:
     return out
 
 
-MODULES = _modules()
-
-
 def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> set[str]:
     """The package modules an import statement loads (parent packages included)."""
     if isinstance(node, ast.ImportFrom):
         base = node.module or ""
         if node.level:
-            pkg = importer if f"{importer}.__init__" in _INITS else importer.rsplit(".", 1)[0]
+            pkg = importer if f"{importer}.__init__" in _inits() else importer.rsplit(".", 1)[0]
             for _ in range(node.level - 1):
                 pkg = pkg.rsplit(".", 1)[0]
             base = f"{pkg}.{base}" if base else pkg
@@ -60,17 +61,21 @@ def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> set[str]:
     out = set()
     for name in names:
         parts = name.split(".")
-        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in MODULES)
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in modules())
     return out
 
 
-_INITS = {f"{n}.__init__" for n in MODULES if (PACKAGE.parent / n.replace(".", "/") / "__init__.py").exists()}
+@functools.cache
+def _inits() -> set[str]:
+    return {
+        f"{n}.__init__" for n in modules() if (PACKAGE.parent / n.replace(".", "/") / "__init__.py").exists()
+    }
 
 
 def _top_level() -> tuple[dict[str, set[str]], set[str]]:
     """(module -> package modules it imports at top level, modules importing a heavy library)."""
     graph, heavy = {}, set()
-    for name, tree in MODULES.items():
+    for name, tree in modules().items():
         edges: set[str] = set()
         for node in tree.body:
             if isinstance(node, ast.Import | ast.ImportFrom):
@@ -106,11 +111,11 @@ def _function_local(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 def test_every_function_local_import_saves_start_up_or_breaks_a_cycle():
     graph, heavy = _top_level()
     needless = []
-    for name, tree in MODULES.items():
+    for name, tree in modules().items():
         if name.startswith(LAZY_BY_ROLE):
             continue
         for node in _function_local(tree):
-            targets = _targets(node, name) - {p for p in MODULES if name.startswith(p + ".")} - {name}
+            targets = _targets(node, name) - {p for p in modules() if name.startswith(p + ".")} - {name}
             if not targets:
                 continue
             loads_heavy = any(_reach(graph, t) & heavy for t in targets)
@@ -145,12 +150,12 @@ def test_no_package_binds_a_name_its_submodule_will_overwrite():
     the submodule ``reference.kernels`` the first time that loads (Python sets the package's
     attribute): the registry's functions then vanish mid-run."""
     clashes = []
-    for name, tree in MODULES.items():
-        if f"{name}.__init__" not in _INITS:
+    for name, tree in modules().items():
+        if f"{name}.__init__" not in _inits():
             continue
         submodules = {
             m.rsplit(".", 1)[1]
-            for m in MODULES
+            for m in modules()
             if m.startswith(name + ".") and m.count(".") == name.count(".") + 1
         }
         for node in tree.body:
