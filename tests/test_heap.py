@@ -52,16 +52,22 @@ def _free_after(retain: bool, program: str = _FREE_64_MIB) -> tuple[int, int]:
     return int(free), int(retained)
 
 
+def _same(retained: int, free: int) -> bool:
+    """The heap's free bytes read twice, a moment apart: the interpreter may allocate between the
+    reads (1392 bytes once, on a busy worker), far below the blocks these tests free."""
+    return abs(retained - free) < 2**16
+
+
 def test_a_freed_large_block_stays_in_the_heap_only_when_retaining() -> None:
     free, retained = _free_after(retain=True)
-    assert free >= 2**26 and retained == free
+    assert free >= 2**26 and _same(retained, free)
     free, retained = _free_after(retain=False)  # glibc's default: an mmap of its own, unmapped
     assert free < 2**26 and retained == 0
 
 
 def test_a_large_block_freed_on_another_thread_stays_too() -> None:
     free, retained = _free_after(retain=True, program=_FREE_128_MIB_ON_A_THREAD)
-    assert free >= 2**27 and retained == free
+    assert free >= 2**27 and _same(retained, free)
     free, _ = _free_after(retain=False, program=_FREE_128_MIB_ON_A_THREAD)
     assert free < 2**27
 
