@@ -77,7 +77,7 @@ class RunnerCommand:
 class Runner:
     """A runner process, restarted on demand. Not thread-safe: one per process or worker."""
 
-    #: Seconds before the first start retried for a refused device (doubling, tripling after).
+    #: Seconds before the first retry of a start refused a device; the n-th waits n times that.
     device_retry_pause = 0.5
 
     def __init__(self, command: RunnerCommand, start_timeout: float = 60.0) -> None:
@@ -188,14 +188,15 @@ class Runner:
         release tests (0x887a0004, Wine's answer without an X server; the cause was not
         reproduced in 300 starts more). Anything else, and a refusal that persists, is reported
         as it is."""
-        for attempt in range(DEVICE_RETRIES + 1):
+        retries = 0
+        while True:
             try:
                 return self._request_once(command, payload, timeout)
             except RunnerError as exc:
-                if attempt == DEVICE_RETRIES or NO_DEVICE not in str(exc):
+                if retries == DEVICE_RETRIES or NO_DEVICE not in str(exc):
                     raise
-                time.sleep(self.device_retry_pause * (attempt + 1))
-        raise AssertionError("unreachable")
+            retries += 1
+            time.sleep(self.device_retry_pause * retries)
 
     def _request_once(self, command: int, payload: bytes, timeout: float) -> bytes:
         self.start()
