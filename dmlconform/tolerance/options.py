@@ -9,6 +9,7 @@ picklable (the ``--isolate`` worker, xdist workers).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -109,10 +110,16 @@ def _numbers(cls: type[ToleranceOptions]) -> set[str]:
 
 
 def _number(key: str, raw: Any) -> float:
+    """A budget's number: finite and not negative. Every option and coefficient scales or adds
+    to a budget, so a negative one fails every case and an infinite or NaN one passes or fails
+    them all without saying why; each is refused here, in one line, before anything runs."""
     try:
-        return float(raw)
+        value = float(raw)
     except (TypeError, ValueError):
         raise ValueError(f"tolerance override {key}={raw!r}: not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"tolerance override {key}={raw!r}: must be a finite number >= 0")
+    return value
 
 
 def _text(value: Any) -> str | None:
