@@ -24,6 +24,7 @@ from typing import Any
 
 from dmlconform.report.classes import accuracy_classes, finding_counts
 from dmlconform.report.model import Results, ResultsError, load_results, results_path
+from dmlconform.report.results_file import write_results_file
 
 # Fields that differ between the shards of one run (or are recomputed from the cases); every other
 # top-level field must be equal in all shards.
@@ -327,7 +328,7 @@ def merge_reports(
     _prepare_out(out_dir, parts)
     records = _gather_records(parts, out_dir)
     merged = _merged_results(parts, records, missing, notes)
-    written = [_write_results(out_dir, merged)]
+    written = [write_results_file(out_dir, merged)]
     junit = _merge_junit(parts, out_dir)
     if junit is not None:
         written.append(junit)
@@ -428,12 +429,3 @@ def _merged_from(parts: list[Part]) -> list[dict[str, Any]]:
         }
         for part in parts
     ]
-
-
-def _write_results(out_dir: Path, merged: dict[str, Any]) -> Path:
-    """Through a temporary file replaced in one step: an interrupted merge leaves no half file."""
-    results_file = out_dir / "results.json"
-    tmp = results_file.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(merged, indent=1), encoding="utf-8")
-    tmp.replace(results_file)
-    return results_file

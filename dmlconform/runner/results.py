@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
-import math
 import platform
 import re
 import shlex
@@ -28,6 +27,7 @@ import numpy as np
 from dmlconform import __version__
 from dmlconform.report.classes import accuracy_classes, finding_counts
 from dmlconform.report.record import CaseRecord
+from dmlconform.report.results_file import jsonable, write_results_file
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.judging import CaseResult
 from dmlconform.runner.tiers import elements_and_length
@@ -43,23 +43,6 @@ def sanitize(case_id: str) -> str:
     """A directory name for a case id: ``numeric[A-5_2-FLOAT16-0042]`` -> ``numeric-A-5_2-FLOAT16-0042``."""
     text = case_id.replace("[", "-").replace("]", "")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("-_") or "case"
-
-
-def jsonable(value: Any) -> Any:
-    """Coerce backend-reported info and numpy scalars into strict JSON (no NaN literals)."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return jsonable(value.item())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)
 
 
 def replay_command(case_dir: Path, backend: str, options: dict[str, str]) -> str:
@@ -301,12 +284,7 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
 
 
 def write_results(report_dir: Path, results: dict[str, Any]) -> Path:
-    report_dir.mkdir(parents=True, exist_ok=True)
-    path = report_dir / "results.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(jsonable(results), indent=1), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_results_file(report_dir, results)
 
 
 def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
