@@ -45,6 +45,7 @@ from dmlconform.dxdispatch.model import ModelError, NotExpressible, canonical
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.report.record import CaseRecord
+from dmlconform.report.results_file import write_results_file
 from dmlconform.runner.cases import Case
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.results import (
@@ -54,7 +55,6 @@ from dmlconform.runner.results import (
     finish_record,
     spec_hash,
     versions,
-    write_results,
 )
 from dmlconform.specification.desc import DescError, TensorDesc
 from dmlconform.specification.model import FeatureLevel, Spec
@@ -420,7 +420,7 @@ def check_bundle(
         "spec_hash_now": spec_hash(spec),
         "note": run_info.note,
     }
-    write_results(report_dir, results)
+    write_results_file(report_dir, results)
     write_junit(report_dir / "junit.xml", results)
     try:
         from dmlconform.report import write_reports

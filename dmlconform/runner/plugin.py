@@ -326,7 +326,7 @@ class ConformanceSession:
         by a signal or a crash still leaves the report of the cases that ran."""
         from dataclasses import asdict
 
-        from dmlconform.runner.results import write_results
+        from dmlconform.report.results_file import write_results_file
 
         global terminated_by
         terminated_by = None
@@ -336,7 +336,7 @@ class ConformanceSession:
         if _is_worker(self.config) or report_dir is None:
             return
         clear_earlier_run(report_dir, getattr(self.config.option, "xmlpath", None))
-        write_results(report_dir, self.placeholder())
+        write_results_file(report_dir, self.placeholder())
         meta = {**asdict(self.run_meta()), "started_epoch": time.time()}
         self.lifeline.start(report_dir, meta, self.settings.isolate_flag)
 
@@ -518,12 +518,13 @@ class ConformanceSession:
         )
 
     def write(self, session: pytest.Session) -> None:
-        from dmlconform.runner.results import build_results, write_results
+        from dmlconform.report.results_file import write_results_file
+        from dmlconform.runner.results import build_results
 
         s = self.settings
         results = build_results(self.run_meta(), self.spec, list(self.records.values()))
         assert s.report_dir is not None
-        self.results_path = write_results(s.report_dir, results)
+        self.results_path = write_results_file(s.report_dir, results)
         self.summary = results["summary"]
         self.report_paths = [self.results_path]
         try:

@@ -27,7 +27,7 @@ import numpy as np
 from dmlconform import __version__
 from dmlconform.report.classes import accuracy_classes, finding_counts
 from dmlconform.report.record import CaseRecord
-from dmlconform.report.results_file import jsonable, write_results_file
+from dmlconform.report.results_file import jsonable
 from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.judging import CaseResult
 from dmlconform.runner.tiers import elements_and_length
@@ -281,10 +281,6 @@ def build_results(meta: RunMeta, spec: Spec, records: list[dict[str, Any]]) -> d
         "cases": records,
         "coverage": coverage(spec, meta.operators, records),
     }
-
-
-def write_results(report_dir: Path, results: dict[str, Any]) -> Path:
-    return write_results_file(report_dir, results)
 
 
 def load_case_dir(case_dir: Path, spec: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:

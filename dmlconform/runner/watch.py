@@ -91,7 +91,8 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
     if not meta:
         return None
     from dmlconform.report import write_reports
-    from dmlconform.runner.results import RunMeta, build_results, write_results
+    from dmlconform.report.results_file import write_results_file
+    from dmlconform.runner.results import RunMeta, build_results
     from dmlconform.specification.model import load_spec
 
     reason = stop_reason(crash_of(dump), running, isolate_flag)
@@ -109,7 +110,7 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
         },
     )
     results = build_results(RunMeta(**meta), load_spec(), list(records.values()))
-    write_results(report_dir, results)
+    write_results_file(report_dir, results)
     try:
         write_reports(report_dir)
     except Exception as exc:  # results.json is what matters; say why the pages are missing

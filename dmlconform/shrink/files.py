@@ -85,7 +85,7 @@ def shrink_report(
     import time
 
     from dmlconform.report.pages import write_reports
-    from dmlconform.runner.results import write_results
+    from dmlconform.report.results_file import write_results_file
 
     path = report_dir / "results.json"
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -99,7 +99,7 @@ def shrink_report(
             break
         budget = left / (len(todo) - n + 1)
         shrunk += _shrink_record(report_dir, record, f"shrink {n}/{len(todo)}", budget, isolate, timeout, log)
-    write_results(report_dir, data)
+    write_results_file(report_dir, data)
     write_reports(report_dir)
     return shrunk
 
