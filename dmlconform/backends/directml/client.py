@@ -184,10 +184,10 @@ class Runner:
 
         A new process that dies because Wine would not create a D3D12 device has run nothing, so
         it is started again, :data:`DEVICE_RETRIES` times at most: on a busy 2-core CI machine
-        sharing one wineserver, D3D12CreateDevice refused one start in some thirty runs of the
-        release tests (0x887a0004, Wine's answer without an X server; the cause was not
-        reproduced in 300 starts more). Anything else, and a refusal that persists, is reported
-        as it is."""
+        whose runners share one wineserver, D3D12CreateDevice refused one start of the release
+        tests (0x887a0004, Wine's answer without an X server, though the runner's Xvfb had
+        started; not reproduced in 35 runs of those tests and 300 starts more). Anything else,
+        and a refusal that persists, is reported as it is."""
         retries = 0
         while True:
             try:
