@@ -2,9 +2,10 @@
 
 The run's fields read as ``json.dumps(indent=1)`` writes them; each case is one line, written by
 the C encoder: a case reads and greps as one record, ``diff`` of two runs' files names the cases
-that changed, and a 50,000-case run's file takes 1.5 s and 51 MiB, not 7.3 s and 67 MiB (indented
-throughout, every value first copied by :func:`jsonable`; ``bench/bench_report.py``). The run and ``report merge`` both
-write through :func:`write_results_file`.
+that changed, and a 50,000-case run's file takes 1.5 s and 51 MiB, not 7.3 s and 67 MiB
+(indented throughout, every value first copied by :func:`jsonable`; ``bench/bench_report.py``).
+Everything that writes the file (a run, its crash watcher, a DxDispatch check, shrink, report
+merge) writes it through :func:`write_results_file`.
 """
 
 from __future__ import annotations

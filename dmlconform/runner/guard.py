@@ -391,7 +391,7 @@ class ProcessGuard:
         if status == "ok":
             return value
         if status == "rejected":
-            raise value if isinstance(value, Rejected) else Rejected(value)
+            raise value  # the worker's Rejected itself, its stage and HRESULT kept
         if status == "unsupported":
             raise Unsupported(value)
         if isinstance(value, Raised):

@@ -66,7 +66,7 @@ class Lifeline:
         same run, only without this safety net."""
         import faulthandler
 
-        from dmlconform.runner.results import jsonable
+        from dmlconform.report.results_file import jsonable
 
         try:
             self._journal_path = report_dir / watch.JOURNAL
@@ -92,7 +92,7 @@ class Lifeline:
         """One journal line, flushed: what the watcher reads after a crash."""
         if self._journal is None:
             return
-        from dmlconform.runner.results import jsonable
+        from dmlconform.report.results_file import jsonable
 
         try:
             self._journal.write(json.dumps(jsonable(entry)) + "\n")
