@@ -86,6 +86,8 @@ KERNELS: dict[str, Kernel] = {
             relations=_SAME,
             uncentred="rms_normalization",
             judge="dmlconform.tolerance.judge:plan_for",
+            facts="dmlconform.reference.numpy_ref:normalization_facts",
+            fact_names=("largest_variance",),
         ),
         Kernel(
             name="rms_normalization",
@@ -98,6 +100,8 @@ KERNELS: dict[str, Kernel] = {
             model="normalization",
             relations=_SAME,
             judge="dmlconform.tolerance.judge:rms_plan_for",
+            facts="dmlconform.reference.numpy_ref:normalization_facts",
+            fact_names=("largest_variance",),
         ),
         Kernel(
             name="given_statistics",
@@ -134,6 +138,8 @@ KERNELS: dict[str, Kernel] = {
             budgets="dmlconform.tolerance.local_response:local_response_budgets",
             model="local_response",
             relations=("same_output_as", "chained"),
+            facts="dmlconform.reference.local:local_response_facts",
+            fact_names=("largest_window_square_sum",),
         ),
         Kernel(
             name="local_response_grad",
@@ -146,6 +152,8 @@ KERNELS: dict[str, Kernel] = {
             model="local_response",
             relations=("same_output_as", "chained", "directional_derivative"),
             derivative="dmlconform.tolerance.derivatives:local_response_domain",
+            facts="dmlconform.reference.local:local_response_facts",
+            fact_names=("largest_window_square_sum",),
         ),
         Kernel(
             name="lp_normalization",

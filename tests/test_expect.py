@@ -149,6 +149,72 @@ def test_a_data_fact_is_read_from_the_inputs_judged(
     assert not bound.covers(CaseFacts.of(case, spec=SPEC))
 
 
+F18_TEXT = """\
+findings:
+  - id: F18
+    reason: window sums of squares held in FLOAT16
+    fails: true
+    when: {operator: LRNG, data_type: FLOAT16, largest_window_square_sum: {min: 65520}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("cross_channel", "value", "covered"),
+    [
+        # within a channel, LocalSize 3: an inner element's window is 3 x 3, so 9 c^2
+        (False, 86.0, True),  # 9 x 86^2 = 66564
+        (False, 85.0, False),  # 9 x 85^2 = 65025
+        # across channels: 3 channels, 3 c^2
+        (True, 148.0, True),  # 65712
+        (True, 147.0, False),  # 64827
+    ],
+)
+def test_a_window_fact_sums_each_window_as_the_operator_does(
+    cross_channel: bool, value: float, covered: bool
+) -> None:
+    bound = one(F18_TEXT)
+    tensor = {"DataType": "FLOAT16", "Sizes": [1, 3, 3, 3]}
+    members = {
+        "InputTensor": tensor,
+        "InputGradientTensor": tensor,
+        "OutputGradientTensor": tensor,
+        "CrossChannel": cross_channel,
+        "LocalSize": 3,
+        "Alpha": 1.0,
+        "Beta": 0.5,
+        "Bias": 1.0,
+    }
+    desc = parse_desc({"type": "DML_OPERATOR_LOCAL_RESPONSE_NORMALIZATION_GRAD", "desc": members})
+    case = Case("numeric", "LOCAL_RESPONSE_NORMALIZATION_GRAD", SPEC.level("6_4"), "FLOAT16", 0, desc)
+    x = np.full((1, 3, 3, 3), value, dtype=np.float16)
+    inputs = {"InputTensor": x, "InputGradientTensor": np.ones_like(x)}
+    assert bound.covers(CaseFacts.of(case, spec=SPEC, inputs=inputs)) == covered
+
+
+@pytest.mark.parametrize(("d", "covered"), [(256.0, True), (255.0, False)])
+def test_the_variance_fact_is_about_the_mean(d: float, covered: bool) -> None:
+    bound = one(
+        "findings:\n  - id: F1\n    reason: variance held in FLOAT16\n    fails: true\n"
+        "    when: {operator: MVN1, data_type: FLOAT16, largest_variance: {min: 65520}}\n"
+    )
+    tensor = {"DataType": "FLOAT16", "Sizes": [1, 1, 1, 4]}
+    members = {"InputTensor": tensor, "OutputTensor": tensor, "Axes": [3], "NormalizeVariance": True}
+    desc = parse_desc({"type": "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1", "desc": members})
+    case = Case("numeric", "MEAN_VARIANCE_NORMALIZATION1", SPEC.level("6_4"), "FLOAT16", 0, desc)
+    # a mean of 1000 puts the mean square far past 65504 either way: only the variance counts
+    x = np.array([1000 - d, 1000 + d, 1000 - d, 1000 + d], dtype=np.float16).reshape(1, 1, 1, 4)
+    assert bound.covers(CaseFacts.of(case, spec=SPEC, inputs={"InputTensor": x})) == covered
+
+
+def test_data_facts_are_computed_only_when_a_predicate_asks() -> None:
+    # inputs without the input tensor: computing a fact fails, so each step shows whether it ran
+    facts = CaseFacts.of(lp_case(2, 1e-5), spec=SPEC, inputs={"Unrelated": np.zeros(4, np.float16)})
+    assert "largest_squared_norm" in facts.data and len(facts.data) == 2
+    assert not one(F10_TEXT.replace("data_type: FLOAT16,", "data_type: FLOAT32,")).covers(facts)
+    with pytest.raises(KeyError, match="InputTensor"):
+        one(F10_TEXT).covers(facts)
+
+
 def test_a_data_fact_of_another_kernel_is_refused() -> None:
     with pytest.raises(ExpectError, match="largest_squared_norm: not a case field.*a data fact of the named"):
         parse_findings(F10_TEXT.replace("operator: LP,", "operator: MVN1,", 1), "f.yaml", spec=SPEC)

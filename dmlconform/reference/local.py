@@ -13,7 +13,12 @@ import numpy as np
 
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
-from dmlconform.specification.semantics import LocalResponsePlan, LpPlan, make_lp_plan
+from dmlconform.specification.semantics import (
+    LocalResponsePlan,
+    LpPlan,
+    make_local_response_plan,
+    make_lp_plan,
+)
 
 
 def window_sum(values: np.ndarray, axis: int, below: int, above: int) -> np.ndarray:
@@ -40,6 +45,18 @@ def region_sum(values: np.ndarray, plan: LocalResponsePlan, *, transposed: bool 
 def local_response_terms(plan: LocalResponsePlan, x: np.ndarray) -> np.ndarray:
     """d = Bias + Alpha / divisor * the window's sum of squares."""
     return plan.bias + (plan.alpha / plan.divisor) * region_sum(x * x, plan)
+
+
+def local_response_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict[str, float]:
+    """The largest window sum of squares of the case's input, in float64 (the registry's ``facts``
+    part of both local-response kernels; its ``fact_names`` are these keys).
+
+    An expectation names by it the cases whose windows leave a narrower type's range: DirectML's
+    FLOAT16 gradient holds the sum in FLOAT16, which saturates past 65504 (and a square past
+    it is infinite, the output 0)."""
+    plan = make_local_response_plan(desc, spec)
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    return {"largest_window_square_sum": float(np.max(region_sum(x * x, plan)))}
 
 
 def local_response(plan: LocalResponsePlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ import numpy as np
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import Plan, make_plan
+from dmlconform.specification.slices import to_slices
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -101,3 +102,17 @@ def execute(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str,
         if name:
             out[name] = out[name].reshape(desc.get(name, spec).sizes)
     return out
+
+
+def normalization_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
+    """The largest variance of the case's slices, in float64, about 0 where the kernel does not
+    centre (the registry's ``facts`` part of both normalization kernels; its ``fact_names``).
+
+    An expectation names by it the cases whose variance leaves a narrower type's range: DirectML
+    holds a FLOAT16 variance in FLOAT16 in some shaders, saturated at 65504 past it (F1;
+    cases/directml/mvn1-fp16-variance-saturates)."""
+    plan = make_plan(desc, spec, uncentred_ok=True)
+    slices = to_slices(np.asarray(inputs[plan.input], dtype=np.float64), plan.axes)
+    # what the kernel divides out: the second moment about the mean, or about 0 (uncentred)
+    divided = np.var(slices, axis=1) if plan.center else np.mean(slices * slices, axis=1)
+    return {"largest_variance": float(np.max(divided))}

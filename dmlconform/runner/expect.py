@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,7 @@ class CaseFacts:
             expected=case.expected,
             reduction_length=length,
             members=dict(ran.members),
-            data=_data_facts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
+            data=DataFacts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
         )
 
     def value(self, name: str) -> Any:
@@ -144,11 +144,30 @@ class CaseFacts:
         return self.members.get(name, _ABSENT)
 
 
-def _data_facts(desc: Any, inputs: Mapping[str, Any], spec: Spec) -> dict[str, float]:
-    entry = kernels.kernel_of(desc, spec)
-    if entry.facts is None:
-        return {}
-    return dict(kernels.resolve(entry.facts)(desc, dict(inputs), spec))
+class DataFacts(Mapping[str, float]):
+    """The facts the case's kernel tells of its inputs, computed on the first look at one: most
+    cases are settled by predicates that never ask, and a fact costs a pass over the inputs
+    (2^26 elements in the stress tier). Which facts there are is known without computing them."""
+
+    def __init__(self, desc: Any, inputs: Mapping[str, Any], spec: Spec) -> None:
+        self._desc, self._inputs, self._spec = desc, inputs, spec
+        self._entry = kernels.kernel_of(desc, spec)
+        self._values: dict[str, float] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entry.fact_names
+
+    def __getitem__(self, name: str) -> float:
+        if self._values is None:
+            compute = kernels.resolve(self._entry.facts) if self._entry.facts else None
+            self._values = dict(compute(self._desc, dict(self._inputs), self._spec)) if compute else {}
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entry.fact_names)
+
+    def __len__(self) -> int:
+        return len(self._entry.fact_names)
 
 
 _ABSENT = object()
