@@ -108,9 +108,10 @@ def normalization_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) 
     """The largest variance of the case's slices, in float64, about 0 where the kernel does not
     centre (the registry's ``facts`` part of both normalization kernels; its ``fact_names``).
 
-    An expectation names by it the cases whose variance leaves a narrower type's range: DirectML
-    holds a FLOAT16 variance in FLOAT16 in some shaders, saturated at 65504 past it (F1;
-    cases/directml/mvn1-fp16-variance-saturates)."""
+    An expectation names by it the cases whose variance leaves FLOAT16's range: DirectML holds a
+    FLOAT16 variance in FLOAT16, saturated at 65504 past it in some shaders (F1;
+    cases/directml/mvn1-fp16-variance-saturates). Below FLOAT16's normal range the
+    ``fp16-statistics`` model itself holds the variance to FLOAT16's subnormal spacing."""
     plan = make_plan(desc, spec, uncentred_ok=True)
     slices = to_slices(np.asarray(inputs[plan.input], dtype=np.float64), plan.axes)
     # what the kernel divides out: the second moment about the mean, or about 0 (uncentred)

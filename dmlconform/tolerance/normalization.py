@@ -93,6 +93,7 @@ from dmlconform.tolerance.terms import (
     growth,
     repeated_growth,
     repetition,
+    storage_floor,
     storage_roundoff,
     summed,
     ulp_of,
@@ -249,13 +250,14 @@ def exact_divisor_rounding(plan: Plan, ss: SliceStatistics, n: int, co: Coeffici
 def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> StatisticsErrors:
     """The errors once the statistics are rounded to the type they are stored in (the
     ``fp16-statistics`` model: a FLOAT16 tensor's mean and variance stored as FLOAT16 after float32
-    accumulation): one rounding of each, and the deviations then taken around the rounded mean,
-    whose error enters the variance squared. Unchanged where they are kept in working precision."""
-    us = storage_roundoff(co)
+    accumulation): one rounding of each, relative and, for a value among the type's subnormals,
+    absolute (a variance under 2^-25 is 0 in FLOAT16), and the deviations then taken around the
+    rounded mean, whose error enters the variance squared. Unchanged where they are kept in working precision."""
+    us, floor = storage_roundoff(co), storage_floor(co)
     if not us:
         return st
-    e_mean = st.e_mean + us * (np.abs(ss.mean) + st.e_mean)
-    e_var = st.e_var + us * (ss.var + st.e_var) + e_mean**2 - st.e_mean**2
+    e_mean = st.e_mean + us * (np.abs(ss.mean) + st.e_mean) + floor
+    e_var = st.e_var + us * (ss.var + st.e_var) + floor + e_mean**2 - st.e_mean**2
     return StatisticsErrors(e_mean, e_var)
 
 
