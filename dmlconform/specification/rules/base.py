@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, as_c_float
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
+from dmlconform.specification.model import RULE_KINDS, FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.breaking import Chooser, Overrides
 from dmlconform.specification.structure import Model
 
@@ -137,8 +137,11 @@ KINDS: dict[str, RuleKind] = {}
 
 def kind(cls: type[RuleKind]) -> type[RuleKind]:
     """Registers one instance of the kind class under its ``name``: rules name their kind by a
-    string (the spec's YAML), and ``KINDS`` is where that string becomes the kind."""
+    string (the spec's YAML), and ``KINDS`` is where that string becomes the kind. The name also
+    joins the spec schema's list of kinds (``RULE_KINDS``), so that a spec naming an unknown
+    kind is refused where it is loaded."""
     KINDS[cls.name] = cls()
+    RULE_KINDS.add(cls.name)
     return cls
 
 
