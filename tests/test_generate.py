@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import SPEC
 
-from dmlconform.generation.illegal import BREAKERS, breakable_rules, illegal_descs, unbreakable_rules
+from dmlconform.generation.illegal import breakable_rules, illegal_descs, unbreakable_rules
 from dmlconform.generation.legal import legal_descs
-from dmlconform.generation.model import model_for, operators_and_levels
 from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS
 from dmlconform.generation.reductions import (
     long_reduction_desc,
@@ -22,7 +21,8 @@ from dmlconform.generation.reductions import (
     reduction_size,
 )
 from dmlconform.specification.desc import TensorDesc, minimum_implied_size_in_bytes, parse_desc
-from dmlconform.specification.rules import KINDS
+from dmlconform.specification.rules import KINDS, ActivationKind, RuleKind, TensorKind
+from dmlconform.specification.structure_builder import model_for, operators_and_levels
 from dmlconform.specification.validate import active_rules, validate
 
 ALL = operators_and_levels(SPEC)
@@ -30,8 +30,19 @@ AVAILABLE = [(o, lv) for o, lv in ALL if model_for(o, lv, SPEC).available]
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_every_rule_kind_has_a_breaker() -> None:
-    assert {type(k) for k in KINDS.values()} <= set(BREAKERS)
+#: Where a kind's breaker is written: the three methods of ``RuleKind``, and the per-tensor and
+#: per-activation hooks that the tensor and activation families' ``break_desc`` calls.
+BREAKER_METHODS = ("why_unbreakable", "break_plan", "break_desc", "break_tensor", "break_activation")
+
+
+def test_every_rule_kind_defines_its_breaker() -> None:
+    """RuleKind's defaults break nothing (any base, unchanged), so a kind that inherits them
+    all has no breaker: its class body must define one of the methods (``available`` only says
+    when it is unbreakable: a base at a level below the operator's breaks it)."""
+    families = {RuleKind, TensorKind, ActivationKind}
+    assert all(any(m in vars(f) for f in families) for m in BREAKER_METHODS)
+    missing = [k.name for k in KINDS.values() if not set(BREAKER_METHODS) & set(vars(type(k)))]
+    assert not missing, f"rule kinds without a breaker: {missing}"
 
 
 @pytest.mark.parametrize(("operator", "level"), AVAILABLE)

@@ -24,8 +24,8 @@ import dmlconform as dc
 from dmlconform import kernels, tolerance
 from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
-from dmlconform.generation.model import model_for, operators_and_levels
 from dmlconform.specification.semantics import SemanticsError
+from dmlconform.specification.structure_builder import model_for, operators_and_levels
 from dmlconform.tolerance import judge
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 

@@ -1,9 +1,10 @@
 """Where every random decision of the desc generators comes from.
 
-Two drivers share the generators through this interface: :class:`RandomChooser` (seeded,
-deterministic in any process; ``choice(..., key=...)`` deals from shuffled decks, so every class
-of a choice appears within a few descs) and the hypothesis chooser in
-``dmlconform.generation.strategies``.
+Two drivers share the generators through the :class:`~dmlconform.specification.rules.Chooser`
+interface (it lives beside the rule kinds, whose breakers draw through it too):
+:class:`RandomChooser` (seeded, deterministic in any process; ``choice(..., key=...)`` deals
+from shuffled decks, so every class of a choice appears within a few descs) and the hypothesis
+chooser in ``dmlconform.generation.strategies``.
 """
 
 from __future__ import annotations
@@ -11,24 +12,9 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-
-class Chooser(Protocol):
-    """Where every random decision comes from. ``key`` names a class of choice (dtype of group 0,
-    layout of OutputTensor...); the seeded chooser deals keyed choices round-robin from a shuffled
-    deck, hypothesis ignores keys. Options are ordered simplest first, so hypothesis shrinks
-    toward packed layouts, no activation and small sizes."""
-
-    def integer(self, lo: int, hi: int) -> int: ...
-
-    def choice(self, options: Sequence[T], key: str | None = None) -> T: ...
-
-    def boolean(self) -> bool: ...
-
-    def permutation(self, items: Sequence[T]) -> list[T]: ...
 
 
 class RandomChooser:

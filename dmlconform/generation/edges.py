@@ -21,13 +21,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dmlconform.generation.chooser import Chooser, seeded_chooser
-from dmlconform.generation.model import Model, model_for
+from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.plan import Options
 from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import FeatureLevel, Spec
-from dmlconform.specification.rules import Context, kind_of
+from dmlconform.specification.rules import Chooser, Context, kind_of
+from dmlconform.specification.structure import Model
+from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import is_legal
 
 #: The share of legal validation descs replaced by an edge of one of their rules (rules taken in

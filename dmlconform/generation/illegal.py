@@ -1,47 +1,40 @@
 """Illegal descs: each breaks exactly one rule, the one it is labelled with.
 
-An illegal desc is a legal base built with *overrides* followed by a *mutation* of the realized
-desc (``dmlconform.generation.breaker``); the validator then confirms that exactly the labelled
-rule fires (cheap next to building, and it keeps the label honest for odd specs). Whether a rule
-can be broken alone at a level is decided statically by each breaker's ``why_not``, which
-returns the reason when it cannot (:func:`unbreakable_rules`).
+An illegal desc is a legal base drawn under the overrides its rule's kind asks for
+(``RuleKind.break_plan``), then changed by the kind (``RuleKind.break_desc``); the validator then
+confirms that exactly the labelled rule fires (cheap next to building, and it keeps the label
+honest for odd specs). Whether a rule can be broken alone at a level is decided statically by
+its kind's ``why_unbreakable``, which returns the reason when it cannot
+(:func:`unbreakable_rules`).
 
-A new rule *kind* needs one entry in :data:`BREAKERS`, keyed by its class (a test checks that
-every kind has one).
+A new rule *kind* needs nothing here: its breaker lives on its class, beside its check and its
+edges (a test checks that every kind defines one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from dmlconform.generation.activation_breakers import ACTIVATION_BREAKERS
-from dmlconform.generation.breaker import Breaker
-from dmlconform.generation.chooser import Chooser, seeded_chooser
-from dmlconform.generation.model import Model, model_for
+from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.plan import Options, choose_plan
 from dmlconform.generation.realize import realize
-from dmlconform.generation.structure_breakers import STRUCTURE_BREAKERS
-from dmlconform.generation.value_breakers import VALUE_BREAKERS
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import FeatureLevel, Rule, Spec
-from dmlconform.specification.rules import Available, RuleKind, kind_of
+from dmlconform.specification.rules import Available, Chooser, kind_of
+from dmlconform.specification.structure import Model
+from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import validate
-
-#: The breaker of every rule kind, keyed by the kind's class.
-BREAKERS: dict[type[RuleKind], Breaker] = {**STRUCTURE_BREAKERS, **VALUE_BREAKERS, **ACTIVATION_BREAKERS}
 
 
 def why_unbreakable(model: Model, rule: Rule) -> str | None:
     """Why ``rule`` cannot be broken alone at the model's level; None when it can."""
-    if not model.available and not isinstance(kind_of(rule), Available):
+    kind = kind_of(rule)
+    if not model.available and not isinstance(kind, Available):
         return (
             f"{model.op.name} is not available at {model.level.name} (introduced in "
             f"{model.op.introduced}): every desc also breaks 'available'"
         )
-    breaker = BREAKERS.get(type(kind_of(rule)))
-    if breaker is None:
-        return f"no breaker for rule kind {rule.kind!r}"
-    return breaker.why_not(model, rule)
+    return kind.why_unbreakable(model, rule)
 
 
 def breakable_rules(operator: str, level: str | FeatureLevel, spec: Spec) -> list[str]:
@@ -70,15 +63,15 @@ def build_illegal(
 ) -> OperatorDesc:
     """A desc that breaks ``rule`` and nothing else at the model's level."""
     opts = opts or Options()
-    breaker = BREAKERS[type(kind_of(rule))]
+    kind = kind_of(rule)
     for _ in range(attempts):
-        ov = breaker.plan(model, rule, ch)
+        ov = kind.break_plan(model, rule, ch)
         if ov is None:
             continue
         plan = choose_plan(model, ch, opts, ov)
         if plan is None:
             continue
-        desc = breaker.mutate(model, rule, realize(model, plan, ch, opts), ch)
+        desc = kind.break_desc(model, rule, realize(model, plan, ch, opts), ch)
         if desc is None:
             continue
         if {v.rule for v in validate(desc, model.level, model.spec)} == {rule.id}:

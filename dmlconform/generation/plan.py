@@ -1,34 +1,29 @@
 """The plan of a desc: every choice drawn, before any tensor layout.
 
 A :class:`Plan` draws every choice (presence, ranks, dtypes, root shapes, broadcast masks,
-attribute values, fused activation) from a :class:`~dmlconform.generation.chooser.Chooser`,
-within the structure the :class:`~dmlconform.generation.model.Model` made of the rules, so that
-the desc is legal by construction (never generate-and-filter). An illegal desc's legal base is
-the same plan drawn under :class:`Overrides`.
+attribute values, fused activation) from a :class:`~dmlconform.specification.rules.Chooser`,
+within the structure the :class:`~dmlconform.specification.structure.Model` made of the rules,
+so that the desc is legal by construction (never generate-and-filter). An illegal desc's legal
+base is the same plan drawn under the :class:`~dmlconform.specification.rules.Overrides` its
+rule's kind asks for (``RuleKind.break_plan``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from dmlconform.generation.chooser import Chooser
-from dmlconform.generation.model import Model
 from dmlconform.specification.desc import ActivationDesc
-from dmlconform.specification.model import Activation
-from dmlconform.specification.rules import condition_holds
+from dmlconform.specification.rules import Chooser, Overrides, activation_params, condition_holds, fixed_dims
+from dmlconform.specification.structure import Model
 
 OMIT: Any = type("Omit", (), {"__repr__": lambda self: "OMIT"})()
 """Plan value for a member that the desc leaves out (the spec's default applies)."""
 
 FLOAT_ATTRIBUTE_CLASSES: tuple[float, ...] = (1e-5, 0.0, 1e-12, 1e-3, 1.0, 100.0)
 """Value classes for FLOAT attributes (Epsilon): zero, tiny, typical, large."""
-
-ACTIVATION_PARAMETER_CLASSES: tuple[float, ...] = (1.0, 0.1, 0.25, 0.5, 1.5, 2.0, 3.0)
-"""Activation parameters are drawn positive and non-zero: CELU and SOFTPLUS divide by theirs,
-and the spec gives no parameter a lower bound except through ``activation_parameter_min``."""
 
 DEFAULT_MAX_SIZE = 7
 DEFAULT_MAX_ELEMENTS = 4096
@@ -43,19 +38,6 @@ class Options:
     max_size: int = DEFAULT_MAX_SIZE
     max_elements: int = DEFAULT_MAX_ELEMENTS
     layouts: bool = True
-
-
-@dataclass
-class Overrides:
-    """What an illegal-desc breaker asks of the legal base."""
-
-    force_present: frozenset[str] = frozenset()
-    force_absent: frozenset[str] = frozenset()
-    comp_rank: dict[int, int] = field(default_factory=dict)
-    group_rank: dict[int, int] = field(default_factory=dict)
-    dtype_group: dict[int, str] = field(default_factory=dict)
-    dtype_tensor: dict[str, str] = field(default_factory=dict)
-    attrs: dict[str, Any] = field(default_factory=dict)  # attribute values forced on the base
 
 
 @dataclass
@@ -150,7 +132,7 @@ def _choose_shapes(
         p = model.parent.get(g)
         rank = ranks[g]
         if p is not None and ranks[p] == rank:
-            fixed = set().union(*(b.fixed(rank) for b in model.fixed_of.get(g, ())))
+            fixed = set().union(*(fixed_dims(b.rule.params, rank) for b in model.fixed_of.get(g, ())))
             mode = ch.choice(("mixed", "equal", "ones"), key=f"mask{g}")
             masks[g] = tuple(
                 True if i in fixed else (mode == "equal" or (mode == "mixed" and ch.boolean()))
@@ -250,7 +232,7 @@ def _apply_conditional_fixed(
         rank = ranks[g]
         for b in entries:
             if condition_holds(b.when, lambda n: _attr_value(model, attrs, n)):
-                fixed = b.fixed(rank)
+                fixed = fixed_dims(b.rule.params, rank)
                 masks[g] = tuple(keep or i in fixed for i, keep in enumerate(masks[g]))
 
 
@@ -267,23 +249,6 @@ def _choose_axes(ch: Chooser, rank: int, unique: bool, key: str) -> tuple[int, .
     if mode == "shuffled":
         axes = ch.permutation(axes)
     return tuple(axes)
-
-
-def _param_value(model: Model, ch: Chooser, act: str, p: str, key: str) -> float:
-    lo = model.param_min.get((act, p))
-    values = tuple(v for v in ACTIVATION_PARAMETER_CLASSES if lo is None or v >= lo)
-    return ch.choice(values, key=key)
-
-
-def activation_params(model: Model, ch: Chooser, act: Activation, omit: str | None = None) -> tuple:
-    params = []
-    for p in act.parameters:
-        if p.name == omit:
-            continue
-        if p.default is not None and ch.choice((True, False), key=f"{act.name}.{p.name}:omit"):
-            continue
-        params.append((p.name, _param_value(model, ch, act.name, p.name, f"{act.name}.{p.name}")))
-    return tuple(params)
 
 
 def _choose_activation(model: Model, ch: Chooser, member: str) -> Any:

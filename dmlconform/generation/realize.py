@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmlconform.generation.chooser import Chooser
-from dmlconform.generation.model import Model
 from dmlconform.generation.plan import OMIT, Options, Plan, choose_plan
 from dmlconform.specification.desc import (
     OperatorDesc,
@@ -19,6 +17,8 @@ from dmlconform.specification.desc import (
     minimum_implied_size_in_bytes,
     packed_strides,
 )
+from dmlconform.specification.rules import Chooser
+from dmlconform.specification.structure import Model
 
 LAYOUTS: tuple[str, ...] = ("packed", "explicit", "padded", "permuted")
 """The layouts any tensor is drawn in; inputs also ``broadcast`` (zero strides)."""

@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from dmlconform.generation.chooser import Chooser, seeded_chooser
-from dmlconform.generation.model import Model, model_for
+from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import FeatureLevel, Spec
+from dmlconform.specification.rules import Chooser
+from dmlconform.specification.structure import Model
+from dmlconform.specification.structure_builder import model_for
 
 
 def reduction_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:

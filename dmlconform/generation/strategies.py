@@ -1,7 +1,7 @@
 """The desc generators as hypothesis strategies, for property tests that shrink.
 
 Same code as the seeded drivers (``dmlconform.generation.legal`` and ``.illegal``): the
-generators are written against the :class:`~dmlconform.generation.chooser.Chooser` interface, and
+generators are written against the :class:`~dmlconform.specification.rules.Chooser` interface, and
 here every choice is a ``data.draw``, so hypothesis can shrink a failing desc toward the simplest
 choices (options are listed simplest first: packed layouts, no activation, small sizes, the first
 data type).
@@ -15,18 +15,18 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from dmlconform.generation.illegal import build_illegal, why_unbreakable
-from dmlconform.generation.model import model_for
-from dmlconform.generation.model import operators_and_levels as all_operators_and_levels
 from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
 from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.model import Spec
+from dmlconform.specification.structure_builder import model_for
+from dmlconform.specification.structure_builder import operators_and_levels as all_operators_and_levels
 
 T = TypeVar("T")
 
 
 class HypothesisChooser:
-    """A :class:`~dmlconform.generation.chooser.Chooser` backed by hypothesis draws (keys are
+    """A :class:`~dmlconform.specification.rules.Chooser` backed by hypothesis draws (keys are
     ignored: hypothesis explores on its own)."""
 
     def __init__(self, draw: Any) -> None:

@@ -33,15 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dmlconform import kernels
-from dmlconform.generation.chooser import Chooser, seeded_chooser
+from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.data import regime_desc, regimes_for
-from dmlconform.generation.model import Model, model_for
 from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, Plan, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import FeatureLevel, Spec
+from dmlconform.specification.rules import Chooser
+from dmlconform.specification.structure import Model
+from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import validate
 
 THRESHOLDS: tuple[int, ...] = (32, 256, 1024, 4096, 65536)

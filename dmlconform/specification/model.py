@@ -503,13 +503,31 @@ def spec_file(spec_dir: Path, rel: str) -> Path:
         return spec_dir / rel
 
 
+RULE_KINDS: set[str] = set()
+"""The kinds a rule may name, which :func:`_schema` puts in the schemas' ``kind`` enum. Each rule
+kind adds its name as it registers (``@kind`` in ``dmlconform.specification.rules``), so that the
+vocabulary is written once, as classes: the kinds build on this module, which cannot import
+them. Importing any part of ``dmlconform`` loads them first (the package's face imports the
+validator), before a spec can load."""
+
+
 @functools.lru_cache(maxsize=8)
 def _schema(spec_dir: Path, name: str) -> dict[str, Any]:
+    """The JSON Schema ``name`` of ``spec_dir``, with :data:`RULE_KINDS` as the enum of a rule's
+    ``kind`` (the file leaves the list out)."""
     path = schema_dir(spec_dir) / name
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        schema = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SpecError(f"cannot load schema: {exc}", str(path)) from None
+    kind = schema.get("$defs", {}).get("rule", {}).get("properties", {}).get("kind")
+    if kind is not None:
+        if not RULE_KINDS:
+            raise SpecError(
+                "no rule kind is registered: import dmlconform.specification.rules first", str(path)
+            )
+        kind["enum"] = sorted(RULE_KINDS)
+    return schema
 
 
 SCHEMA_FOR = {

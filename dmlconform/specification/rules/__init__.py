@@ -1,12 +1,14 @@
 """The closed vocabulary of rule kinds, one module per family: ``base`` (the :class:`Context`,
 the :class:`RuleKind` base, the ``KINDS`` registry), ``support`` (presence and the support
 table), ``members`` (members tied to one another), ``axes`` (arrays and axes), ``tensors`` and
-``outputs`` (each tensor as a buffer desc), ``activations`` and ``attributes``.
+``outputs`` (each tensor as a buffer desc), ``activations`` and ``attributes``. Each kind's
+class holds its check, its edges and its breaker; ``breaking`` holds what the breakers work
+with (the :class:`Chooser`, the :class:`Overrides` of the legal base).
 
 This face imports every family so that each ``@kind`` has registered whenever anything imports
 the package: ``KINDS`` is complete, whichever kind a caller looks up first. It names what the
 rest of the code imports from ``dmlconform.specification.rules``; the family modules import
-``base`` (and each other), never this face.
+``base`` and ``breaking`` (and each other), never this face.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from dmlconform.specification.rules.activations import (
     ActivationParameterMin,
     ActivationParameterRequired,
     ActivationTensorsNull,
+    activation_params,
 )
 from dmlconform.specification.rules.attributes import AttributeOneOf, AttributeRange
 from dmlconform.specification.rules.axes import ArrayLength, AxesInRange, AxesUnique
 from dmlconform.specification.rules.base import KINDS, Context, RuleKind, kind_of, of_kind
+from dmlconform.specification.rules.breaking import Chooser, Overrides
 from dmlconform.specification.rules.members import (
     Broadcastable,
     PairedPresence,
@@ -66,7 +70,9 @@ __all__ = [
     "AxesInRange",
     "AxesUnique",
     "Broadcastable",
+    "Chooser",
     "Context",
+    "Overrides",
     "PairedPresence",
     "Required",
     "RuleKind",
@@ -87,6 +93,7 @@ __all__ = [
     "TensorStridesCount",
     "TensorTotalSize",
     "TensorTotalSizeMax",
+    "activation_params",
     "condition_holds",
     "fixed_dims",
     "kind_of",

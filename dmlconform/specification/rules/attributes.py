@@ -1,12 +1,17 @@
-"""Scalar attribute kinds: a number member's legal values."""
+"""Scalar attribute kinds: a number member's legal values.
+
+Each breaks a legal base by giving the member a value just outside what its rule allows."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
-from dmlconform.specification.desc import as_c_float
+from dmlconform.specification.desc import OperatorDesc, as_c_float
 from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
+from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.structure import Model
 
 
 @kind
@@ -54,6 +59,30 @@ class AttributeRange(RuleKind):
             if end is not None:
                 yield f"{name} {end}", ctx.desc.replace(**{name: end})
 
+    @staticmethod
+    def _outside(model: Model, rule: Rule) -> list[float]:
+        """Values just outside an attribute_range that the member's C type can hold."""
+        member = model.op.member(rule.params["member"])
+        low, high = rule.params.get("min"), rule.params.get("max")
+        uint = member is not None and member.type == "uint"
+        out: list[float] = []
+        if low is not None:
+            below = (math.ceil(low) - 1) if uint else low - 1.0
+            if not uint or below >= 0:
+                out.append(below)
+        if high is not None:
+            out.append((math.floor(high) + 1) if uint else high + 1.0)
+        return out
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if self._outside(model, rule):
+            return None
+        return f"{rule.params['member']} is a UINT: no value lies below {rule.params.get('min')}"
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        options = self._outside(model, rule)
+        return desc.replace(**{rule.params["member"]: ch.choice(options)}) if options else None
+
 
 @kind
 class AttributeOneOf(RuleKind):
@@ -83,3 +112,9 @@ class AttributeOneOf(RuleKind):
         name = rule.params["member"]
         for value in rule.params["values"]:
             yield f"{name} {value}", ctx.desc.replace(**{name: value})
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """0 or a value past the largest listed, whichever the list leaves out."""
+        allowed = [int(v) for v in rule.params["values"]]
+        options = [v for v in (0, max(allowed) + 1, max(allowed) + 2) if v not in allowed]
+        return desc.replace(**{rule.params["member"]: ch.choice(options)})

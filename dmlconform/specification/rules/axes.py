@@ -1,12 +1,18 @@
 """Kinds of array members and the axes they hold: an array's length member matches it, its axes
-lie within the tensor they name and do not repeat."""
+lie within the tensor they name and do not repeat.
+
+Each breaks a legal base by changing the one array or length member its rule names."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import KINDS, Context, Edge, Finding, RuleKind, kind
+from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.structure import Model
 
 
 @kind
@@ -23,6 +29,15 @@ class ArrayLength(RuleKind):
                 rule.params["length_member"],
                 f"{rule.params['length_member']} is {count} but {rule.params['member']} has {len(arr)} entries",
             )
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """The length member one or two past the array's length, or short of it."""
+        arr = desc.members.get(rule.params["member"])
+        if not isinstance(arr, tuple):
+            return None
+        n = len(arr)
+        wrong = [n + 1, n + 2] + ([0] if n > 0 else []) + ([n - 1] if n > 1 else [])
+        return desc.replace(**{rule.params["length_member"]: ch.choice(wrong)})
 
 
 @kind
@@ -74,6 +89,17 @@ class AxesInRange(RuleKind):
             else:
                 yield f"{name} {axis}", ctx.desc.replace(**{name: axis})
 
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """One axis at the tensor's rank or a little past it."""
+        axes, t = desc.members.get(rule.params["member"]), desc.members.get(rule.params["of"])
+        if isinstance(axes, int) and not isinstance(axes, bool) and isinstance(t, TensorDesc):
+            return desc.replace(**{rule.params["member"]: t.rank + ch.integer(0, 3)})
+        if not isinstance(axes, tuple) or not axes or not isinstance(t, TensorDesc):
+            return None
+        out = list(axes)
+        out[ch.integer(0, len(out) - 1)] = t.rank + ch.integer(0, 3)
+        return desc.replace(**{rule.params["member"]: tuple(out)})
+
 
 @kind
 class AxesUnique(RuleKind):
@@ -90,3 +116,22 @@ class AxesUnique(RuleKind):
                 yield f"{rule.params['member']}[{i}]", f"axis {a} repeats {rule.params['member']}[{seen[a]}]"
             else:
                 seen[a] = i
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """One axis copied over another, or inserted again (the array's length member follows,
+        so that only this rule breaks)."""
+        name = rule.params["member"]
+        axes = desc.members.get(name)
+        if not isinstance(axes, tuple) or not axes:
+            return None
+        out = list(axes)
+        if len(out) >= 2 and ch.boolean():
+            i, j = ch.permutation(range(len(out)))[:2]
+            out[i] = out[j]
+            return desc.replace(**{name: tuple(out)})
+        out.insert(ch.integer(0, len(out)), ch.choice(axes))
+        changes: dict[str, Any] = {name: tuple(out)}
+        for length_member, array_member in model.length_of.items():
+            if array_member == name and length_member in desc.members:
+                changes[length_member] = len(out)
+        return desc.replace(**changes)

@@ -2,9 +2,11 @@
 and the ``KINDS`` registry its ``@kind`` decorator fills.
 
 Every rule in the spec names one of these kinds; the kind knows how to check a desc against the
-rule's parameters (and, in ``dmlconform.generation``, how to satisfy and break it). Nothing here
-names an operator: a new operator is YAML that reuses these kinds, and a new *kind* of constraint
-is one new class in the family module it belongs to plus its enum entry in ``spec/schema``.
+rule's parameters, which legal values sit at its edge, and how to break it alone (the generator,
+``dmlconform.generation``, satisfies it through the structure it reads). Nothing here names an
+operator: a new operator is YAML that reuses these kinds, and a new *kind* of constraint is one
+new class in the family module it belongs to: its check, edges and breaker. The spec's schema
+takes its list of kinds from ``KINDS`` when it is loaded.
 
 A check yields ``(member_path, message)`` pairs; the validator turns them into Violations with the
 rule's id and source. Checks see a :class:`Context` that already knows which tensors are unusable
@@ -19,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, as_c_float
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
+from dmlconform.specification.model import RULE_KINDS, FeatureLevel, Operator, Rule, Spec, SupportRow
+from dmlconform.specification.rules.breaking import Chooser, Overrides
+from dmlconform.specification.structure import Model
 
 Finding = tuple[str, str]
 Edge = tuple[str, OperatorDesc]  # (label, desc)
@@ -97,6 +101,28 @@ class RuleKind:
         value just past it."""
         return iter(())
 
+    # The breaker: an illegal desc that breaks this rule and no other is a legal base drawn under
+    # ``break_plan``'s overrides, then changed by ``break_desc``; the generator
+    # (``dmlconform.generation.illegal``) keeps it once the validator finds exactly this rule
+    # broken, and retries on None. Most kinds need one or two of the three methods.
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        """Why no desc at the model's level breaks ``rule`` alone (the reason lands in the
+        coverage table), None when one can. Decided from the structure alone, so that the
+        generator never spends attempts on a rule it cannot break. Default: breakable."""
+        return None
+
+    def break_plan(self, model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
+        """What the legal base must look like for ``break_desc`` to break ``rule`` alone (a
+        member present, a rank component at a rank a tensor does not support...); None to retry.
+        Default: any legal base, since most kinds break by changing one value of it."""
+        return Overrides()
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """The legal base ``desc`` changed so that it breaks ``rule`` and nothing else; None to
+        retry. Default: the base itself, for kinds whose overrides already break the rule."""
+        return desc
+
     def members(self, rule: Rule) -> list[str]:
         """Members the rule binds (for spec lint and spec-diff)."""
         out = list(rule.params.get("members", []))
@@ -111,8 +137,11 @@ KINDS: dict[str, RuleKind] = {}
 
 def kind(cls: type[RuleKind]) -> type[RuleKind]:
     """Registers one instance of the kind class under its ``name``: rules name their kind by a
-    string (the spec's YAML), and ``KINDS`` is where that string becomes the kind."""
+    string (the spec's YAML), and ``KINDS`` is where that string becomes the kind. The name also
+    joins the spec schema's list of kinds (``RULE_KINDS``), so that a spec naming an unknown
+    kind is refused where it is loaded."""
     KINDS[cls.name] = cls()
+    RULE_KINDS.add(cls.name)
     return cls
 
 

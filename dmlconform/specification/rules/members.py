@@ -1,14 +1,27 @@
 """Kinds that tie members to one another: a group agrees on sizes, data type or dimension count,
-one tensor broadcasts to another, members come in pairs."""
+one tensor broadcasts to another, members come in pairs.
+
+Their breakers mostly work through the legal base's overrides (members forced present together,
+one tensor given another data type or rank than its group) and change the desc only where the
+relation is between sizes, so that the rest of the desc stays legal around the one broken
+relation.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from dmlconform.specification.desc import TensorDesc
+from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.model import Rule
-from dmlconform.specification.rules.base import Context, Finding, RuleKind, kind
+from dmlconform.specification.rules.base import Context, Finding, RuleKind, kind, of_kind
+from dmlconform.specification.rules.breaking import Chooser, Overrides
+from dmlconform.specification.structure import Bcast, Model
+
+
+def _repack(t: TensorDesc, sizes: tuple[int, ...]) -> TensorDesc:
+    """New sizes with a packed layout (old strides/total size would not fit them)."""
+    return t.replace(sizes=sizes, strides=None, total_tensor_size_in_bytes=None, dimension_count=None)
 
 
 class _SameField(RuleKind):
@@ -51,6 +64,66 @@ class SameSizes(_SameField):
     def show(self, value: Any) -> str:
         return "{" + ", ".join(map(str, value)) + "}"
 
+    @staticmethod
+    def _candidates(model: Model, rule: Rule) -> list[tuple[str, str]]:
+        """(member to change, another member) pairs: the changed member is no broadcast target and
+        belongs to no other same_sizes rule, so only this rule sees its new Sizes."""
+        names = [n for n in rule.params["members"] if n in model.size_group_of]
+        targets = {b.to for b in model.bcasts}
+        other_rules = {
+            n for r in of_kind(model.active, SameSizes) if r.id != rule.id for n in r.params["members"]
+        }
+        out = []
+        for m in names:
+            if m in targets or m in other_rules:
+                continue
+            for o in names:
+                if o != m and any({m, o} <= c for c in model.combos):
+                    out.append((m, o))
+        return out
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if self._candidates(model, rule):
+            return None
+        return "every member is a broadcast target or in another same-Sizes group"
+
+    def break_plan(self, model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
+        m, o = ch.choice(self._candidates(model, rule), key=f"break:{rule.id}")
+        return Overrides(force_present=frozenset({m, o}), force_absent=frozenset())
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """One dimension of one member changed: past the other's size, or (where the member
+        broadcasts) between 1 and its target's size, so that its broadcast rule still holds."""
+        cands = [
+            (m, o) for m, o in self._candidates(model, rule) if isinstance(desc.members.get(m), TensorDesc)
+        ]
+        cands = [(m, o) for m, o in cands if isinstance(desc.members.get(o), TensorDesc)]
+        if not cands:
+            return None
+        m, _ = ch.choice(cands)
+        t = desc.members[m]
+        rank = len(t.sizes)
+        if rank == 0:
+            return None
+        dims = list(range(rank))
+        bc = [b for b in model.bcasts if b.member == m and isinstance(desc.members.get(b.to), TensorDesc)]
+        sizes = list(t.sizes)
+        if bc:
+            fixed = set().union(*(fixed_dims(b.rule.params, rank) for b in bc))
+            target = desc.members[bc[0].to].sizes
+            if len(target) != rank:
+                bc = []
+            else:
+                dims = [i for i in dims if i not in fixed and target[i] > 1]
+                if not dims:
+                    return None
+                i = ch.choice(dims)
+                sizes[i] = 1 if sizes[i] == target[i] else target[i]
+        if not bc:
+            i = ch.choice(dims)
+            sizes[i] += 1
+        return desc.replace(**{m: _repack(t, tuple(sizes))})
+
 
 @kind
 class SameDataType(_SameField):
@@ -61,6 +134,39 @@ class SameDataType(_SameField):
     def get(self, t: TensorDesc) -> Any:
         return t.data_type
 
+    @staticmethod
+    def _ways(model: Model, rule: Rule) -> list[tuple[str, str, str, str]]:
+        """(tensor, its dtype, other member, the group's dtype) ways to break the group."""
+        names = [n for n in rule.params["members"] if n in model.size_group_of]
+        out = []
+        for m in names:
+            others = [o for o in names if o != m]
+            if not others:
+                continue
+            common = None
+            for o in others:
+                s = set(model.supported_dtypes(o))
+                common = s if common is None else common & s
+            for t in model.supported_dtypes(m):
+                for g in sorted(common or ()):
+                    if t != g:
+                        for o in others:
+                            if any({m, o} <= c for c in model.combos):
+                                out.append((m, t, o, g))
+        return out
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if self._ways(model, rule):
+            return None
+        return "no member supports a data type that differs from one all the others support"
+
+    def break_plan(self, model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
+        """One member drawn in a data type it supports, another in one that differs from it."""
+        m, t, o, g = ch.choice(self._ways(model, rule), key=f"break:{rule.id}")
+        return Overrides(
+            force_present=frozenset({m, o}), dtype_group={model.dtype_group_of[o]: g}, dtype_tensor={m: t}
+        )
+
 
 @kind
 class SameDimensionCount(_SameField):
@@ -70,6 +176,45 @@ class SameDimensionCount(_SameField):
 
     def get(self, t: TensorDesc) -> Any:
         return t.rank
+
+    @staticmethod
+    def _ways(model: Model, rule: Rule) -> list[tuple[int, int, int, str, str, int]]:
+        """(size group, its rank, comp, member in group, other member, other rank)."""
+        names = [n for n in rule.params["members"] if n in model.size_group_of]
+        out = []
+        for g in sorted({model.size_group_of[n] for n in names}):
+            inside = [n for n in names if model.size_group_of[n] == g]
+            outside = [n for n in names if model.size_group_of[n] != g]
+            comp = model.comp_of[g]
+            rest = [t for h in model.comps[comp] if h != g for t in model.size_groups[h]]
+            top = set(range(1, model.level.max_dimension_count + 1))
+            r_in = top.intersection(*(set(model.supported_ranks(t)) for t in model.size_groups[g]))
+            r_out = top.intersection(*(set(model.supported_ranks(t)) for t in rest)) if rest else top
+            for a in inside:
+                for b in outside:
+                    if not any({a, b} <= c for c in model.combos):
+                        continue
+                    for ri in sorted(r_in):
+                        for ro in sorted(r_out):
+                            if ri != ro:
+                                out.append((g, ri, comp, a, b, ro))
+        return out
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if self._ways(model, rule):
+            return None
+        counts = sorted(
+            {r for n in rule.params["members"] if n in model.size_group_of for r in model.supported_ranks(n)}
+        )
+        return (
+            f"every member supports only dimension count(s) {counts} at {model.level.name}, so a "
+            f"different count also breaks supported-dimension-count"
+        )
+
+    def break_plan(self, model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
+        """One size group drawn at a rank its component's other groups do not share."""
+        g, ri, comp, a, b, ro = ch.choice(self._ways(model, rule), key=f"break:{rule.id}")
+        return Overrides(force_present=frozenset({a, b}), comp_rank={comp: ro}, group_rank={g: ri})
 
 
 @kind
@@ -121,6 +266,95 @@ class Broadcastable(RuleKind):
                     f"dimension {i} is {a}: must be 1 or {rule.params['to']}'s {b}",
                 )
 
+    @staticmethod
+    def _conflicts(model: Model, rule: Rule) -> list[Bcast]:
+        """Other broadcast rules that see the same new Sizes: on a member of the rule's size group
+        that must be present with it, toward the same size group."""
+        me = next(b for b in model.bcasts if b.rule.id == rule.id)
+        gm, gt = model.size_group_of[me.member], model.size_group_of[me.to]
+        out = []
+        for b in model.bcasts:
+            if b.rule.id == rule.id or model.size_group_of[b.member] != gm or model.size_group_of[b.to] != gt:
+                continue
+            if b.member == me.member or not model.can_be_absent(b.member, frozenset({me.member, me.to})):
+                out.append(b)
+        return out
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        me = next(b for b in model.bcasts if b.rule.id == rule.id)
+        if not any({me.member, me.to} <= c for c in model.combos):
+            return f"{me.member} and {me.to} are never present together"
+        conflicts = self._conflicts(model, rule)
+        if not conflicts:
+            return None
+        ranks = model.comp_ranks[model.comp_of[model.size_group_of[me.to]]]
+        for r in ranks:
+            if any(
+                all(d not in fixed_dims(c.rule.params, r) for c in conflicts)
+                for d in fixed_dims(me.rule.params, r)
+            ):
+                return None
+        names = ", ".join(f"{c.member} ({c.rule.id})" for c in conflicts)
+        return (
+            f"{me.member} must have the same Sizes as {names}, which must be present with it and "
+            f"broadcasts to {me.to} under the same constraint: any Sizes that break {rule.id} break "
+            f"that rule too"
+        )
+
+    def break_plan(self, model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
+        """The member and its target present, the other broadcasting members of its size group
+        absent where they may be, and sometimes the ``fixed_when`` condition met."""
+        me = next(b for b in model.bcasts if b.rule.id == rule.id)
+        gm = model.size_group_of[me.member]
+        absent = {
+            b.member
+            for b in model.bcasts
+            if b.rule.id != rule.id
+            and model.size_group_of[b.member] == gm
+            and b.member != me.member
+            and model.can_be_absent(b.member, frozenset({me.member, me.to}))
+        }
+        attrs = dict(me.when) if me.when and me.fixes_any and ch.boolean() else {}
+        return Overrides(
+            force_present=frozenset({me.member, me.to}), force_absent=frozenset(absent), attrs=attrs
+        )
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """One dimension of the member's size group moved off the target's: a fixed one to 1, a
+        free one past the target's size."""
+        me = next(b for b in model.bcasts if b.rule.id == rule.id)
+        t, target = desc.members.get(me.member), desc.members.get(me.to)
+        if (
+            not isinstance(t, TensorDesc)
+            or not isinstance(target, TensorDesc)
+            or len(t.sizes) != len(target.sizes)
+        ):
+            return None
+        rank = len(t.sizes)
+        fixed = fixed_dims(me.rule.params, rank)
+        if me.when and not condition_holds(me.when, lambda n: desc.get(n, model.spec)):
+            fixed = frozenset()
+        conflicts = self._conflicts(model, rule)
+        moves: list[tuple[int, int]] = []
+        for i in range(rank):
+            if i in fixed:
+                if target.sizes[i] > 1 and all(i not in fixed_dims(c.rule.params, rank) for c in conflicts):
+                    moves.append((i, 1))
+            elif not conflicts:
+                moves.append((i, target.sizes[i] + ch.integer(1, 2)))
+        if not moves:
+            return None
+        i, v = ch.choice(moves)
+        sizes = list(t.sizes)
+        sizes[i] = v
+        group = model.size_groups[model.size_group_of[me.member]]
+        changes = {
+            n: _repack(desc.members[n], tuple(sizes))
+            for n in group
+            if isinstance(desc.members.get(n), TensorDesc)
+        }
+        return desc.replace(**changes)
+
 
 def fixed_dims(params: dict[str, Any], rank: int) -> frozenset[int]:
     """The dimensions a ``broadcastable`` rule fixes on a tensor of ``rank``: ``fixed_dims`` (any
@@ -164,3 +398,22 @@ class PairedPresence(RuleKind):
                         f"{n} is required when {' and '.join(present)} is present"
                         + (f" below DML_FEATURE_LEVEL_{rule.until}" if rule.until else ""),
                     )
+
+    @staticmethod
+    def _optional(model: Model, rule: Rule) -> list[str]:
+        return [n for n in rule.params["members"] if n not in model.required]
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if len(rule.params["members"]) >= 2 and self._optional(model, rule):
+            return None
+        return "every member is required"
+
+    def break_plan(self, model: Model, rule: Rule, ch: Chooser) -> Overrides | None:
+        return Overrides(
+            force_present=frozenset(n for n in rule.params["members"] if n in model.size_group_of)
+        )
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """One optional member of the pair left out (or null) while the others are present."""
+        name = ch.choice(self._optional(model, rule), key=f"break:{rule.id}")
+        return desc.replace(**{name: None if ch.boolean() else ...})

@@ -1,5 +1,5 @@
 """Output-layout kinds: the tensor kinds that read an output's strides, so that no two of its
-elements share a slot."""
+elements share a slot. Their breakers change one output's strides."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from dmlconform.specification.desc import TensorDesc, element_span, packed_strides
 from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import Context, Finding, kind
+from dmlconform.specification.rules.breaking import Chooser
 from dmlconform.specification.rules.tensors import TensorKind, first_innermost_strides
+from dmlconform.specification.structure import Model
 
 
 def _is_output(name: str, t: TensorDesc, ctx: Context) -> bool:
@@ -33,6 +35,7 @@ class TensorOutputSpan(TensorKind):
     DirectML refuses. An output that overlaps within a larger span passes, as DirectML lets it."""
 
     name = "tensor_output_span"
+    breaks_outputs_only = True
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         if not _is_output(name, t, ctx):
@@ -75,6 +78,25 @@ class TensorOutputSpan(TensorKind):
                 t.replace(strides=tuple(st), total_tensor_size_in_bytes=None),
             )
 
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """An output packed but for its outermost dimension of size above 1, which steps one to a
+        few slots short of the rest: it spans fewer slots than it has elements while its strides
+        stay non-zero and distinct (tensor-output-distinct-strides holds). Its
+        TotalTensorSizeInBytes, if stated, still covers it (the span only shrinks)."""
+        big = [d for d, n in enumerate(t.sizes) if n > 1]
+        if not big:
+            return None
+        st = list(packed_strides(t.sizes))
+        d = big[0]
+        taken = {st[k] for k in big if k != d}
+        shorter = [s for s in range(max(st[d] - 3, 1), st[d]) if s not in taken]
+        if not shorter:
+            return None
+        st[d] = ch.choice(shorter, key="short:stride")
+        return t.replace(strides=tuple(st))
+
 
 def repeated_output_strides(sizes: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
     """The dimensions of size above 1 whose stride is 0 or the stride of an earlier such
@@ -97,6 +119,7 @@ class TensorOutputDistinctStrides(TensorKind):
     zero stride even where the span holds every element."""
 
     name = "tensor_output_distinct_strides"
+    breaks_outputs_only = True
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         if not _is_output(name, t, ctx):
@@ -132,3 +155,21 @@ class TensorOutputDistinctStrides(TensorKind):
         if big:
             repeated = [packed[big[0]] if d in ones else s for d, s in enumerate(packed)]
             yield "a repeated stride on its dimensions of size 1", t.replace(strides=tuple(repeated))
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """An output whose innermost dimension of size above 1 takes the stride of the outermost
+        one (repeated) or 0 while the outermost grows to keep the span: it holds every element,
+        so only the distinct-strides rule is broken."""
+        big = [d for d, n in enumerate(t.sizes) if n > 1]
+        if len(big) < 2:
+            return None
+        st = list(packed_strides(t.sizes))
+        outer, inner = big[0], big[-1]
+        if ch.boolean():
+            st[inner] = st[outer]  # the span only grows
+        else:
+            st[outer] += -(-(t.sizes[inner] - 1) * st[inner] // (t.sizes[outer] - 1))
+            st[inner] = 0
+        return t.replace(strides=tuple(st), total_tensor_size_in_bytes=None)

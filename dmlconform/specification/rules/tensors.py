@@ -1,19 +1,35 @@
 """Tensor-desc kinds: checked for every tensor member as a DML_BUFFER_TENSOR_DESC;
 ``check_tensor`` sees one tensor. Here the :class:`TensorKind` base and the kinds of a buffer's
-shape, strides, size, alignment and flags; the output-layout kinds are in ``outputs``."""
+shape, strides, size, alignment and flags; the output-layout kinds are in ``outputs``.
+
+Each breaks a legal base on one of its tensors (``break_tensor``): the value just past the
+rule's bound on that tensor leaves every other rule satisfied."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import ClassVar
 
-from dmlconform.specification.desc import TensorDesc, minimum_implied_size_in_bytes, packed_strides
+from dmlconform.specification.desc import (
+    UINT_BITS,
+    OperatorDesc,
+    TensorDesc,
+    minimum_implied_size_in_bytes,
+    packed_strides,
+)
 from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
+from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.structure import Model
 
 
 class TensorKind(RuleKind):
     scope = "tensor"
+
+    #: Whether the breaker can put its illegal value on an output only (an inputs-only flag, an
+    #: output's layout): an operator without output tensors cannot break the rule.
+    breaks_outputs_only: ClassVar[bool] = False
 
     def check(self, rule: Rule, ctx: Context) -> Iterator[Finding]:  # pragma: no cover - unused
         raise NotImplementedError("tensor kinds are checked per tensor by the validator")
@@ -45,6 +61,32 @@ class TensorKind(RuleKind):
         """``edges`` for one tensor (``role``: input or output)."""
         return iter(())
 
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if self.breaks_outputs_only and not model.op.output_members:
+            return "the operator has no output tensor"
+        return None
+
+    def break_desc(self, model: Model, rule: Rule, desc: OperatorDesc, ch: Chooser) -> OperatorDesc | None:
+        """One tensor of the base, drawn from its tensors (outputs only where the kind says so),
+        broken by :meth:`break_tensor`."""
+        names = [
+            n
+            for n, t in desc.members.items()
+            if isinstance(t, TensorDesc) and not (self.breaks_outputs_only and n in model.inputs)
+        ]
+        if not names:
+            return None
+        name = ch.choice(names, key=f"break:{rule.kind}:tensor")  # the kind's name labels a deck only
+        new = self.break_tensor(model, rule, name, desc.members[name], ch)
+        return None if new is None else desc.replace(**{name: new})
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """``break_desc`` for one tensor: ``t`` changed so that it breaks the rule; None to
+        retry."""
+        raise NotImplementedError
+
 
 @kind
 class TensorDimensionCountRange(TensorKind):
@@ -72,6 +114,23 @@ class TensorDimensionCountRange(TensorKind):
         ]
         return any(ends & set(c) for c in counts)
 
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """No dimensions, or one more than the level allows."""
+        top = model.level.max_dimension_count
+        rank = ch.choice((0, top + 1))
+        sizes = tuple(ch.integer(1, 2) for _ in range(rank))
+        return TensorDesc(
+            t.data_type,
+            sizes,
+            None,
+            t.flags,
+            ch.choice((None, rank)),
+            None,
+            t.guaranteed_base_offset_alignment,
+        )
+
 
 @kind
 class TensorSizesCount(TensorKind):
@@ -83,6 +142,13 @@ class TensorSizesCount(TensorKind):
                 f"{name}.Sizes",
                 f"Sizes has {len(t.sizes)} entries but DimensionCount is {t.dimension_count}",
             )
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        top, n = model.level.max_dimension_count, len(t.sizes)
+        wrong = [r for r in (n - 1, n + 1, n + 2) if 1 <= r <= top]
+        return t.replace(dimension_count=ch.choice(wrong), total_tensor_size_in_bytes=None)
 
 
 @kind
@@ -98,6 +164,13 @@ class TensorSizesPositive(TensorKind):
 
     def tensor_at_edge(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> bool:
         return 1 in t.sizes
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        sizes = list(t.sizes)
+        sizes[ch.integer(0, len(sizes) - 1)] = 0
+        return t.replace(sizes=tuple(sizes))
 
 
 def first_innermost_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -117,6 +190,13 @@ class TensorStridesCount(TensorKind):
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         if t.strides is not None and len(t.strides) != t.rank:
             yield f"{name}.Strides", f"Strides has {len(t.strides)} entries for {t.rank} dimensions"
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        st = list(t.effective_strides)
+        st = st[:-1] if st and ch.boolean() else [*st, ch.integer(0, 8)]
+        return t.replace(strides=tuple(st))
 
     def tensor_edges(
         self, rule: Rule, name: str, role: str, t: TensorDesc, ctx: Context
@@ -186,6 +266,22 @@ class TensorElementCountMax(TensorKind):
                 else:
                     yield f"{count} elements along dimension {d}", ctx.desc.replace(**changes)
 
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """A few elements past ``max``: 2^16 along one dimension and the rest along another."""
+        need = int(rule.params["max"]) + 1
+        rank = len(t.sizes)
+        if rank == 1:
+            if need + 7 >= 1 << UINT_BITS:
+                return None  # one UINT size cannot hold that many elements: another tensor breaks it
+            sizes = (need + ch.integer(0, 7),)
+        else:
+            a = 1 << 16
+            sizes = (a, -(-need // a) + ch.integer(0, 3)) + (1,) * (rank - 2)
+            sizes = tuple(ch.permutation(sizes))
+        return t.replace(sizes=sizes, strides=None, total_tensor_size_in_bytes=None)
+
 
 @kind
 class TensorTotalSize(TensorKind):
@@ -225,6 +321,14 @@ class TensorTotalSize(TensorKind):
             t.replace(total_tensor_size_in_bytes=need + 1),
         )
 
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        need = minimum_implied_size_in_bytes(t.sizes, t.effective_strides, model.element_size(t.data_type))
+        return t.replace(
+            total_tensor_size_in_bytes=ch.choice((0, need - 1, max(0, need - 4), ch.integer(0, need - 1)))
+        )
+
 
 @kind
 class TensorTotalSizeMax(TensorKind):
@@ -261,6 +365,15 @@ class TensorTotalSizeMax(TensorKind):
         size = ctx.spec.data_types[t.data_type].size
         top = int(int(rule.params["max"]) * size)
         yield f"TotalTensorSizeInBytes {top}, the largest", t.replace(total_tensor_size_in_bytes=top)
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """A TotalTensorSizeInBytes one byte to a few elements past ``max`` elements' worth (the
+        layout itself stays small)."""
+        size = model.element_size(t.data_type)
+        top = int(int(rule.params["max"]) * size)
+        return t.replace(total_tensor_size_in_bytes=ch.choice((top + 1, top + size, top + 4 * size, 1 << 40)))
 
 
 @kind
@@ -304,10 +417,23 @@ class TensorAlignment(TensorKind):
         for a in (self.least(rule, t, ctx), 2**31):
             yield f"GuaranteedBaseOffsetAlignment {a}", t.replace(guaranteed_base_offset_alignment=a)
 
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """Not a power of two, or a power of two below the least legal alignment."""
+        least = max(int(rule.params["minimum"]), model.element_size(t.data_type))
+        bad = [3, 6, 12, 24, 100] + [p for p in (1, 2, 4, 8, 16, 32) if p < least]
+        return t.replace(guaranteed_base_offset_alignment=ch.choice(bad))
+
+
+def _inputs_only_flags(model: Model) -> list[str]:
+    return [f.name for f in model.spec.tensor_flags if f.inputs_only]
+
 
 @kind
 class TensorFlags(TensorKind):
     name = "tensor_flags"
+    breaks_outputs_only = True
 
     def check_tensor(self, rule: Rule, name: str, t: TensorDesc, ctx: Context) -> Iterator[Finding]:
         member = ctx.op.member(name)
@@ -337,3 +463,14 @@ class TensorFlags(TensorKind):
             for flag in ctx.spec.tensor_flags:
                 if flag.inputs_only:
                     yield f"flag {flag.name}", t.replace(flags=flag.name)
+
+    def why_unbreakable(self, model: Model, rule: Rule) -> str | None:
+        if not _inputs_only_flags(model):
+            return "no tensor flag is restricted to inputs"
+        return super().why_unbreakable(model, rule)
+
+    def break_tensor(
+        self, model: Model, rule: Rule, name: str, t: TensorDesc, ch: Chooser
+    ) -> TensorDesc | None:
+        """An inputs-only flag on an output."""
+        return t.replace(flags=ch.choice(_inputs_only_flags(model)))

@@ -1,33 +1,19 @@
-"""The rules of (operator, level) as structure: what the generators read instead of the rules.
+"""The rules of (operator, level) made into its structure (:func:`model_for`), once per spec.
 
 Nothing here names an operator, a member or an activation: every constraint a generated desc
 satisfies comes from the rules active at the level (``validate.active_rules``) and the support
-row, read through the rule *kinds*, which the generator finds by their class in
-``dmlconform.specification.rules`` (:func:`kind_of`), never by their name. A new operator YAML
-therefore gets generators for free.
-
-A :class:`Model` per (spec, operator, level) turns the rules into structure: which tensors are
-required, which presence combinations ``paired_presence`` allows, *size groups* (union of
-``same_sizes`` groups: they share one shape), *dtype groups* (``same_data_type``), *rank
-components* (size groups tied by ``same_dimension_count`` or a ``broadcastable`` pair: they
-share a rank), and the broadcast tree (a group whose member broadcasts to another group derives
-its shape from that group's: each dimension 1 or equal, ``fixed_dims`` equal).
+row, read through the rule *kinds*, found by their class in ``dmlconform.specification.rules``
+(:func:`of_kind`), never by their name. A new operator YAML therefore gets generators for free.
+The :class:`~dmlconform.specification.structure.Model` it builds sits below the kinds, whose
+breakers read it; this builder sits above them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from dmlconform.specification.model import (
-    Activation,
-    FeatureLevel,
-    Operator,
-    Rule,
-    Spec,
-    SupportRow,
-)
+from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules import (
     ActivationParameterMin,
     ArrayLength,
@@ -38,13 +24,12 @@ from dmlconform.specification.rules import (
     Broadcastable,
     PairedPresence,
     Required,
-    RuleKind,
     SameDataType,
     SameDimensionCount,
     SameSizes,
-    fixed_dims,
     of_kind,
 )
+from dmlconform.specification.structure import Bcast, Model
 from dmlconform.specification.validate import active_rules
 
 
@@ -68,82 +53,6 @@ class _UnionFind:
         for x in order:
             out.setdefault(self.find(x), []).append(x)
         return [tuple(v) for v in out.values()]
-
-
-@dataclass(frozen=True)
-class Bcast:
-    """One active ``broadcastable`` rule, resolved to members and size groups."""
-
-    rule: Rule
-    member: str
-    to: str
-    when: dict[str, Any] = field(default_factory=dict)  # fixed dims hold only under this condition
-
-    def fixed(self, rank: int) -> frozenset[int]:
-        return fixed_dims(self.rule.params, rank)
-
-    @property
-    def fixes_any(self) -> bool:
-        return bool(self.rule.params.get("fixed_dims") or self.rule.params.get("fixed_dims_by_rank"))
-
-
-@dataclass
-class Model:
-    """Everything the generators need to know about (operator, level), computed once."""
-
-    spec: Spec
-    op: Operator
-    level: FeatureLevel
-    row: SupportRow
-    available: bool
-    active: list[Rule]
-    tensors: tuple[str, ...]
-    inputs: frozenset[str]
-    required: frozenset[str]
-    combos: tuple[frozenset[str], ...]
-    size_groups: tuple[tuple[str, ...], ...]
-    size_group_of: dict[str, int]
-    parent: dict[int, int]
-    fixed_of: dict[int, tuple[Bcast, ...]]
-    fixed_cond: dict[int, tuple[Bcast, ...]]
-    group_order: tuple[int, ...]
-    comps: tuple[tuple[int, ...], ...]
-    comp_of: dict[int, int]
-    comp_ranks: dict[int, tuple[int, ...]]
-    dtype_groups: tuple[tuple[str, ...], ...]
-    dtype_group_of: dict[str, int]
-    dtype_options: dict[int, tuple[str, ...]]
-    bcasts: tuple[Bcast, ...]
-    axes_of: dict[str, str]
-    axes_unique: frozenset[str]
-    length_of: dict[str, str]
-    activation_members: tuple[str, ...]
-    activations: tuple[Activation, ...]
-    param_min: dict[tuple[str, str], float]
-    one_of: dict[str, tuple[float, ...]]  # attribute_one_of: the values a member may take
-    ranges: dict[str, tuple[float | None, float | None]]  # attribute_range: (min, max)
-
-    def supported_ranks(self, name: str) -> tuple[int, ...]:
-        top = self.level.max_dimension_count
-        support = self.row.tensors.get(name)
-        counts = support.dimension_counts if support else tuple(range(1, top + 1))
-        return tuple(r for r in counts if 1 <= r <= top)
-
-    def supported_dtypes(self, name: str) -> tuple[str, ...]:
-        support = self.row.tensors.get(name)
-        if support:
-            return support.data_types
-        return next(iter(self.row.tensors.values())).data_types
-
-    def element_size(self, dtype: str) -> float:
-        return self.spec.data_types[dtype].size
-
-    def can_be_absent(self, name: str, with_present: frozenset[str] = frozenset()) -> bool:
-        """Whether a legal desc may leave ``name`` out while ``with_present`` are present."""
-        return any(name not in c and with_present <= c for c in self.combos)
-
-    def rules_of_kind(self, kind: type[RuleKind]) -> list[Rule]:
-        return of_kind(self.active, kind)
 
 
 _MODELS: dict[tuple[int, str, str], Model] = {}
