@@ -127,6 +127,8 @@ KERNELS: dict[str, Kernel] = {
             model="reduction_grad",
             relations=(*_SAME, "directional_derivative"),
             derivative="dmlconform.tolerance.derivatives:normalization_domain",
+            facts="dmlconform.reference.more:normalization_grad_facts",
+            fact_names=("largest_centred_gradient_sum",),
         ),
         Kernel(
             name="local_response",

@@ -206,6 +206,33 @@ def test_the_variance_fact_is_about_the_mean(d: float, covered: bool) -> None:
     assert bound.covers(CaseFacts.of(case, spec=SPEC, inputs={"InputTensor": x})) == covered
 
 
+@pytest.mark.parametrize(("c", "covered"), [(17000.0, True), (15000.0, False)])
+def test_the_gradient_sum_fact_sums_each_channel_about_its_mean(c: float, covered: bool) -> None:
+    bound = one(
+        "findings:\n  - id: F19\n    reason: sum held in FLOAT16\n    fails: true\n"
+        "    when: {operator: BNG, data_type: FLOAT16, largest_centred_gradient_sum: {min: 65520}}\n"
+    )
+    x = {"DataType": "FLOAT16", "Sizes": [1, 2, 1, 4]}
+    s = {"DataType": "FLOAT16", "Sizes": [1, 2, 1, 1]}
+    members = {"InputTensor": x, "InputGradientTensor": x, "MeanTensor": s, "VarianceTensor": s}
+    members |= {"ScaleTensor": s, "OutputGradientTensor": x, "OutputScaleGradientTensor": s}
+    members |= {"OutputBiasGradientTensor": s, "Epsilon": 1e-5}
+    desc = parse_desc({"type": "DML_OPERATOR_BATCH_NORMALIZATION_GRAD", "desc": members})
+    case = Case("numeric", "BATCH_NORMALIZATION_GRAD", SPEC.level("6_4"), "FLOAT16", 0, desc)
+    # channel 1: four elements c + 10000 about a mean of 10000, gradient 1: a sum of 4 c (about
+    # 0 it would pass 65504 either way)
+    xs = np.full((1, 2, 1, 4), c + 10000.0)
+    xs[0, 0] = 1.0  # channel 0: small
+    inputs = {
+        "InputTensor": xs.astype(np.float16),
+        "InputGradientTensor": np.ones((1, 2, 1, 4), np.float16),
+        "MeanTensor": np.full((1, 2, 1, 1), 10000.0, np.float16),
+        "VarianceTensor": np.ones((1, 2, 1, 1), np.float16),
+        "ScaleTensor": np.ones((1, 2, 1, 1), np.float16),
+    }
+    assert bound.covers(CaseFacts.of(case, spec=SPEC, inputs=inputs)) == covered
+
+
 def test_data_facts_are_computed_only_when_a_predicate_asks() -> None:
     # inputs without the input tensor: computing a fact fails, so each step shows whether it ran
     facts = CaseFacts.of(lp_case(2, 1e-5), spec=SPEC, inputs={"Unrelated": np.zeros(4, np.float16)})

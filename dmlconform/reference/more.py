@@ -127,6 +127,22 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
     }
 
 
+def normalization_grad_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
+    """The largest |sum of InputGradient * (Input - Mean)| over the case's channels, in float64:
+    the sum the scale gradient divides by the standard deviation (the registry's ``facts`` part
+    of the normalization-gradient kernel; its ``fact_names``).
+
+    An expectation names by it the cases whose sum leaves FLOAT16's range: DirectML's FLOAT16
+    BATCH_NORMALIZATION_GRAD holds it in FLOAT16, saturated at 65504
+    (cases/directml/bng-fp16-gradient-sum)."""
+    plan = semantics.make_grad_plan(desc, spec)
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    products = (x - np.asarray(inputs[plan.mean], dtype=np.float64)) * np.asarray(
+        inputs[plan.input_gradient], dtype=np.float64
+    )
+    return {"largest_centred_gradient_sum": float(np.max(np.abs(np.sum(products, axis=plan.axes))))}
+
+
 def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:
     """The present input members of any desc the reference computes, from its kernel's plan
     (raises SemanticsError for a desc too broken to read)."""
