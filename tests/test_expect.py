@@ -23,6 +23,7 @@ from dmlconform.runner.expect import (
     parse_findings,
     settle,
 )
+from dmlconform.runner.judging import CaseResult
 from dmlconform.specification.desc import parse_desc
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
@@ -354,6 +355,40 @@ def test_fails_with_a_message_bound_and_first_explaining_wins() -> None:
         spec=SPEC,
     )
     assert settle(plain, facts(), "passed", None).outcome == "xpassed"
+
+
+def test_a_bug_that_makes_no_nan_does_not_take_a_nan() -> None:
+    found = parse_findings(
+        "findings:\n"
+        "  - {id: F9, reason: even window, when: {operator: LRNG, LocalSize: even}, fails: true, nan: false}\n"
+        "  - {id: F1, reason: stats, when: {data_type: FLOAT16}, meets: fp16-statistics}\n",
+        "f.yaml",
+        spec=SPEC,
+    )
+    even = facts(data_type="FLOAT16")
+    wrong = settle(found, even, "failed", "backend 0.5, reference 0.25", lambda o: (False, "x"))
+    assert (wrong.outcome, wrong.finding) == ("xfailed", "F9")
+    nan = settle(found, even, "failed", "backend nan, reference 0.25", lambda o: (False, "x"), nan=True)
+    assert nan.outcome == "failed" and "not F9's (a NaN where the reference is a number)" in str(nan.message)
+    assert settle(found, even, "failed", "backend nan", lambda o: (True, None), nan=True).finding == "F1"
+    # and only a fails entry says it
+    with pytest.raises(ExpectError, match="'nan: false'.*goes with 'fails: true'"):
+        parse_findings(
+            "findings:\n  - {id: F1, reason: r, when: {data_type: FLOAT16}, meets: default, nan: false}\n",
+            "f.yaml",
+            spec=SPEC,
+        )
+
+
+def test_the_worst_element_tells_a_nan_where_the_reference_is_a_number() -> None:
+    def result(backend: float, reference: float) -> CaseResult:
+        return CaseResult("failed", errors={"worst": {"backend": backend, "reference": reference}})
+
+    assert result(float("nan"), 0.25).nan_where_number()
+    assert not result(float("nan"), float("nan")).nan_where_number()
+    assert not result(float("inf"), 0.25).nan_where_number()
+    assert not result(0.5, 0.25).nan_where_number()
+    assert not CaseResult("failed").nan_where_number()
 
 
 def test_case_id_format_still_works_and_names_its_finding(tmp_path: Path) -> None:

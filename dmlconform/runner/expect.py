@@ -238,6 +238,7 @@ class Expectation:
     fails = True
     meets: ToleranceOptions | None = None
     message: re.Pattern[str] | None = None
+    nan = True
 
     @property
     def finding(self) -> str | None:
@@ -274,6 +275,9 @@ class Bound:
     fails: bool = False
     meets: ToleranceOptions | None = None
     message: re.Pattern[str] | None = None
+    #: ``nan: false``: the bug's wrong values are never NaN, so a NaN where the reference is a
+    #: number is another failure, which the entry does not take
+    nan: bool = True
 
     @property
     def where(self) -> str:
@@ -319,6 +323,7 @@ def settle(
     status: str,
     message: str | None,
     rejudge: Rejudge | None = None,
+    nan: bool = False,
 ) -> Settled:
     """The outcome of a case that ended ``status`` (passed | failed | skipped) with ``message``.
 
@@ -326,7 +331,9 @@ def settle(
     a known finding (xfailed): a ``fails`` one whose ``message`` (if any) matches, a ``meets``
     one whose model ``rejudge`` passes. A failure none explains stays a failure; when one covered
     it, the message says which bound it broke. A pass under a ``fails`` expectation without a
-    ``message`` is xpassed (the entry may be stale), under any other simply passed."""
+    ``message`` is xpassed (the entry may be stale), under any other simply passed. ``nan``: the
+    outputs hold a NaN where the reference is a number, which a ``nan: false`` entry does not
+    explain."""
     covering = [e for e in expectations if e.covers(facts)]
     if not covering or status == "skipped":
         return Settled(status, message)
@@ -340,9 +347,12 @@ def settle(
     broken: list[str] = []
     for e in covering:
         if e.fails:
-            if e.message is None or (message and e.message.search(message)):
+            if nan and not e.nan:
+                broken.append(f"its failure is not {e.finding}'s (a NaN where the reference is a number)")
+            elif e.message is None or (message and e.message.search(message)):
                 return Settled("xfailed", message, e.finding, e)
-            broken.append(f"its failure is not {e.finding}'s (message must match /{e.message.pattern}/)")
+            else:
+                broken.append(f"its failure is not {e.finding}'s (message must match /{e.message.pattern}/)")
             continue
         assert e.meets is not None
         verdict = rejudge(e.meets) if rejudge else None
@@ -434,7 +444,7 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> _Lined:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
-FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message")
+FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message", "nan")
 
 
 #: where the built-in backends' known findings live: ``<backend name>.yaml``, in the package (a
@@ -539,6 +549,10 @@ def _bound(raw: Any, source: str, spec: Any, parent_line: int) -> Bound:
             message = re.compile(str(raw["message"]))
         except re.error as exc:
             raise err("message", f"finding {fid}: message is not a regular expression: {exc}") from None
+    if raw.get("nan", True) is not True and (raw.get("nan") is not False or meets is not None):
+        raise err(
+            "nan", f"finding {fid}: 'nan: false' (a bug that never makes a NaN) goes with 'fails: true'"
+        )
     if meets is None and message is None:
         for cond in conds:
             if set(cond) <= BROAD:
@@ -548,7 +562,9 @@ def _bound(raw: Any, source: str, spec: Any, parent_line: int) -> Bound:
                     "narrow 'when' (a member, reduction_length, regime, relation, rule or id), or bound it "
                     "with 'message:' or 'meets: MODEL'",
                 )
-    return Bound(fid, reason.strip(), tuple(conds), at, source, meets is None, meets, message)
+    return Bound(
+        fid, reason.strip(), tuple(conds), at, source, meets is None, meets, message, raw.get("nan", True)
+    )
 
 
 def _wide(cond: Mapping[str, Test]) -> str:

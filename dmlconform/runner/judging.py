@@ -10,6 +10,7 @@ the result's status and one-line message.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,6 +61,17 @@ class CaseResult:
     #: judges the same outputs under other tolerance options, (passed, errors) (None: nothing
     #: compared): what an expectation's ``meets`` bound asks; held only while the case is settled
     rejudge: Rejudge | None = field(default=None, repr=False, compare=False)
+
+    def nan_where_number(self) -> bool:
+        """Whether the worst output element is a NaN where the reference is a number, what an
+        expectation with ``nan: false`` does not explain. A NaN's error is infinite, so it is
+        the worst element whenever the outputs hold one."""
+        worst = (self.errors or {}).get("worst") or {}
+        try:
+            backend, reference = float(worst.get("backend")), float(worst.get("reference"))
+        except (TypeError, ValueError):
+            return False
+        return math.isnan(backend) and not math.isnan(reference)
 
     def judge_under(self, options: ToleranceOptions) -> tuple[bool, dict[str, Any]] | None:
         """(passed, errors) of the outputs under ``options`` over the run's (remembered in

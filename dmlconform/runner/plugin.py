@@ -248,7 +248,9 @@ class ConformanceItem(pytest.Item):
             return judged[0], None if judged[0] else failure_message(judged[1])
 
         facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec, inputs=result.inputs)
-        settled = settle(expectations, facts, result.status, result.message, rejudge)
+        settled = settle(
+            expectations, facts, result.status, result.message, rejudge, result.nan_where_number()
+        )
         if settled.expectation is not None:
             self.expectation = settled.expectation.reason
         return settled
