@@ -209,3 +209,34 @@ def test_float16_statistics_are_held_to_the_subnormal_spacing(d):
     assert compare(desc, got, ref, inputs, SPEC, fp16).passed
     scaled = {k: (v.astype(np.float32) * np.float32(1 + 2**-6)).astype(np.float16) for k, v in got.items()}
     assert not compare(desc, scaled, ref, inputs, SPEC, fp16).passed
+
+
+def float16_elementwise(desc: dc.OperatorDesc, inputs: dict) -> dict:
+    """MVN1 with Scale and Bias the way a FLOAT16 shader does it: float32 statistics stored as
+    FLOAT16, then every elementwise step rounded to FLOAT16 (numpy's float16 arithmetic)."""
+    x = inputs["InputTensor"]
+    x32 = x.astype(np.float32)
+    mean = x32.mean(axis=(2, 3), keepdims=True)
+    var = ((x32 - mean) ** 2).mean(axis=(2, 3), keepdims=True)
+    h = np.float16
+    mean, var = mean.astype(h), var.astype(h)
+    inv_sd = (h(1) / np.sqrt(var + h(desc.get("Epsilon", SPEC)))).astype(h)
+    z = ((x - mean) * inv_sd).astype(h)
+    return {"OutputTensor": (inputs["ScaleTensor"] * z + inputs["BiasTensor"]).astype(h)}
+
+
+@pytest.mark.parametrize("regime", ["standard_normal", "all_negative"])
+def test_float16_elementwise_steps_meet_pointwise_precision_float16(regime):
+    """Elementwise steps in FLOAT16 on FLOAT16-stored statistics (DirectML's FLOAT16 shaders)
+    exceed fp16-statistics and meet it with ``pointwise_precision: FLOAT16``, which a scale
+    error of 1 + 2^-6 (16 FLOAT16 ULP) still fails."""
+    desc = mvn1(96, "FLOAT16", slices=6)
+    inputs = make_inputs(desc, regime, 3, spec=SPEC)
+    ref = dc.execute(desc, inputs)
+    got = float16_elementwise(desc, inputs)
+    fp16 = ToleranceOptions.parse({"model": "fp16-statistics"})
+    pointwise = ToleranceOptions.parse({"model": "fp16-statistics", "pointwise_precision": "FLOAT16"})
+    assert not compare(desc, got, ref, inputs, SPEC, fp16).passed
+    assert compare(desc, got, ref, inputs, SPEC, pointwise).passed
+    scaled = {k: (v.astype(np.float32) * np.float32(1 + 2**-6)).astype(np.float16) for k, v in got.items()}
+    assert not compare(desc, scaled, ref, inputs, SPEC, pointwise).passed

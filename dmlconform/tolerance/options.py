@@ -26,6 +26,7 @@ TEXT_COEFFICIENTS = frozenset(
         "model",
         "growth_cap",
         "statistics_storage",
+        "pointwise_precision",
         "data_type",
     }
 )

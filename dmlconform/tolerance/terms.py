@@ -120,6 +120,10 @@ class Coefficients:
     threads: float | None = None
     #: ``input``: statistics rounded once to the tensor's data type (FLOAT16 stored as FLOAT16)
     statistics_storage: str = "working"
+    #: the type the elementwise steps round in (centring, 1/sd, Scale, Bias, the value before the
+    #: activation), where it is wider than the working precision's: ``pointwise`` counts its
+    #: roundings (empty: the working precision)
+    pointwise_precision: str = ""
     data_type: str = ""
     ceiling: float | None = None
     aggregate_shift: float = 1.0
@@ -192,7 +196,16 @@ def _parse_coefficients(
             known = WORDS.get(key)
             if known is not None and values[key] not in known:
                 raise ValueError(f"tolerance {key}={values[key]!r}: not one of {', '.join(known)}")
-    return Coefficients(**values)
+    return Coefficients(**_in_pointwise_precision(values))
+
+
+def _in_pointwise_precision(values: dict[str, Any]) -> dict[str, Any]:
+    """``pointwise`` in units of the working precision's roundoff: a FLOAT16 elementwise step
+    on float32 statistics errs 2^13 times a float32 one (DirectML's FLOAT16 shaders)."""
+    narrow = values.get("pointwise_precision")
+    if narrow and UNIT_ROUNDOFF[narrow] > UNIT_ROUNDOFF[values["working_precision"]]:
+        values["pointwise"] *= UNIT_ROUNDOFF[narrow] / UNIT_ROUNDOFF[values["working_precision"]]
+    return values
 
 
 #: the kinds :func:`growth` knows
@@ -201,6 +214,7 @@ GROWTH_KINDS = ("sqrt", "sqrt_log2", "log2")
 WORDS: dict[str, tuple[str, ...]] = {
     "working_precision": tuple(UNIT_ROUNDOFF),
     "statistics_storage": ("working", "input"),
+    "pointwise_precision": tuple(UNIT_ROUNDOFF),
     "growth_cap": ("blocked", *GROWTH_KINDS, "none"),  # any other than blocked and none: growth()'s
     "mean_growth": GROWTH_KINDS,
     "spread_growth": GROWTH_KINDS,
