@@ -20,12 +20,14 @@ not by their ids, and bounds them::
 ``reduction_length``, ``relation``, ``rule``, ``expected``, ``id`` (a glob), any desc member
 by name (``LocalSize: even``, ``P: 1``, ``Epsilon: {max: 0}``, ``ScaleTensor: absent``), and the
 data facts of the operator's kernel (``largest_squared_norm: {min: 65520}``; known once the case
-ran, from the inputs it was judged on). A value is
+ran, from the inputs it was judged on, and computed only when a predicate asks). A value is
 one value, a list (any of), ``even`` / ``odd``, ``{min: A, max: B}`` (inclusive) or ``present`` /
 ``absent``. ``meets: MODEL`` (or a mapping of tolerance overrides) says the cases must still meet
 that tolerance model: a case that fails the run's model is judged again under it, and is a known
 finding (xfailed, naming the finding) within it and a failure outside it. ``fails: true`` says
-the cases fail (a bug); ``message: REGEX`` narrows that to failures whose message matches. A
+the cases fail (a bug); ``message: REGEX`` narrows that to failures whose message matches, and
+``nan: false`` to failures without a NaN where the reference is a number (a saturation's wrong
+values are finite: a NaN is another failure). A
 ``fails`` finding over whole operators or data types (no narrower predicate and no ``message``)
 is refused: it would hide any regression there.
 
@@ -549,7 +551,8 @@ def _bound(raw: Any, source: str, spec: Any, parent_line: int) -> Bound:
             message = re.compile(str(raw["message"]))
         except re.error as exc:
             raise err("message", f"finding {fid}: message is not a regular expression: {exc}") from None
-    if raw.get("nan", True) is not True and (raw.get("nan") is not False or meets is not None):
+    nan = raw.get("nan", True)
+    if nan is not True and (nan is not False or meets is not None):
         raise err(
             "nan", f"finding {fid}: 'nan: false' (a bug that never makes a NaN) goes with 'fails: true'"
         )
@@ -562,9 +565,7 @@ def _bound(raw: Any, source: str, spec: Any, parent_line: int) -> Bound:
                     "narrow 'when' (a member, reduction_length, regime, relation, rule or id), or bound it "
                     "with 'message:' or 'meets: MODEL'",
                 )
-    return Bound(
-        fid, reason.strip(), tuple(conds), at, source, meets is None, meets, message, raw.get("nan", True)
-    )
+    return Bound(fid, reason.strip(), tuple(conds), at, source, meets is None, meets, message, nan)
 
 
 def _wide(cond: Mapping[str, Test]) -> str:
