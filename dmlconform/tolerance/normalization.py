@@ -79,6 +79,7 @@ from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
+    STORAGE_FLOOR,
     UNIT_ROUNDOFF,
     AggregateModel,
     Budgets,
@@ -93,7 +94,6 @@ from dmlconform.tolerance.terms import (
     growth,
     repeated_growth,
     repetition,
-    storage_floor,
     storage_roundoff,
     summed,
     ulp_of,
@@ -253,9 +253,10 @@ def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> Stati
     accumulation): one rounding of each, relative and, for a value among the type's subnormals,
     absolute (a variance under 2^-25 is 0 in FLOAT16), and the deviations then taken around the
     rounded mean, whose error enters the variance squared. Unchanged where they are kept in working precision."""
-    us, floor = storage_roundoff(co), storage_floor(co)
+    us = storage_roundoff(co)
     if not us:
         return st
+    floor = STORAGE_FLOOR.get(co.data_type, 0.0)
     e_mean = st.e_mean + us * (np.abs(ss.mean) + st.e_mean) + floor
     e_var = st.e_var + us * (ss.var + st.e_var) + floor + e_mean**2 - st.e_mean**2
     return StatisticsErrors(e_mean, e_var)

@@ -397,16 +397,10 @@ def storage_roundoff(co: Coefficients) -> float:
     return stored if stored > UNIT_ROUNDOFF[co.working_precision] else 0.0
 
 
-#: half the smallest subnormal of a type: what rounding a value to it costs at the least, however
-#: small the value (below it, the value rounds to 0)
+#: half the smallest subnormal of a type: what storing a statistic in it costs at the least,
+#: however small the value (a FLOAT16 variance of 1e-6 is a subnormal held to 2^-24, 6%; one
+#: under 2^-25 is 0): the absolute part beside :func:`storage_roundoff`'s relative one
 STORAGE_FLOOR = {"FLOAT32": 2.0**-150, "FLOAT16": 2.0**-25}
-
-
-def storage_floor(co: Coefficients) -> float:
-    """The absolute part of storing a statistic in a narrower type (:func:`storage_roundoff`
-    is the relative part): a FLOAT16 variance of 1e-6 is a subnormal held to 2^-24 (6%), one
-    under 2^-25 is 0; 0 where the statistics are kept in working precision."""
-    return STORAGE_FLOOR.get(co.data_type, 0.0) if storage_roundoff(co) else 0.0
 
 
 def cap(full: Any, one_block: Any, co: Coefficients, n: int) -> Any:
