@@ -38,7 +38,7 @@ from dmlconform import execute, kernels, tolerance
 from dmlconform.generation.data import effective_reduction_size
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import judged_inputs
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.tolerance.degenerate import impostors
 from dmlconform.tolerance.options import NO_OPTIONS
 

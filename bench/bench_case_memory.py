@@ -39,7 +39,7 @@ def worker(backend: str, max_elements: int, dtype: str, operator: str, regime: s
     from dmlconform.runner.backend_loading import guard_for, open_backend
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
     level = spec.level("6_4")
@@ -84,7 +84,7 @@ def main() -> None:
     if a.worker:
         worker(a.backend, a.max_elements, a.worker[0], a.worker[1], a.regime)
         return
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     ops = a.operators or list(load_spec().operators)
     print(f"backend {a.backend}, largest stress case up to {a.max_elements:,} input elements")

@@ -9,7 +9,7 @@ pays. The warm figure runs the same process again on the now filled cache direct
 ((2, 3, 4, 5), the size of a conformance case) run through the numpy mirror of the kernel and
 compile nothing; ``--large`` adds a first execute of a FLOAT32 (8, 16, 64, 64) tensor, which
 compiles (cold) or loads (warm) the numba kernel for its one dtype pair; ``--judge`` adds the
-import of the compiled judge (``tolerance.judge_kernels``, compiled at import for its fixed
+import of the compiled judge (``tolerance.judge_compiled``, compiled at import for its fixed
 signatures: what the first case above the judge's threshold pays). Prints the median of
 ``--repeat`` runs of each; the goal (issue 14) is at most 5 s cold on 2 cores. Goal of the
 figure, not a test: timings on a shared machine are noisy, so cold and warm alternate.
@@ -60,7 +60,7 @@ if sys.argv[1] == "large":
     res["large"] = time.perf_counter() - t5
 if "judge" in sys.argv[2:]:
     t6 = time.perf_counter()
-    import dmlconform.tolerance.judge_kernels
+    import dmlconform.tolerance.judge_compiled
     res["judge"] = time.perf_counter() - t6
 print(json.dumps(res))
 """

@@ -40,7 +40,7 @@ import numpy as np
 import dmlconform as dc
 from dmlconform import tolerance
 from dmlconform.generation import data
-from dmlconform.reference.kernels import parallel_copy
+from dmlconform.reference.compiled import parallel_copy
 from dmlconform.runner import heap
 from dmlconform.tolerance import judge
 from dmlconform.tolerance.options import NO_OPTIONS

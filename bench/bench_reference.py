@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dmlconform.reference import buffers, execute
-from dmlconform.reference.kernels import parallel_copy
+from dmlconform.reference.compiled import parallel_copy
 from dmlconform.specification.desc import parse_desc
 
 

@@ -27,7 +27,7 @@ from dmlconform.runner.guard import ThreadGuard, backend_info  # noqa: E402
 from dmlconform.runner.tiers import elements_and_length  # noqa: E402
 from dmlconform.shrink.search import shrink  # noqa: E402
 from dmlconform.shrink.signature import same_failure  # noqa: E402
-from dmlconform.specification.model import load_spec  # noqa: E402
+from dmlconform.specification.spec import load_spec  # noqa: E402
 from dmlconform.tolerance.options import NO_OPTIONS
 
 ONLY_BIG = {"SequentialSumStatistics", "Float16AccumulationAtLongReductions"}

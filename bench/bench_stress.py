@@ -52,7 +52,7 @@ def worker(args: argparse.Namespace) -> int:
     from dmlconform.runner.backend_loading import guard_for, open_backend
     from dmlconform.runner.cases import Case, Selection, collect
     from dmlconform.runner.checks import run_case
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
     level = spec.level(args.level)
@@ -138,7 +138,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
     ops = sorted(spec.operators) if args.operators == ["all"] else args.operators

@@ -12,7 +12,7 @@ import time
 
 from dmlconform.generation.illegal import illegal_descs
 from dmlconform.generation.legal import legal_descs
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.validate import validate
 
 

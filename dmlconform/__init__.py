@@ -17,7 +17,7 @@ from dmlconform.specification.desc import (
     load_desc,
     parse_desc,
 )
-from dmlconform.specification.model import Spec, SpecError, load_spec
+from dmlconform.specification.spec import Spec, SpecError, load_spec
 from dmlconform.specification.validate import validate
 
 __version__ = "0.1.0"

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # the last line of defence: one line, never a traceback
         from dmlconform.specification.desc import DescError
-        from dmlconform.specification.model import SpecError
+        from dmlconform.specification.spec import SpecError
 
         if isinstance(exc, (DescError, SpecError)):
             print(f"{prog(args)}: error: {exc}", file=sys.stderr)

@@ -25,7 +25,7 @@ from dmlconform.specification import semantics
 
 if TYPE_CHECKING:
     from dmlconform.specification.desc import OperatorDesc
-    from dmlconform.specification.model import Spec
+    from dmlconform.specification.spec import Spec
 
 
 @dataclass(frozen=True)

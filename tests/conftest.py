@@ -68,8 +68,8 @@ def native_modules_loaded() -> None:
 
         numba.njit(lambda a: a[0] + 1.0)(np.zeros(1))
     for name in (
-        "dmlconform.reference.kernels",
-        "dmlconform.tolerance.judge_kernels",
+        "dmlconform.reference.compiled",
+        "dmlconform.tolerance.judge_compiled",
         "torch",
         "onnx",
         "onnxruntime",

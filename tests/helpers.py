@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dmlconform.specification.desc import OperatorDesc, parse_desc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # tests/: the test backends load from here
 REPO = Path(HERE).parent

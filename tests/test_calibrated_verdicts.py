@@ -178,7 +178,7 @@ def test_model_names():
 
 def test_the_numpy_and_compiled_exactness_tests_agree():
     from dmlconform.tolerance.exact import _exact_rows_numpy
-    from dmlconform.tolerance.exact_kernels import exact_rows as compiled
+    from dmlconform.tolerance.exact_compiled import exact_rows as compiled
 
     rng = np.random.default_rng(5)
     for m in (2, 3, 5, 64, 4097):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dmlconform.cli import main
-from dmlconform.specification.model import default_spec_dir
+from dmlconform.specification.spec import default_spec_dir
 
 ONE_SIDED_SCALE = """\
 type: MEAN_VARIANCE_NORMALIZATION1

@@ -130,7 +130,7 @@ def test_export_covers_every_operator_level_and_data_type(bundle: Path):
 
 
 def test_every_exported_model_reads_back_as_its_case_desc(bundle: Path):
-    from dmlconform.dxdispatch.model import canonical, export_desc
+    from dmlconform.dxdispatch.desc_json import canonical, export_desc
     from dmlconform.dxdispatch.modelfile import load_model_file
     from dmlconform.runner.cases import Case
 
@@ -357,7 +357,7 @@ def test_the_bash_run_script_drives_a_dxdispatch_lookalike(tmp_path: Path):
             from pathlib import Path
             from dmlconform.backends import load_backend
             from dmlconform.dxdispatch.emulate import Emulator, adapters_text, dependencies_text, run_model
-            from dmlconform.specification.model import load_spec
+            from dmlconform.specification.spec import load_spec
             spec = load_spec()
             em = Emulator(load_backend("numpy", {{"feature_level": "6_4"}}), spec.level("6_4"), spec)
             args = sys.argv[1:]

@@ -17,14 +17,14 @@ from helpers import SPEC
 
 from dmlconform.dxdispatch import buffers
 from dmlconform.dxdispatch.bundle import Call, build_model
-from dmlconform.dxdispatch.emulate import Emulator, run_model
-from dmlconform.dxdispatch.model import (
+from dmlconform.dxdispatch.desc_json import (
     ModelError,
     NotExpressible,
     desc_json,
     export_desc,
     read_desc_json,
 )
+from dmlconform.dxdispatch.emulate import Emulator, run_model
 from dmlconform.dxdispatch.modelfile import load_json, read_model
 from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc

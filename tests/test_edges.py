@@ -12,8 +12,8 @@ from dmlconform.generation.edges import EDGE_RATE, FLOAT_EDGES, EdgeDrawer, edge
 from dmlconform.generation.illegal import illegal_descs
 from dmlconform.generation.legal import legal_descs
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
 from dmlconform.specification.rules import KINDS, Context
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.structure_builder import model_for, operators_and_levels
 from dmlconform.specification.validate import validate
 

@@ -456,7 +456,7 @@ def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: 
     from dmlconform.generation.data import make_inputs
     from dmlconform.runner.judging import same_budgets
     from dmlconform.specification.desc import parse_desc
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
     desc = parse_desc(

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from helpers import SPEC
 
+from dmlconform.generation.choices import DEFAULT_MAX_ELEMENTS
 from dmlconform.generation.illegal import breakable_rules, illegal_descs, unbreakable_rules
 from dmlconform.generation.legal import legal_descs
-from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS
 from dmlconform.generation.reductions import (
     long_reduction_desc,
     reduction_axes,
@@ -107,7 +107,7 @@ _SNIPPET = """
 import json, sys
 from dmlconform.generation.illegal import illegal_descs
 from dmlconform.generation.legal import legal_descs
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 spec = load_spec()
 out = [d.to_dict() for d in legal_descs("MEAN_VARIANCE_NORMALIZATION1", "6_4", seed=7, count=15, spec=spec)]
 out += [[d.to_dict(), r] for d, r in illegal_descs("BATCH_NORMALIZATION_TRAINING", "5_0", seed=3, count=15, spec=spec)]

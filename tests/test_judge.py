@@ -358,7 +358,7 @@ def test_the_figures_are_the_same_bits_whatever_the_thread_count(monkeypatch, op
     """Every figure of a comparison (the aggregate fit's and the gradients' sums included) is
     the same to the last bit on a machine of 1, 3 or 16 threads: the work items' cut depends on
     the sizes only. The backend's output is noisy, so the fit's sums are not trivially exact."""
-    from dmlconform.reference import kernels as rk
+    from dmlconform.reference import compiled as rk
 
     n = 2**20
     if operator == "MEAN_VARIANCE_NORMALIZATION1":
@@ -471,7 +471,7 @@ def test_the_batch_gradient_centred_on_the_batch_mean_gives_the_models_budgets(m
     assert not plan.centres_on_mean
     monkeypatch.setattr(semantics, "make_grad_plan", lambda d, s=None: plan)  # the numpy model's plan
     ref = dc.execute(desc, inputs)
-    jp = judge.JudgePlan(plan, judge._gradient_terms)
+    jp = judge.CompiledCase(plan, judge._gradient_terms)
     out = ref["OutputGradientTensor"]
     kernel = np.empty(out.shape)
     judge.judge_normalization(desc, out, out, inputs, SPEC, NO_OPTIONS, budget_out=kernel, plan=jp)
@@ -480,7 +480,7 @@ def test_the_batch_gradient_centred_on_the_batch_mean_gives_the_models_budgets(m
     ]
     assert_budgets_agree(kernel, model)
     # the Mean member 0.25 off the batch mean: e_xc is that difference, not the mean's rounding
-    with_mean = judge.JudgePlan(dataclasses.replace(plan, centre_with="mean"), judge._gradient_terms)
+    with_mean = judge.CompiledCase(dataclasses.replace(plan, centre_with="mean"), judge._gradient_terms)
     tighter = np.empty(out.shape)
     judge.judge_normalization(desc, out, out, inputs, SPEC, NO_OPTIONS, budget_out=tighter, plan=with_mean)
     assert np.all(kernel > 10 * tighter)

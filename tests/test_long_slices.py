@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmlconform.reference import kernels as rk
-from dmlconform.tolerance import judge_kernels as jk
+from dmlconform.reference import compiled as rk
+from dmlconform.tolerance import judge_compiled as jk
 from dmlconform.tolerance import long_slices as ls
 
 N = ls.LONG_SLICE + 12_345  # several parts, the last one short

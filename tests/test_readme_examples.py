@@ -101,7 +101,7 @@ def test_generate_and_execute_examples_are_current(
 
 def test_the_intro_names_every_operator_of_the_spec() -> None:
     """The README lists the operators instead of counting them; the list is the spec's."""
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     intro = README.read_text(encoding="utf-8").split("\n## ", 1)[0]
     named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", intro))
@@ -122,7 +122,7 @@ def test_the_main_runs_case_count_is_what_the_run_collects() -> None:
     from dmlconform.runner.cases import collect
     from dmlconform.runner.options import given
     from dmlconform.runner.settings import resolve_settings
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     shown = example(section("The two commands"), "dmlconform run --backend onnxruntime")
     counts = [m for line in shown if (m := re.match(r"dmlconform: (\d+) cases: ", line))]

@@ -389,17 +389,17 @@ def test_long_rows_agree_with_numpy(shape, axes, strided, which):
 
 
 def test_results_do_not_depend_on_the_thread_count(monkeypatch):
-    from dmlconform.reference import kernels
+    from dmlconform.reference import compiled
 
     x = normal((4, 3, 70, 9), seed=21, loc=1e3)
     desc = bnt(x.shape, [1, 3, 1, 1])
     inputs = {"InputTensor": x, "ScaleTensor": normal((1, 3, 1, 1), 1), "BiasTensor": normal((1, 3, 1, 1), 2)}
     xm = normal((7, 5, 130, 1), seed=22, loc=-3.0)  # MVN1: 35 slices, chunked unevenly
     mdesc = mvn1(list(xm.shape), [2, 3])
-    monkeypatch.setattr(kernels, "PARALLEL_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(compiled, "PARALLEL_MIN_ELEMENTS", 0)
     results = []
     for threads in (1, 2, 3):
-        monkeypatch.setattr(kernels, "THREADS", threads)
+        monkeypatch.setattr(compiled, "THREADS", threads)
         with path("numba"):
             results.append((execute(desc, inputs, float64=True), execute(mdesc, {"InputTensor": xm})))
     for got in results[1:]:
@@ -460,17 +460,17 @@ def test_second_process_loads_kernel_from_cache():
     assert math.prod(big) > reference.MIRROR_MAX_ELEMENTS
     x = normal(big, seed=13)
     execute(mvn1(big, [2, 3]), {"InputTensor": x})  # ensure this signature is compiled + cached
-    from dmlconform.reference import kernels
+    from dmlconform.reference import compiled
 
-    cache_dir = Path(kernels.__file__).parent / "__pycache__"
-    index = [p for p in cache_dir.glob("kernels._normalize-*.nbi")] if cache_dir.is_dir() else []
+    cache_dir = Path(compiled.__file__).parent / "__pycache__"
+    index = [p for p in cache_dir.glob("compiled._normalize-*.nbi")] if cache_dir.is_dir() else []
     if not index or os.environ.get("NUMBA_CACHE_DIR"):
         pytest.skip("numba cache not in the package __pycache__ (read-only install or NUMBA_CACHE_DIR)")
     code = (
         "import numpy as np, json\n"
         "from dmlconform.specification.desc import parse_desc\n"
         "from dmlconform.reference import execute\n"
-        "from dmlconform.reference.kernels import normalize_kernel\n"
+        "from dmlconform.reference.compiled import normalize_kernel\n"
         "d = parse_desc({'type': 'MEAN_VARIANCE_NORMALIZATION1', 'desc': {"
         f"'InputTensor': {{'DataType': 'FLOAT32', 'Sizes': {big}}},"
         f"'OutputTensor': {{'DataType': 'FLOAT32', 'Sizes': {big}}},"

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmlconform import reference
-from dmlconform.reference import execute, kernels, mirror
+from dmlconform.reference import compiled, execute, mirror
 from dmlconform.specification.desc import parse_desc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +210,7 @@ def test_array_activations_are_the_scalar_function_bit_for_bit(code, values, a, 
 
 
 def test_mirror_follows_the_kernels_constants():
-    assert mirror.LANES == kernels.LANES and mirror.SHIFT_LIMIT == kernels.SHIFT_LIMIT
+    assert mirror.LANES == compiled.LANES and mirror.SHIFT_LIMIT == compiled.SHIFT_LIMIT
 
 
 def test_activation_overflow_is_ieee_in_the_mirror():
@@ -288,15 +288,15 @@ def test_a_large_case_compiles_only_its_own_signature(tmp_path):
 import json
 import numpy as np
 import dmlconform as dc
-from dmlconform.reference import kernels
+from dmlconform.reference import compiled
 t = {{"DataType": "FLOAT32", "Sizes": [1, {n}]}}
 d = dc.parse_desc({{"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": {{
     "InputTensor": t, "OutputTensor": t, "Axes": [1], "NormalizeVariance": True}}}})
 dc.execute(d, {{"InputTensor": np.ones((1, {n}), np.float32)}})
-print(json.dumps(sorted("-".join(k) for k in kernels._COMPILED)))
+print(json.dumps(sorted("-".join(k) for k in compiled._COMPILED)))
 """
     assert _run_python(code, tmp_path) == ["float32-float32"]
-    assert len(list(tmp_path.rglob("kernels._normalize-*.nbc"))) == 1
+    assert len(list(tmp_path.rglob("compiled._normalize-*.nbc"))) == 1
 
 
 def test_large_fresh_output_equals_out_and_the_mirror():

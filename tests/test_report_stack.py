@@ -22,7 +22,7 @@ from synthetic_results import make_results, write_results  # noqa: E402
 
 from dmlconform.cli import main  # noqa: E402
 from dmlconform.report import diff_results, load_results, merge_reports, write_reports  # noqa: E402
-from dmlconform.report.model import stacks_of  # noqa: E402
+from dmlconform.report.results_reader import stacks_of  # noqa: E402
 
 RELEASE = "1.15.4+241025-1615.1.dml-1.15.fac7597"
 STACK = {

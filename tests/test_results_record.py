@@ -15,7 +15,7 @@ from dmlconform.cli import main
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.results import case_record, finish_record, spec_hash
-from dmlconform.specification.model import default_spec_dir
+from dmlconform.specification.spec import default_spec_dir
 
 
 def documented_case_keys() -> set[str]:
@@ -37,7 +37,7 @@ def test_runner_and_bundle_records_have_the_same_keys_and_the_report_reads_them_
     bare = _bare_record({"id": case.id, "case": case.to_dict()}, "error", "unreadable")
     assert list(ran) == list(bare) == list(CaseRecord.field_names())
     assert (ran["outcome"], ran["message"], ran["duration_s"]) == ("skipped", "why", 0.5)
-    from dmlconform.report.model import CaseRecord as Read
+    from dmlconform.report.results_reader import CaseRecord as Read
 
     back = Read.from_dict(json.loads(json.dumps(ran)), 0)
     assert (back.id, back.nodeid, back.outcome, back.rules) == (

@@ -15,8 +15,8 @@ import pytest
 
 import dmlconform as dc
 from dmlconform.specification.lint import lint
-from dmlconform.specification.model import SpecError
 from dmlconform.specification.rules import KINDS, ActivationKind, AxesInRange, Context, TensorKind
+from dmlconform.specification.spec import SpecError
 
 SPEC_DIR = Path(__file__).resolve().parent.parent / "spec"
 N = [2, 3, 4, 5]
@@ -510,7 +510,7 @@ def test_a_float_range_is_judged_between_floats() -> None:
     """An attribute_range over a FLOAT member (no bundled rule has one yet; a spec may) compares
     the float32 value with the float32 bound, as DirectML's C++ does: Epsilon 1e-5 sits exactly
     at a minimum of 1e-5 (both read as 9.99999975e-06f) and the FLOAT next below breaks it."""
-    from dmlconform.specification.model import Rule
+    from dmlconform.specification.spec import Rule
 
     spec = dc.load_spec()
     op, level = spec.operator(MVN1), spec.level("6_4")

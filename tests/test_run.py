@@ -123,7 +123,7 @@ def junit_counts(path: Path) -> dict[str, int]:
 
 
 def test_run_passes_and_writes_reports(tmp_path: Path) -> None:
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     proc = dmlconform("run", "--backend", "reference", *SMALL, "--report", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -6,7 +6,7 @@ import pytest
 
 from dmlconform.generation import data
 from dmlconform.runner.cases import Selection, apply_when, collect
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3])

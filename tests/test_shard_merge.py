@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from dmlconform.cli import main
 from dmlconform.report.merge import unsharded_command
 from dmlconform.runner.cases import Selection, Shard, collect, in_shard
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 

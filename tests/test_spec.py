@@ -14,7 +14,8 @@ import pytest
 import yaml
 from helpers import SPEC
 
-from dmlconform.specification.model import (
+from dmlconform.specification.rules import KINDS
+from dmlconform.specification.spec import (
     SCHEMA_FOR,
     SpecError,
     UnknownLevel,
@@ -22,7 +23,6 @@ from dmlconform.specification.model import (
     read_spec_files,
     schema_errors,
 )
-from dmlconform.specification.rules import KINDS
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC_DIR = REPO / "spec"

@@ -11,11 +11,11 @@ import jsonschema
 import pytest
 
 from dmlconform.cli import main
+from dmlconform.specdiff.changes import Change
 from dmlconform.specdiff.compare import level_diff, spec_diff
 from dmlconform.specdiff.json_schema import JSON_SCHEMA
-from dmlconform.specdiff.model import Change
 from dmlconform.specdiff.witness import add_witnesses
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from dmlconform.runner import tiers
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import NO_OPTIONS
 
@@ -93,7 +93,7 @@ def test_collection_is_the_same_in_another_process(spec) -> None:
     code = (
         "import hashlib, json\n"
         "from dmlconform.runner.cases import Selection, collect\n"
-        "from dmlconform.specification.model import load_spec\n"
+        "from dmlconform.specification.spec import load_spec\n"
         "s = load_spec()\n"
         "cs = collect(s, Selection(level=s.level('6_4'), cases=1, tier='stress', kinds=('numeric',)))\n"
         "h = hashlib.sha256()\n"

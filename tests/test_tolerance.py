@@ -494,7 +494,7 @@ def test_cancellation_expressions_are_checked_when_the_spec_loads(tmp_path):
     import shutil
 
     from dmlconform.specification.lint import lint
-    from dmlconform.specification.model import SpecError, load_spec
+    from dmlconform.specification.spec import SpecError, load_spec
 
     spec_dir = tmp_path / "spec"
     shutil.copytree(
@@ -587,8 +587,8 @@ def test_budget_covers_a_jump_inside_the_error_interval():
     """SHRINK with Bias > Threshold jumps from 0 down to Threshold - Bias at +Threshold and then
     rises again: when y's error interval straddles the jump, the largest error is the jump
     itself, which neither end of the interval shows (seed-7 numpy run, MVN-3_0-0031)."""
-    from dmlconform.specification.model import load_spec
     from dmlconform.specification.semantics import make_plan
+    from dmlconform.specification.spec import load_spec
     from dmlconform.tolerance import branch_jumps as _branch_jumps
 
     act = {"Type": "ACTIVATION_SHRINK", "Bias": 0.505, "Threshold": 0.5}
@@ -633,7 +633,7 @@ def test_zero_over_zero_accepts_any_value(answer):
     assert not compare(desc, wrong_mean, ref, inputs, SPEC, NO_OPTIONS).passed
     # the report names the failing output, not an accepted undefined element
     from dmlconform.runner.judging import compare as runner_compare
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     passed, errors = runner_compare(load_spec(), desc, wrong_mean, ref, inputs, NO_OPTIONS)
     assert not passed and errors["worst"]["member"] == "OutputMeanTensor"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dmlconform.runner.settings import tolerance_options
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import SPEC
 
 import dmlconform as dc
-from dmlconform.specification.model import UnknownLevel
+from dmlconform.specification.spec import UnknownLevel
 from dmlconform.specification.validate import is_legal
 
 N = [2, 3, 4, 5]

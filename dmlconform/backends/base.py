@@ -36,7 +36,7 @@ from dmlconform import kernels
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec, UnknownLevel, load_spec
+from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, load_spec
 from dmlconform.specification.validate import validate
 
 ENTRY_POINT_GROUP = "dmlconform.backends"

@@ -33,8 +33,8 @@ from dmlconform.backends.base import (
 from dmlconform.errors import Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.slices import to_slices
+from dmlconform.specification.spec import Spec
 
 F32 = np.float32
 _erf = np.frompyfunc(math.erf, 1, 1)

@@ -78,7 +78,7 @@ from dmlconform.backends.numpy_backend import finish_desc_outputs
 from dmlconform.errors import Unsupported
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 PATHS = (
     "blocked",

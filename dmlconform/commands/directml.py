@@ -160,7 +160,7 @@ def _report(version: str | None, dll: str | None, action: str) -> int:
     from dmlconform.backends.directml.backend import account
     from dmlconform.backends.directml.client import RunnerError
     from dmlconform.backends.directml.releases import DEFAULT_DML_VERSION
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     try:
         found = stack.locate(version, dll)
@@ -247,7 +247,7 @@ def run_versions(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import status
     from dmlconform.backends.directml.releases import RELEASES
     from dmlconform.backends.directml.stack import StackMissing
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     print(f"{'DirectML':<9} {'wheel':<30} {'max FL':<7} {'installed':<10} status on this stack")
     runnable = 0

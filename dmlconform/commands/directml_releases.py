@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the work modules load when a verb runs, not when the parser
     from dmlconform.releases.acceptance import ReleaseAnswers
     from dmlconform.releases.findings import Registry
     from dmlconform.releases.matrix import Judged
-    from dmlconform.specification.model import Spec
+    from dmlconform.specification.spec import Spec
 
 DEFAULT_OUT = "reports/directml-releases"
 DEFAULT_DOC = "docs/directml-conformance.md"
@@ -159,7 +159,7 @@ def run_accept(args: argparse.Namespace) -> int:
     from dmlconform.releases import acceptance as acc
     from dmlconform.releases import matrix
     from dmlconform.releases.findings import registry
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     try:
         versions = _versions(args.version)
@@ -230,7 +230,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from dmlconform.backends.directml import provision
     from dmlconform.backends.directml.stack import StackMissing
     from dmlconform.releases.sweep import WAVE_OPS, SweepSettings, sweep
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     try:
         versions = _versions(args.version)
@@ -266,7 +266,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 def run_publish(args: argparse.Namespace) -> int:
     from dmlconform.releases.publish import PublishError, load, render
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
     try:

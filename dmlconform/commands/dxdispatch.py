@@ -105,7 +105,7 @@ def _err(action: str, message: str) -> int:
 def _spec(args: argparse.Namespace):  # -> Spec
     import os
 
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     if args.spec_dir:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
@@ -175,7 +175,7 @@ def run_check(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.check import check_bundle, never_run, read_run_info
     from dmlconform.runner.results import spec_hash
-    from dmlconform.specification.model import UnknownLevel
+    from dmlconform.specification.spec import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)
@@ -242,7 +242,7 @@ def run_emulate(args: argparse.Namespace) -> int:
     from dmlconform.dxdispatch.bundle import BundleError, load_manifest, stderr_progress
     from dmlconform.dxdispatch.emulate import emulate_bundle, load_emulator
     from dmlconform.runner.options import parse_pairs
-    from dmlconform.specification.model import UnknownLevel
+    from dmlconform.specification.spec import UnknownLevel
 
     spec = _spec(args)
     root = Path(args.dir)

@@ -81,7 +81,7 @@ def _is_npz(path: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     from dmlconform.reference import InputError, PlanError, execute, more
     from dmlconform.specification.desc import DescError, load_desc
-    from dmlconform.specification.model import SpecError, load_spec
+    from dmlconform.specification.spec import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec_dir)

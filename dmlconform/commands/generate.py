@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from dmlconform.cli import add_spec_dir
 from dmlconform.runner.directories import directory_problem
-from dmlconform.specification.model import FeatureLevel, Operator, Spec, SpecError, UnknownLevel, load_spec
+from dmlconform.specification.spec import FeatureLevel, Operator, Spec, SpecError, UnknownLevel, load_spec
 
 if TYPE_CHECKING:  # the generators load when the verb runs, not when the parsers are built
     from dmlconform.specification.desc import OperatorDesc

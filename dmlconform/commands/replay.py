@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.options import given, parse_pairs
     from dmlconform.runner.results import load_case_dir
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
     from dmlconform.tolerance.options import ToleranceOptions
 
     spec = load_spec()

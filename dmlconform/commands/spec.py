@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.cli import add_spec_dir
-from dmlconform.specification.model import SpecError, default_spec_dir, format_source, load_spec, spec_paths
+from dmlconform.specification.spec import SpecError, default_spec_dir, format_source, load_spec, spec_paths
 
 
 def register(sub: Any) -> None:

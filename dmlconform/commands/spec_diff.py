@@ -14,7 +14,7 @@ from dmlconform.cli import add_spec_dir
 from dmlconform.specdiff.compare import level_diff, spec_diff
 from dmlconform.specdiff.render import RENDERERS
 from dmlconform.specdiff.witness import add_witnesses
-from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
+from dmlconform.specification.spec import SpecError, UnknownLevel, load_spec
 
 PROG = "dmlconform spec-diff"
 DESCRIPTION = (

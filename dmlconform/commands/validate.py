@@ -15,7 +15,7 @@ from typing import Any
 
 from dmlconform.cli import add_spec_dir
 from dmlconform.specification.desc import DescError, load_desc
-from dmlconform.specification.model import SpecError, UnknownLevel, load_spec
+from dmlconform.specification.spec import SpecError, UnknownLevel, load_spec
 from dmlconform.specification.validate import validate
 
 DESC_SUFFIXES = (".yaml", ".yml", ".json")

@@ -35,14 +35,14 @@ import numpy as np
 
 from dmlconform import __version__, execute
 from dmlconform.dxdispatch import buffers, scripts
-from dmlconform.dxdispatch.model import NotExpressible, bind_points, desc_json, export_desc, operator_type
+from dmlconform.dxdispatch.desc_json import NotExpressible, bind_points, desc_json, export_desc, operator_type
 from dmlconform.errors import Rejected
 from dmlconform.report.results_file import jsonable
 from dmlconform.runner.cases import Case, Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.results import sanitize, spec_hash  # one hash: report merge compares it
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import NO_OPTIONS
 
 FORMAT = "dmlconform-dxdispatch-bundle"

@@ -41,7 +41,7 @@ from dmlconform.dxdispatch.bundle import (
     MODEL,
     read_text,
 )
-from dmlconform.dxdispatch.model import ModelError, NotExpressible, canonical
+from dmlconform.dxdispatch.desc_json import ModelError, NotExpressible, canonical
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.report.record import CaseRecord
@@ -57,7 +57,7 @@ from dmlconform.runner.results import (
     versions,
 )
 from dmlconform.specification.desc import DescError, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
+from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import NO_OPTIONS
 

@@ -24,14 +24,14 @@ import numpy as np
 
 from dmlconform.dxdispatch import buffers
 from dmlconform.dxdispatch.bundle import ADAPTERS, CASES_LIST, DEPENDENCIES, EXIT_STATUS, LOG, MODEL
-from dmlconform.dxdispatch.model import ModelError, bind_points
+from dmlconform.dxdispatch.desc_json import ModelError, bind_points
 from dmlconform.dxdispatch.modelfile import Model, load_model_file
 from dmlconform.errors import Rejected, Unsupported
 from dmlconform.runner.backend_loading import open_backend
 from dmlconform.runner.guard import backend_validates
 from dmlconform.specification import layout
 from dmlconform.specification.desc import TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
+from dmlconform.specification.spec import FeatureLevel, Spec
 
 E_FAIL = -2147467259  # 0x80004005 as DxDispatch's main returns it (an HRESULT)
 E_INVALIDARG = -2147024809  # 0x80070057

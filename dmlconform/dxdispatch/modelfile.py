@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dmlconform.dxdispatch.model import (
+from dmlconform.dxdispatch.desc_json import (
     ModelError,
     bind_points,
     read_data_type,
@@ -23,7 +23,7 @@ from dmlconform.dxdispatch.model import (
     read_uint_list,
 )
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 ROOT_KEYS = ("resources", "dispatchables", "commands")
 EXECUTION_FLAGS = (

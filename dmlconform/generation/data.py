@@ -57,9 +57,9 @@ import numpy as np
 from dmlconform.generation.exact_statistics import exact_operand, exact_rows
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, resolve_branch_points
 from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.specification.slices import from_slices, slice_shape, to_slices
+from dmlconform.specification.spec import Spec, resolve_branch_points
 
 REGIMES: tuple[str, ...] = (
     "standard_normal",

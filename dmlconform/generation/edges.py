@@ -21,12 +21,12 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from dmlconform.generation.choices import Options
 from dmlconform.generation.chooser import seeded_chooser
-from dmlconform.generation.plan import Options
 from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.rules import Chooser, Context, kind_of
+from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.specification.structure import Model
 from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import is_legal

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from dmlconform.generation.choices import Options, draw_choices
 from dmlconform.generation.chooser import seeded_chooser
-from dmlconform.generation.plan import Options, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import FeatureLevel, Rule, Spec
 from dmlconform.specification.rules import Available, Chooser, kind_of
+from dmlconform.specification.spec import FeatureLevel, Rule, Spec
 from dmlconform.specification.structure import Model
 from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import validate
@@ -68,7 +68,7 @@ def build_illegal(
         ov = kind.break_plan(model, rule, ch)
         if ov is None:
             continue
-        plan = choose_plan(model, ch, opts, ov)
+        plan = draw_choices(model, ch, opts, ov)
         if plan is None:
             continue
         desc = kind.break_desc(model, rule, realize(model, plan, ch, opts), ch)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from dmlconform.generation.choices import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
 from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.edges import EdgeDrawer
-from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
 from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
+from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.specification.structure_builder import model_for
 
 

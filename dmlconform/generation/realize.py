@@ -1,6 +1,6 @@
 """A plan made a desc: each present tensor gets a drawn layout.
 
-:func:`realize` turns a :class:`~dmlconform.generation.plan.Plan` into an OperatorDesc and draws
+:func:`realize` turns a :class:`~dmlconform.generation.choices.Choices` into an OperatorDesc and draws
 each tensor's layout (packed, explicit strides, padded, permuted, zero-stride broadcast for
 inputs; explicit DimensionCount, TotalTensorSizeInBytes, alignment, flags); :func:`build_legal`
 is plan and realization together, the one legal desc the drivers repeat.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmlconform.generation.plan import OMIT, Options, Plan, choose_plan
+from dmlconform.generation.choices import OMIT, Choices, Options, draw_choices
 from dmlconform.specification.desc import (
     OperatorDesc,
     TensorDesc,
@@ -88,7 +88,7 @@ def _total_size(
     return total
 
 
-def realize(model: Model, plan: Plan, ch: Chooser, opts: Options) -> OperatorDesc:
+def realize(model: Model, plan: Choices, ch: Chooser, opts: Options) -> OperatorDesc:
     sizes = plan.group_sizes(model)
     members: dict[str, Any] = {}
     for m in model.op.members:
@@ -110,7 +110,7 @@ def build_legal(model: Model, ch: Chooser, opts: Options | None = None) -> Opera
     """One desc legal at the model's level (below the operator's introduction: legal but for
     ``available``)."""
     opts = opts or Options()
-    plan = choose_plan(model, ch, opts)
+    plan = draw_choices(model, ch, opts)
     if plan is None:
         raise ValueError(f"{model.op.name} at {model.level.name}: the spec admits no legal desc")
     return realize(model, plan, ch, opts)

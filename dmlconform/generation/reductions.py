@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from dmlconform.generation.choices import DEFAULT_MAX_ELEMENTS, Options, draw_choices
 from dmlconform.generation.chooser import seeded_chooser
-from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.rules import Chooser
+from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.specification.structure import Model
 from dmlconform.specification.structure_builder import model_for
 
@@ -45,7 +45,7 @@ def _build_with_reduction(
         raise ValueError(f"{model.op.name}: semantics.input names no tensor member")
     g_in = model.size_group_of[input_name]
     for _ in range(attempts):
-        plan = choose_plan(model, ch, opts)
+        plan = draw_choices(model, ch, opts)
         if plan is None or g_in not in plan.shapes:
             continue
         desc = realize(model, plan, ch, Options(opts.dtype, opts.max_size, opts.max_elements, layouts=False))

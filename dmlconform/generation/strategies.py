@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
+from dmlconform.generation.choices import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
 from dmlconform.generation.illegal import build_illegal, why_unbreakable
-from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_SIZE, Options
 from dmlconform.generation.realize import build_legal
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.structure_builder import operators_and_levels as all_operators_and_levels
 

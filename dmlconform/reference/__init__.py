@@ -2,7 +2,7 @@
 
 ``execute(desc, inputs)`` resolves the desc against its operator's ``semantics:`` in the spec
 (:mod:`dmlconform.specification.semantics`), arranges the operands for the single numba kernel
-(:mod:`dmlconform.reference.kernels`) without copying where strides allow, runs it (or, for
+(:mod:`dmlconform.reference.compiled`) without copying where strides allow, runs it (or, for
 small tensors, its bit-identical numpy mirror :mod:`dmlconform.reference.mirror`, which needs no
 compilation), and rounds
 every output exactly once to its DataType. Inputs of any float dtype are taken at their exact
@@ -25,9 +25,9 @@ from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec, spec_or_default
 from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.specification.semantics import SemanticsError as PlanError
+from dmlconform.specification.spec import Spec, spec_or_default
 
 __all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dtype"]
 
@@ -273,7 +273,7 @@ def _normalize_rows(
     if size <= MIRROR_MAX_ELEMENTS:
         kernel = normalize_numpy  # small: no compilation; bit-identical to the numba kernel
     else:
-        from dmlconform.reference.kernels import normalize_kernel
+        from dmlconform.reference.compiled import normalize_kernel
 
         kernel = normalize_kernel(x_flat.dtype, o_flat.dtype)  # compiled on first use, cached
     kernel(

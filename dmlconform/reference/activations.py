@@ -3,7 +3,7 @@
 The kernel applies the activation to each element before the single rounding to the output
 type, so it is a scalar function: one integer code selects the formula and two float64 slots
 carry its parameters. This module is plain Python (no numba import): the numba kernel compiles
-``activate`` (``kernels.py`` wraps it in ``njit``), and the small-case numpy path
+``activate`` (``compiled.py`` wraps it in ``njit``), and the small-case numpy path
 (``mirror.py``) calls the very same function per element, so both paths evaluate one formula
 with the same libm calls and agree bit for bit. Formulas follow spec/common/activations.yaml exactly; where
 the literal formula loses accuracy in float64 the mathematically identical stable form is used

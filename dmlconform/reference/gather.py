@@ -20,7 +20,7 @@ Both are plain copies: the values and their order within a slice are unchanged. 
 is the rows' split, and with it which of the kernels' float64 lanes adds which element: rows of
 one element put the whole slice into one lane (a serial sum of up to 2^20 terms), a gathered
 slice spreads it over all of them. Either order is within the reference's accuracy bound
-(``reference/kernels.py``), and each layout always gives the same result.
+(``reference/compiled.py``), and each layout always gives the same result.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmlconform.native import njit, types
-from dmlconform.reference.kernels import run_chunks
+from dmlconform.reference.compiled import run_chunks
 
 #: slices copied together: their rows at one m are read together (adjacent when the slices are
 #: the innermost axis) and each slice's destination is written in order

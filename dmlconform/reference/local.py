@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import (
     LocalResponsePlan,
     LpPlan,
     make_local_response_plan,
     make_lp_plan,
 )
+from dmlconform.specification.spec import Spec
 
 
 def window_sum(values: np.ndarray, axis: int, below: int, above: int) -> np.ndarray:

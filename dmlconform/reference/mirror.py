@@ -3,7 +3,7 @@
 Why: the numba kernel costs 2 to 4 s of compilation per dtype pair on first use (2 cores),
 while the cases a conformance run executes are small (a few thousand elements). For those,
 :func:`normalize_numpy` does the same float64 operations in the same order as
-:func:`dmlconform.reference.kernels._normalize` and so returns bit-identical outputs and
+:func:`dmlconform.reference.compiled._normalize` and so returns bit-identical outputs and
 statistics, with no compilation and without importing numba. ``run_plan`` picks the path from
 the tensor's size alone (``reference.MIRROR_MAX_ELEMENTS``), so a case always takes the same
 path; the bit-identity (checked by a property test over shapes, layouts, activations, pass-2
@@ -253,7 +253,7 @@ def normalize_numpy(
     mean_out,
     var_out,
 ) -> None:  # type: ignore[no-untyped-def]
-    """Same arguments and effect as the numba kernel (``kernels._normalize``), bit for bit."""
+    """Same arguments and effect as the numba kernel (``compiled._normalize``), bit for bit."""
     shape = (n_slices, m_len, l_len)
     n = m_len * l_len
     with np.errstate(all="ignore"):  # the kernel's IEEE results (inf, nan), without warnings

@@ -1,6 +1,6 @@
 """Reference computations beyond the centred normalization kernel, in float64 numpy.
 
-Three readings of the spec's ``semantics:`` that :mod:`dmlconform.reference.kernels` does not
+Three readings of the spec's ``semantics:`` that :mod:`dmlconform.reference.compiled` does not
 compute (and must not be taught, so the kernel stays one tight loop):
 
 - ``kernel: normalization`` with ``center`` false (MEAN_VARIANCE_NORMALIZATION2 with UseMean
@@ -40,7 +40,7 @@ from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import activate_array
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 
 def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) -> np.ndarray:
@@ -54,7 +54,7 @@ def activation(act_type: str | None, y: np.ndarray, params: dict[str, float]) ->
     if flat.size <= MIRROR_MAX_ELEMENTS:
         out = activate_array(code, flat, a, b)
     else:
-        from dmlconform.reference.kernels import activate_all
+        from dmlconform.reference.compiled import activate_all
 
         out = np.empty_like(flat)
         activate_all(code, flat, a, b, out)

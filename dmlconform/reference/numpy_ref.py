@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.specification.slices import to_slices
+from dmlconform.specification.spec import Spec
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

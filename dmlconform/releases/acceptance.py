@@ -53,7 +53,7 @@ from dmlconform.generation.illegal import breakable_rules, illegal_descs
 from dmlconform.generation.legal import legal_descs
 from dmlconform.runner.cases import input_data_type, operator_data_types
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import validate
 

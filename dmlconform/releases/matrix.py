@@ -35,7 +35,7 @@ from dmlconform.releases.acceptance import (
     ReleaseAnswers,
 )
 from dmlconform.specdiff.compare import level_diff
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.specification.validate import validate
 
 LEGAL = "legal"

@@ -21,7 +21,7 @@ from dmlconform.releases import acceptance as acc
 from dmlconform.releases import matrix
 from dmlconform.releases.findings import Finding, Registry, registry
 from dmlconform.releases.sweep import WAVE_OPS, replays_path, runs_dir
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 PUBLISH_COMMAND = "dmlconform directml publish"
 SWEEP_COMMAND = "dmlconform directml sweep"

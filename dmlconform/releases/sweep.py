@@ -44,7 +44,7 @@ from dmlconform.releases import acceptance as acc
 from dmlconform.releases.findings import registry
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import ToleranceOptions
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dmlconform.report.diff import CaseChange, Diff, ErrorChange, diff_results
 from dmlconform.report.merge import MergeError, merge_reports
-from dmlconform.report.model import CaseRecord, Results, ResultsError, load_results, results_path
 from dmlconform.report.pages import render_html, render_markdown, write_reports
+from dmlconform.report.results_reader import CaseRecord, Results, ResultsError, load_results, results_path
 
 __all__ = [
     "CaseChange",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dmlconform.report.matrix import type_key
-from dmlconform.report.model import CaseRecord, Results
+from dmlconform.report.results_reader import CaseRecord, Results
 
 SIZE_BANDS: tuple[tuple[str, float, float], ...] = (
     ("n below 1e3", 0, 1e3),

@@ -16,7 +16,7 @@ import yaml
 
 from dmlconform.report.findings import known_label, known_reason
 from dmlconform.report.formatting import format_number
-from dmlconform.report.model import OUTCOMES, CaseRecord, Results
+from dmlconform.report.results_reader import OUTCOMES, CaseRecord, Results
 
 # Descs embedded for the case table's detail panel; past this, the panel points at the
 # reproducer directory instead, which bounds the page size whatever the failure rate.

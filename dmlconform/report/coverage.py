@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from dmlconform.report.model import Results
+from dmlconform.report.results_reader import Results
 
 
 @dataclass

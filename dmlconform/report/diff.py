@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dmlconform.report.classes import accuracy_classes, worse_classes
-from dmlconform.report.model import CaseRecord, Results, Stack
+from dmlconform.report.results_reader import CaseRecord, Results, Stack
 
 DEFAULT_FACTOR = 1.5
 # Below one ULP a change in the error is noise (0.1 -> 0.3 ULP is a factor of three), so ratios are

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from dmlconform.report.model import CaseRecord, Results
+from dmlconform.report.results_reader import CaseRecord, Results
 
 # A known finding's label: its id when the expectation's reason starts with one ("F1: ...",
 # "O1: ...", "T2: ..."), else the reason itself, cut to this many characters.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dmlconform.report.formatting import format_number
-from dmlconform.report.model import CaseRecord, Results
+from dmlconform.report.results_reader import CaseRecord, Results
 
 CHART_WIDTH, CHART_HEIGHT = 300, 130
 

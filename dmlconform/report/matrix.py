@@ -10,7 +10,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from dmlconform.report.model import FAILING, OK, Results
+from dmlconform.report.results_reader import FAILING, OK, Results
 
 
 def level_key(level: str) -> tuple[int, ...]:

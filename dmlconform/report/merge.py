@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.report.classes import accuracy_classes, finding_counts
-from dmlconform.report.model import Results, ResultsError, load_results, results_path
 from dmlconform.report.results_file import write_results_file
+from dmlconform.report.results_reader import Results, ResultsError, load_results, results_path
 
 # Fields that differ between the shards of one run (or are recomputed from the cases); every other
 # top-level field must be equal in all shards.

@@ -30,7 +30,7 @@ from dmlconform.report.formatting import (
 )
 from dmlconform.report.histograms import build_charts
 from dmlconform.report.matrix import build_matrix, level_key
-from dmlconform.report.model import NOTABLE, CaseRecord, Results, load_results, skip_reasons
+from dmlconform.report.results_reader import NOTABLE, CaseRecord, Results, load_results, skip_reasons
 
 # Failures rendered as full entries in the page itself (the rest open from the case table).
 FAILURE_ENTRIES = 100

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dmlconform.report.diff import DEFAULT_FACTOR, CaseChange, ErrorChange, diff_results
-from dmlconform.report.model import FAILING, OUTCOMES, Results, ResultsError
+from dmlconform.report.results_reader import FAILING, OUTCOMES, Results, ResultsError
 
 NUMERIC_KINDS = ("numeric", "metamorphic")
 

@@ -15,7 +15,7 @@ from typing import Any
 from dmlconform.backends import load_backend
 from dmlconform.runner.guard import BackendFailure, ProcessGuard, ThreadGuard, backend_info
 from dmlconform.runner.options import DEFAULT_TIMEOUT, SettingsError, check_values
-from dmlconform.specification.model import FeatureLevel
+from dmlconform.specification.spec import FeatureLevel
 
 
 @dataclass

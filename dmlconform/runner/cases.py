@@ -22,7 +22,7 @@ from dmlconform.generation.legal import legal_descs
 from dmlconform.runner import tiers
 from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, parse_desc
-from dmlconform.specification.model import FeatureLevel, Operator, Relation, Spec
+from dmlconform.specification.spec import FeatureLevel, Operator, Relation, Spec
 from dmlconform.tolerance import degenerate
 
 KINDS = ("numeric", "validation", "metamorphic")

@@ -30,8 +30,8 @@ from dmlconform.runner.judging import (
 from dmlconform.runner.relations import RELATION_KINDS
 from dmlconform.runner.tiers import memory_shortfall
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.rules import Context
+from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.specification.validate import active_rules, validate
 from dmlconform.tolerance import degenerate
 from dmlconform.tolerance.options import ToleranceOptions

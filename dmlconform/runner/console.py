@@ -90,7 +90,7 @@ def write_known_findings(tr: Any, records: Iterable[dict[str, Any]]) -> None:
 
 def write_skip_reasons(tr: Any, records: Iterable[dict[str, Any]]) -> None:
     """The skipped cases, counted by reason (the ten most frequent)."""
-    from dmlconform.report.model import skip_reasons
+    from dmlconform.report.results_reader import skip_reasons
 
     reasons = skip_reasons(records)
     if not reasons:

@@ -59,7 +59,7 @@ from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
-from dmlconform.specification.model import FeatureLevel, Spec, UnknownLevel, UnknownOperator
+from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
 

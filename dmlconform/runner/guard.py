@@ -38,7 +38,7 @@ import numpy as np
 
 from dmlconform.backends.base import takes_level
 from dmlconform.errors import Rejected, Unsupported
-from dmlconform.specification.model import FeatureLevel
+from dmlconform.specification.spec import FeatureLevel
 
 
 class BackendFailure(Exception):

@@ -22,7 +22,7 @@ from dmlconform.reference import execute
 from dmlconform.report.classes import LADDER, NONE
 from dmlconform.runner.error_record import errors_from
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance import compare as compare_outputs
 from dmlconform.tolerance import degenerate, overflow_within
 from dmlconform.tolerance.options import MODEL_ALIASES, ToleranceOptions

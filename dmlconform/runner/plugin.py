@@ -50,7 +50,7 @@ from dmlconform.runner.report_directory import clear_earlier_run, discard_report
 from dmlconform.runner.settings import Settings
 from dmlconform.runner.settings import resolve_settings as resolve
 from dmlconform.runner.tiers import max_elements_for
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.tolerance.options import ToleranceOptions
 
 PLUGIN_NAME = "dmlconform-session"

@@ -32,7 +32,7 @@ from dmlconform.runner.judging import (
     require_judged,
 )
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Relation, Spec
+from dmlconform.specification.spec import FeatureLevel, Relation, Spec
 from dmlconform.specification.validate import validate
 from dmlconform.tolerance.options import ToleranceOptions
 

@@ -32,8 +32,8 @@ from dmlconform.runner.cases import Case, apply_when
 from dmlconform.runner.judging import CaseResult
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.desc import DescError, load_desc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.rules import KINDS
+from dmlconform.specification.spec import Spec
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")

@@ -18,7 +18,7 @@ from dmlconform.runner.defaults import DEFAULT_CASES
 from dmlconform.runner.options import SettingsError, check_values
 
 if TYPE_CHECKING:
-    from dmlconform.specification.model import FeatureLevel
+    from dmlconform.specification.spec import FeatureLevel
 
 
 def data_type_key(name: str) -> str:
@@ -68,7 +68,7 @@ def spec_level(spec: Any, name: str | None) -> FeatureLevel | None:
     """The spec's feature level a user names (None for None), resolved here once, where the
     option enters: everything downstream compares and passes the object; SettingsError for an
     unknown one."""
-    from dmlconform.specification.model import UnknownLevel
+    from dmlconform.specification.spec import UnknownLevel
 
     if not name:
         return None

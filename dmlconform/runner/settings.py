@@ -20,7 +20,7 @@ from dmlconform.runner.directories import directory_problem
 from dmlconform.runner.expect import ExpectError, load_expectations, shipped_findings
 from dmlconform.runner.options import BY_DEST, SettingsError, check_values, parse_pairs
 from dmlconform.runner.selection import require_supported_data_types, resolve_selection, spec_level
-from dmlconform.specification.model import FeatureLevel, SpecError, UnknownLevel, load_spec
+from dmlconform.specification.spec import FeatureLevel, SpecError, UnknownLevel, load_spec
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
 

@@ -33,15 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dmlconform import kernels
+from dmlconform.generation.choices import DEFAULT_MAX_ELEMENTS, Choices, Options, draw_choices
 from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.data import regime_desc, regimes_for
-from dmlconform.generation.plan import DEFAULT_MAX_ELEMENTS, Options, Plan, choose_plan
 from dmlconform.generation.realize import realize
 from dmlconform.generation.reductions import reduction_axes, reduction_size
 from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
 from dmlconform.specification.rules import Chooser
+from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.specification.structure import Model
 from dmlconform.specification.structure_builder import model_for
 from dmlconform.specification.validate import validate
@@ -208,7 +208,7 @@ def sized_desc(
     flat = Options(dtype, opts.max_size, opts.max_elements, layouts=False)
     ch = seeded_chooser(model.op.name, model.level.name, seed, "tier", n, slices, min_axes, dtype)
     for _ in range(attempts):
-        plan = choose_plan(model, ch, opts)
+        plan = draw_choices(model, ch, opts)
         if plan is None or g_in not in plan.shapes:
             continue
         shape = _reduction_shape(model, plan, ch, flat, spec, g_in, (n, slices, min_axes))
@@ -230,7 +230,7 @@ def sized_desc(
 
 def _reduction_shape(
     model: Model,
-    plan: Plan,
+    plan: Choices,
     ch: Chooser,
     flat: Options,
     spec: Spec,

@@ -93,7 +93,7 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
     from dmlconform.report import write_reports
     from dmlconform.report.results_file import write_results_file
     from dmlconform.runner.results import RunMeta, build_results
-    from dmlconform.specification.model import load_spec
+    from dmlconform.specification.spec import load_spec
 
     reason = stop_reason(crash_of(dump), running, isolate_flag)
     started_epoch = meta.pop("started_epoch", None)

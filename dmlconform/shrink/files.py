@@ -15,7 +15,7 @@ from typing import Any
 from dmlconform.runner.backend_loading import open_saved_backend
 from dmlconform.runner.checks import run_case
 from dmlconform.shrink.search import NotFailing, Shrunk, shrink
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.tolerance.options import ToleranceOptions
 
 

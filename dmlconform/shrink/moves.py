@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.rules import AxesInRange, PairedPresence, of_kind
+from dmlconform.specification.spec import Spec
 
 Inputs = dict[str, np.ndarray] | None
 

@@ -27,7 +27,7 @@ from dmlconform.runner.cases import Case
 from dmlconform.runner.judging import CaseResult
 from dmlconform.shrink.moves import Inputs, Move, candidates, size_of
 from dmlconform.shrink.signature import Signature, same_failure, signature
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.specification.validate import validate
 
 Runner = Callable[[Case, Inputs], CaseResult]

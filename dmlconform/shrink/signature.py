@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dmlconform.report.model import json_number
+from dmlconform.report.results_reader import json_number
 from dmlconform.runner.cases import Case
 from dmlconform.runner.judging import CaseResult
 

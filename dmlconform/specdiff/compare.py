@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dmlconform.specdiff.model import Change, DiffResult, Side
+from dmlconform.specdiff.changes import Change, DiffResult, Side
 from dmlconform.specdiff.views import diff_views, ordered_union, view
-from dmlconform.specification.model import FeatureLevel, Operator, Spec
+from dmlconform.specification.spec import FeatureLevel, Operator, Spec
 
 
 def level_diff(

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Any
 
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Operator, Spec
 from dmlconform.specification.rules import (
     ArrayLength,
     AxesInRange,
@@ -21,6 +20,7 @@ from dmlconform.specification.rules import (
     fixed_dims,
     of_kind,
 )
+from dmlconform.specification.spec import FeatureLevel, Operator, Spec
 from dmlconform.specification.validate import active_rules
 
 

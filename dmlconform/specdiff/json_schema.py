@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dmlconform.specdiff.model import KINDS
+from dmlconform.specdiff.changes import KINDS
 
 # The documented JSON shape (docs/spec-tools.md, "spec-diff"); tests validate the output against it.
 JSON_SCHEMA: dict[str, Any] = {

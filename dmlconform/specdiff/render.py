@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dmlconform.specdiff.model import Change, DiffResult, Witness
+from dmlconform.specdiff.changes import Change, DiffResult, Witness
 
 
 def _fmt_counts(value: Any) -> str:

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dmlconform.specdiff.model import Change, Side
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, format_source
+from dmlconform.specdiff.changes import Change, Side
 from dmlconform.specification.rules import (
     ActivationAvailable,
     Available,
@@ -24,6 +23,7 @@ from dmlconform.specification.rules import (
     TensorDimensionCountRange,
     of_kind,
 )
+from dmlconform.specification.spec import FeatureLevel, Operator, Rule, Spec, format_source
 from dmlconform.specification.validate import active_rules
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dmlconform.specdiff.changes import Change, DiffResult, Side, Witness
 from dmlconform.specdiff.desc_builder import build_desc, mutations
-from dmlconform.specdiff.model import Change, DiffResult, Side, Witness
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.rules import (
     ActivationAvailable,

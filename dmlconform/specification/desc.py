@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dmlconform.specification.model import YAML_LOADER, Spec, spec_or_default
+from dmlconform.specification.spec import YAML_LOADER, Spec, spec_or_default
 
 OPERATOR_PREFIX = "DML_OPERATOR_"
 DATA_TYPE_PREFIX = "DML_TENSOR_DATA_TYPE_"

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from dmlconform.specification.model import (
+from dmlconform.specification.rules import KINDS
+from dmlconform.specification.spec import (
     SCHEMA_FOR,
     SpecError,
     build_spec,
@@ -27,7 +28,6 @@ from dmlconform.specification.model import (
     schema_errors,
     spec_file,
 )
-from dmlconform.specification.rules import KINDS
 
 
 @dataclass(frozen=True)

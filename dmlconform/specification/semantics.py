@@ -18,7 +18,7 @@ import numpy as np
 
 from dmlconform.errors import Unsupported
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 
 class SemanticsError(ValueError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dmlconform.specification.model import (
+from dmlconform.specification.spec import (
     Activation,
     FeatureLevel,
     Operator,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules import (
     ActivationParameterMin,
     ArrayLength,
@@ -29,6 +28,7 @@ from dmlconform.specification.rules import (
     SameSizes,
     of_kind,
 )
+from dmlconform.specification.spec import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.structure import Bcast, Model
 from dmlconform.specification.validate import active_rules
 

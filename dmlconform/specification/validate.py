@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from dmlconform.errors import Violation
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow, spec_or_default
 from dmlconform.specification.rules import (
     KINDS,
     Available,
@@ -24,6 +23,7 @@ from dmlconform.specification.rules import (
     SupportDimensionCount,
     TensorKind,
 )
+from dmlconform.specification.spec import FeatureLevel, Operator, Rule, Spec, SupportRow, spec_or_default
 
 #: the checking order of the kinds that come before the tensors' own rules: a desc of an
 #: operator not available, or without a required member, says only that (keyed by kind class,
@@ -76,7 +76,7 @@ def _violations(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec) -> It
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _LevelChecks:
     """What validating one operator at one level needs, computed once per (spec, op, level)."""
 
     op: Operator
@@ -88,17 +88,17 @@ class _Plan:
     after_tensors: tuple[tuple[Rule, RuleKind], ...]
 
 
-_PLANS: dict[tuple[int, str, str], _Plan] = {}
+_LEVEL_CHECKS: dict[tuple[int, str, str], _LevelChecks] = {}
 
 
-def _plan(spec: Spec, operator: str, level: str | FeatureLevel) -> _Plan:
+def _plan(spec: Spec, operator: str, level: str | FeatureLevel) -> _LevelChecks:
     key = (id(spec), operator, level if isinstance(level, str) else level.name)
-    plan = _PLANS.get(key)
+    plan = _LEVEL_CHECKS.get(key)
     if plan is None:
         op = spec.operator(operator)
         lv = spec.level(level)
         rules = active_rules(spec, op.name, lv)
-        plan = _Plan(
+        plan = _LevelChecks(
             op,
             lv,
             op.support_row(spec, lv),
@@ -107,7 +107,7 @@ def _plan(spec: Spec, operator: str, level: str | FeatureLevel) -> _Plan:
             tuple((r, k) for r, k in rules if isinstance(k, TensorKind)),
             tuple((r, k) for r, k in rules if _phase(r) > 2),
         )
-        _PLANS[key] = plan
+        _LEVEL_CHECKS[key] = plan
     return plan
 
 

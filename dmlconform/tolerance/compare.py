@@ -13,7 +13,7 @@ import numpy as np
 
 from dmlconform import kernels
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.aggregate import aggregate_check
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import (

@@ -52,8 +52,8 @@ from dmlconform.generation.data import (
     regimes_for,
 )
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import SemanticsError, centers
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.compare import case_budgets, sampled_budgets
 from dmlconform.tolerance.options import NO_OPTIONS
 from dmlconform.tolerance.terms import Budgets

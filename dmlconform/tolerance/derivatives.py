@@ -15,7 +15,7 @@ import numpy as np
 
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 DERIVATIVE_STEP = 2.0**-8
 """Central-difference step, relative to the kernel's smoothness scale (for the normalization

@@ -30,7 +30,7 @@ def _lowest_bit_exponents(v: np.ndarray) -> np.ndarray:
 
 
 def _exact_rows_numpy(rows: np.ndarray, limit: float) -> np.ndarray:
-    """``exact_kernels.exact_rows`` in numpy, vectorized over rows (small inputs)."""
+    """``exact_compiled.exact_rows`` in numpy, vectorized over rows (small inputs)."""
     n = rows.shape[1]
     finite = np.isfinite(rows).all(axis=1)
     clean = np.where(np.isfinite(rows), rows, 0.0)
@@ -57,6 +57,6 @@ def exact_slices(rows: np.ndarray, u: float) -> np.ndarray:
     rows = np.ascontiguousarray(rows, dtype=np.float64)
     if rows.size < COMPILED_FROM:
         return _exact_rows_numpy(rows, 1.0 / u)
-    from dmlconform.tolerance.exact_kernels import exact_rows
+    from dmlconform.tolerance.exact_compiled import exact_rows
 
     return exact_rows(rows, 1.0 / u)

@@ -1,7 +1,7 @@
 """Float bits in compiled code: the ULP ordinals, spacings, binades and NaN-aware extrema the
 compiled judge reads element by element, and the evaluator of the spec's compiled expressions.
 
-Kept apart from the judge's passes (:mod:`dmlconform.tolerance.judge_kernels`) so that those read
+Kept apart from the judge's passes (:mod:`dmlconform.tolerance.judge_compiled`) so that those read
 as the judge's steps; every function here inlines into them (``inline="always"``), so the split
 changes no compiled code. The constants are the numpy model's own (numba freezes them).
 """

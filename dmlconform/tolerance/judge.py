@@ -33,7 +33,6 @@ from dmlconform.reference import more as model_activation
 from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
-from dmlconform.specification.model import Spec, resolve_branch_points
 from dmlconform.specification.semantics import (
     GivenPlan,
     GradPlan,
@@ -44,6 +43,7 @@ from dmlconform.specification.semantics import (
     make_plan,
 )
 from dmlconform.specification.slices import to_slices
+from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
@@ -123,8 +123,8 @@ def slice_statistics(
     kernel's slice order, computed by the compiled statistics kernel; the input's rows
     (flat, sk, sm, (K, M, L)) and the axis order of the slice order. ``moments_only``: the mean
     and variance only (the spread and the repetition NaN)."""
-    from dmlconform.reference.kernels import run_chunks
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.reference.compiled import run_chunks
+    from dmlconform.tolerance import judge_compiled as jk
     from dmlconform.tolerance import long_slices
 
     rows, perm, half = input_rows(plan, x)
@@ -141,7 +141,7 @@ def slice_statistics(
             mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1],
         )  # fmt: skip
 
-    run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_kernels)
+    run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_compiled)
     if by_parts:
         long_slices.fill_long_slices(rows, half, mean, var, sqstd, distinct)
     n = m_len * l_len
@@ -331,10 +331,10 @@ def _per_slice_values(slicing: Slicing, values: Any) -> np.ndarray:
 
 
 def gradient_sums(x_rows: Rows, dy_rows: Rows, mean: np.ndarray, centre: np.ndarray) -> np.ndarray:
-    """Per slice (rows, :data:`judge_kernels.G_ABS_DY`... columns) the sums of the gradients'
+    """Per slice (rows, :data:`judge_compiled.G_ABS_DY`... columns) the sums of the gradients'
     model, by the compiled kernel over work items (a long slice uses every thread)."""
-    from dmlconform.reference.kernels import run_chunks
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.reference.compiled import run_chunks
+    from dmlconform.tolerance import judge_compiled as jk
 
     x, x_sk, x_sm, shape = x_rows
     dy, d_sk, d_sm, _ = dy_rows
@@ -364,7 +364,7 @@ def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -
     Q = (c_pt u + c_mean u g) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
     grouped by what multiplies them (all non-negative: the grouping moves the budget by
     roundings only)."""
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance import judge_compiled as jk
 
     slicing = Slicing(tuple(plan.shape), tuple(plan.axes))
     rows, perm, _ = input_rows(slicing, inputs[plan.input])
@@ -398,7 +398,7 @@ def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -
 
 
 @dataclass(frozen=True)
-class JudgePlan:
+class CompiledCase:
     """A case the compiled judge takes: the kernel's plan and the function that makes its
     model's per-slice terms."""
 
@@ -465,7 +465,7 @@ def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.nda
 def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
     """One figures row per slice from its work items' rows (in element order): sums add,
     maxima take the max, the worst element is the first item's holding the largest ratio."""
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance import judge_compiled as jk
 
     if item_k.size == k_len:
         return fig
@@ -483,7 +483,7 @@ def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
 def worst_of(fig: np.ndarray, plan: Plan) -> tuple[int, tuple[int, ...]]:
     """(slice, logical index) of the worst element: the largest ratio, the first in C order
     among equal ones (as np.argmax over the whole tensor)."""
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance import judge_compiled as jk
 
     kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
     red_shape = tuple(plan.shape[i] for i in plan.axes)
@@ -514,7 +514,7 @@ def _element_pass(
     inputs: dict[str, Any],
     spec: Spec,
     tolerance: ToleranceOptions,
-    jp: JudgePlan,
+    jp: CompiledCase,
     keep_budgets: bool,
     sample: int = 0,
     terms: SliceTerms | None = None,
@@ -522,8 +522,8 @@ def _element_pass(
     """The model's per-slice terms and the compiled element pass over every element, or over
     the first ``sample`` elements in slice order (:func:`sample_budgets`). ``terms``: the
     terms an earlier pass on these inputs with these coefficients made (not recomputed)."""
-    from dmlconform.reference.kernels import run_chunks
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.reference.compiled import run_chunks
+    from dmlconform.tolerance import judge_compiled as jk
 
     plan = jp.plan
     tol = spec.operator(desc.operator).tolerance
@@ -614,7 +614,7 @@ def judge_normalization(
     spec: Spec,
     tolerance: ToleranceOptions,
     budget_out: np.ndarray | None = None,
-    plan: JudgePlan | None = None,
+    plan: CompiledCase | None = None,
     terms: SliceTerms | None = None,
 ) -> tuple[Any, ModelTerms | None]:
     """A normalization model's comparison of the main output, compiled. Returns the
@@ -624,9 +624,9 @@ def judge_normalization(
     output's shape that receives every budget (tests); ``plan``: the registry's judge plan
     (:func:`plan_for` and its kind), the centred model's by default; ``terms``: its per-slice
     terms on these inputs without tolerance options where :func:`sample_budgets` made them."""
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance import judge_compiled as jk
 
-    jp = plan or JudgePlan(make_plan(desc, spec), _centred_terms)
+    jp = plan or CompiledCase(make_plan(desc, spec), _centred_terms)
     p = _element_pass(desc, got, ref, inputs, spec, tolerance, jp, budget_out is not None, terms=terms)
     slicing = p.terms.slicing
     if budget_out is not None:
@@ -654,7 +654,7 @@ def sample_budgets(
     reference: dict[str, Any],
     inputs: dict[str, Any],
     spec: Spec,
-    plan: JudgePlan,
+    plan: CompiledCase,
     count: int,
 ) -> tuple[np.ndarray, np.ndarray, SliceTerms]:
     """The main output's budgets at its first ``count`` elements in the kernel's slice order:
@@ -675,7 +675,7 @@ def sample_budgets(
 
 
 def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
-    from dmlconform.tolerance import judge_kernels as jk
+    from dmlconform.tolerance import judge_compiled as jk
 
     k, index = worst_of(fig, plan)
     row = fig[k]
@@ -715,7 +715,7 @@ def _plan_if_taken(
     outputs_reference: dict[str, Any],
     inputs: dict[str, Any],
     spec: Spec,
-) -> JudgePlan | None:
+) -> CompiledCase | None:
     """A kernel's ``judge`` part: the plan ``make`` builds and the model's ``terms`` when the
     compiled judge takes this comparison; None when the numpy model does (small cases,
     mismatched outputs, a desc the plan builder refuses)."""
@@ -723,17 +723,17 @@ def _plan_if_taken(
         plan = make(desc, spec)
     except SemanticsError:
         return None
-    return JudgePlan(plan, terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
+    return CompiledCase(plan, terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
 
 
 def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-             inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+             inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The centred normalization kernel's ``judge`` part (:func:`_plan_if_taken`)."""
     return _plan_if_taken(make_plan, _centred_terms, desc, outputs_backend, outputs_reference, inputs, spec)
 
 
 def rms_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-                 inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+                 inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The RMS normalization kernel's ``judge`` part."""
     return _plan_if_taken(
         functools.partial(make_plan, uncentred_ok=True),
@@ -747,7 +747,7 @@ def rms_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_re
 
 
 def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-                   inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+                   inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The given-statistics kernel's ``judge`` part."""
     return _plan_if_taken(
         make_given_plan, _given_terms, desc, outputs_backend, outputs_reference, inputs, spec
@@ -755,7 +755,7 @@ def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_
 
 
 def gradient_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
-                      inputs: dict[str, Any], spec: Spec) -> JudgePlan | None:  # fmt: skip
+                      inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The batch-normalization gradients' kernel's ``judge`` part."""
     return _plan_if_taken(
         make_grad_plan, _gradient_terms, desc, outputs_backend, outputs_reference, inputs, spec

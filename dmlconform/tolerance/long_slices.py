@@ -1,6 +1,6 @@
 """The spread and the distinct count of a long slice, on every thread.
 
-Why: :func:`dmlconform.tolerance.judge_kernels.slice_statistics` computes a slice on one thread,
+Why: :func:`dmlconform.tolerance.judge_compiled.slice_statistics` computes a slice on one thread,
 which is right when a case has many slices (the pool runs slices side by side) and leaves the
 other threads idle when it has few long ones: MVN1 over 2^22 elements spent 7 ms on one thread
 in these statistics against the element pass's 15 ms on two, and 26 ms on data whose 2^22 values
@@ -31,9 +31,9 @@ import math
 import numpy as np
 
 from dmlconform.native import njit, types
-from dmlconform.reference import kernels as rk
-from dmlconform.reference.kernels import LANES, _lane_total, run_chunks
-from dmlconform.tolerance.judge_kernels import BUCKET_BITS, DIRECT_BITS, _count_buckets, _spread_and_keys
+from dmlconform.reference import compiled as rk
+from dmlconform.reference.compiled import LANES, _lane_total, run_chunks
+from dmlconform.tolerance.judge_compiled import BUCKET_BITS, DIRECT_BITS, _count_buckets, _spread_and_keys
 
 PART = 1 << 18
 """Elements of a slice per part: the unit of parallel work and of the spread's partial sums."""
@@ -230,7 +230,7 @@ def long_slice_statistics(
 ) -> tuple[float, float]:
     """Slice ``k``'s spread of the squared deviations and its number of distinct values (NaN
     and inf each count as distinct, -0 == +0), given its mean and variance: the same figures as
-    the one-thread kernel (:func:`dmlconform.tolerance.judge_kernels.slice_statistics`)."""
+    the one-thread kernel (:func:`dmlconform.tolerance.judge_compiled.slice_statistics`)."""
     flat, sk, sm, (_, m_len, l_len) = rows
     n = m_len * l_len
     parts = _parts(n)

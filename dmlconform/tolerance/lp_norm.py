@@ -21,7 +21,7 @@ import numpy as np
 from dmlconform.reference.local import lp_denominator
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import Budgets, member_coefficients, reduction_growth, with_output_rounding
 

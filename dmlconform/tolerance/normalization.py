@@ -73,9 +73,9 @@ import numpy as np
 
 from dmlconform.reference import more as model_activation
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
 from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.specification.slices import to_slices
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (

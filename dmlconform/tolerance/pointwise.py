@@ -8,7 +8,7 @@ import numpy as np
 
 from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,

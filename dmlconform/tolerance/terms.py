@@ -14,9 +14,9 @@ import numpy as np
 from dmlconform.reference import more as model_activation
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import evaluate
-from dmlconform.specification.model import Spec, resolve_branch_points
 from dmlconform.specification.semantics import Plan
 from dmlconform.specification.slices import to_slices
+from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance.options import MODEL_ALIASES, TEXT_COEFFICIENTS, ToleranceOptions
 
 UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}

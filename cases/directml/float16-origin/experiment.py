@@ -29,7 +29,7 @@ import numpy as np
 from dmlconform.backends.directml import pack, stack
 from dmlconform.backends.directml.client import MODE_EXECUTE
 from dmlconform.specification.desc import TensorDesc, parse_desc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 
 OPERATOR_CAST = 61
 SPEC = load_spec()

@@ -26,7 +26,7 @@ from dmlconform.backends.directml.backend import DirectMLBackend
 from dmlconform.releases import acceptance as acc
 from dmlconform.releases.findings import registry
 from dmlconform.specification.desc import OperatorDesc, parse_desc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.validate import validate
 
 SPEC = load_spec()

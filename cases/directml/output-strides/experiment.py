@@ -23,7 +23,7 @@ from dmlconform.backends.directml.backend import DirectMLBackend
 from dmlconform.generation.legal import legal_descs
 from dmlconform.releases.acceptance import ACCEPTED, ask
 from dmlconform.specification.desc import TensorDesc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.validate import validate
 
 SPEC = load_spec()

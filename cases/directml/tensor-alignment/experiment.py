@@ -18,7 +18,7 @@ import sys
 
 from dmlconform.releases.acceptance import experiment
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 
 SPEC = load_spec()
 ALIGNMENTS = [0, 1, 2, 4, 8, 12, 16, 24, 32, 256, 1 << 31]

@@ -19,7 +19,7 @@ import sys
 
 from dmlconform.releases.acceptance import experiment
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 
 SPEC = load_spec()
 LIMIT = 2**32 - 1

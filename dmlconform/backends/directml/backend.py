@@ -29,7 +29,7 @@ from dmlconform.backends.directml.selftest import SelfTest, run_self_test
 from dmlconform.backends.directml.stack import Session, StackMissing, locate
 from dmlconform.errors import Failure, Rejected, Unsupported
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import load_spec
+from dmlconform.specification.spec import load_spec
 from dmlconform.specification.validate import validate
 
 E_INVALIDARG = 0x80070057

@@ -37,7 +37,7 @@ from dmlconform.specification.desc import (
     TensorDesc,
     minimum_implied_size_in_bytes,
 )
-from dmlconform.specification.model import Member, Operator, Spec
+from dmlconform.specification.spec import Member, Operator, Spec
 
 #: DML_TENSOR_TYPE_BUFFER (DirectML.h, enum DML_TENSOR_TYPE).
 TENSOR_TYPE_BUFFER = 1

@@ -19,7 +19,7 @@ from dmlconform import execute
 from dmlconform.backends.directml import pack
 from dmlconform.backends.directml.client import Runner, RunnerError
 from dmlconform.specification.desc import OperatorDesc, parse_desc
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 SELF_TEST_DESC = {
     "type": "MEAN_VARIANCE_NORMALIZATION1",

@@ -25,7 +25,7 @@ from dmlconform.backends.directml.backend import account
 from dmlconform.backends.directml.client import RunnerError
 from dmlconform.backends.directml.releases import RELEASES
 from dmlconform.backends.directml.stack import runner_path
-from dmlconform.specification.model import Spec
+from dmlconform.specification.spec import Spec
 
 STATUS_FILE = "status.json"
 

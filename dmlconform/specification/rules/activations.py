@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc, as_c_float
-from dmlconform.specification.model import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
 from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.spec import Activation, FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.structure import Model
 
 ACTIVATION_PARAMETER_CLASSES: tuple[float, ...] = (1.0, 0.1, 0.25, 0.5, 1.5, 2.0, 3.0)

@@ -8,9 +8,9 @@ import math
 from collections.abc import Iterator
 
 from dmlconform.specification.desc import OperatorDesc, as_c_float
-from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
 from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.spec import Rule
 from dmlconform.specification.structure import Model
 
 

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import KINDS, Context, Edge, Finding, RuleKind, kind
 from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.spec import Rule
 from dmlconform.specification.structure import Model
 
 

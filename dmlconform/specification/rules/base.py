@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc, as_c_float
-from dmlconform.specification.model import RULE_KINDS, FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.breaking import Chooser, Overrides
+from dmlconform.specification.spec import RULE_KINDS, FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.structure import Model
 
 Finding = tuple[str, str]

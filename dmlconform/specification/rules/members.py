@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import Context, Finding, RuleKind, kind, of_kind
 from dmlconform.specification.rules.breaking import Chooser, Overrides
+from dmlconform.specification.spec import Rule
 from dmlconform.specification.structure import Bcast, Model
 
 

@@ -7,10 +7,10 @@ import math
 from collections.abc import Iterator
 
 from dmlconform.specification.desc import TensorDesc, element_span, packed_strides
-from dmlconform.specification.model import Rule
 from dmlconform.specification.rules.base import Context, Finding, kind
 from dmlconform.specification.rules.breaking import Chooser
 from dmlconform.specification.rules.tensors import TensorKind, first_innermost_strides
+from dmlconform.specification.spec import Rule
 from dmlconform.specification.structure import Model
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.base import Context, Finding, RuleKind, kind
 from dmlconform.specification.rules.breaking import Chooser, Overrides
+from dmlconform.specification.spec import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.structure import Model
 
 

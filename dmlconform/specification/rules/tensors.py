@@ -18,9 +18,9 @@ from dmlconform.specification.desc import (
     minimum_implied_size_in_bytes,
     packed_strides,
 )
-from dmlconform.specification.model import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.rules.base import Context, Edge, Finding, RuleKind, kind
 from dmlconform.specification.rules.breaking import Chooser
+from dmlconform.specification.spec import FeatureLevel, Operator, Rule, Spec, SupportRow
 from dmlconform.specification.structure import Model
 
 

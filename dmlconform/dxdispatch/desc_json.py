@@ -38,7 +38,7 @@ from dmlconform.specification.desc import (
     TensorDesc,
     strip_prefix,
 )
-from dmlconform.specification.model import Member, Operator, Spec
+from dmlconform.specification.spec import Member, Operator, Spec
 
 UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1

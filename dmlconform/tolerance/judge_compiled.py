@@ -5,7 +5,7 @@ builds dozens of tensor-sized float64 temporaries per case (about 150 bytes per 
 costs 400-800x the reference at n = 2^22. Here every per-element quantity lives in registers:
 
 - :func:`slice_statistics` reads each slice twice: its mean and variance (the reference kernel's
-  shifted sums, :func:`dmlconform.reference.kernels._centered_stats`), then the spread of the
+  shifted sums, :func:`dmlconform.reference.compiled._centered_stats`), then the spread of the
   squared deviations and the slice's values as ordinal keys (both loops vectorized), whose
   distinct count gives the repetition ``r`` (radix buckets and a bitmap marked without a
   branch: no sort of the slice);
@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from dmlconform.native import njit, types
-from dmlconform.reference.kernels import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
+from dmlconform.reference.compiled import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
 from dmlconform.tolerance.float_bits import (
     F16_EDGE,
     F16_MAX,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.model import FeatureLevel, Spec
+from dmlconform.specification.spec import FeatureLevel, Spec
 
 # Each kind and the kind a reversed diff reports for the same change.
 MIRROR: dict[str, str] = {

@@ -1,6 +1,6 @@
 """The plan of a desc: every choice drawn, before any tensor layout.
 
-A :class:`Plan` draws every choice (presence, ranks, dtypes, root shapes, broadcast masks,
+A :class:`Choices` draws every choice (presence, ranks, dtypes, root shapes, broadcast masks,
 attribute values, fused activation) from a :class:`~dmlconform.specification.rules.Chooser`,
 within the structure the :class:`~dmlconform.specification.structure.Model` made of the rules,
 so that the desc is legal by construction (never generate-and-filter). An illegal desc's legal
@@ -20,7 +20,7 @@ from dmlconform.specification.rules import Chooser, Overrides, activation_params
 from dmlconform.specification.structure import Model
 
 OMIT: Any = type("Omit", (), {"__repr__": lambda self: "OMIT"})()
-"""Plan value for a member that the desc leaves out (the spec's default applies)."""
+"""Choices value for a member that the desc leaves out (the spec's default applies)."""
 
 FLOAT_ATTRIBUTE_CLASSES: tuple[float, ...] = (1e-5, 0.0, 1e-12, 1e-3, 1.0, 100.0)
 """Value classes for FLOAT attributes (Epsilon): zero, tiny, typical, large."""
@@ -41,7 +41,7 @@ class Options:
 
 
 @dataclass
-class Plan:
+class Choices:
     present: frozenset[str]
     ranks: dict[int, int]
     dtypes: dict[str, str]
@@ -68,7 +68,7 @@ def _free_shape(ch: Chooser, rank: int, opts: Options) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None = None) -> Plan | None:
+def draw_choices(model: Model, ch: Chooser, opts: Options, ov: Overrides | None = None) -> Choices | None:
     """Every choice of a desc; None when the overrides cannot be met."""
     ov = ov or Overrides()
     combos = [c for c in model.combos if ov.force_present <= c and not (ov.force_absent & c)]
@@ -84,7 +84,7 @@ def choose_plan(model: Model, ch: Chooser, opts: Options, ov: Overrides | None =
     _choose_lengths(model, ch, attrs)
     attrs.update(ov.attrs)
     _apply_conditional_fixed(model, attrs, ranks, masks)
-    return Plan(present, ranks, dtypes, shapes, masks, attrs)
+    return Choices(present, ranks, dtypes, shapes, masks, attrs)
 
 
 def _choose_ranks(model: Model, ch: Chooser, ov: Overrides) -> dict[int, int] | None:
