@@ -25,10 +25,10 @@ def test_the_registry_serves_every_operator_of_the_spec():
             lambda k: dataclasses.replace(k, budgets="dmlconform.tolerance.normalization:no_such"),
             "does not resolve",
         ),
-        (lambda k: dataclasses.replace(k, plan="dmlconform.no_such_module:make_plan"), "does not resolve"),
+        (lambda k: dataclasses.replace(k, judge="dmlconform.no_such_module:plan_for"), "does not resolve"),
         (lambda k: dataclasses.replace(k, model="pointwise"), "tolerance.model"),
         (lambda k: dataclasses.replace(k, relations=()), "is not served"),
-        (lambda k: dataclasses.replace(k, uncentred="no_such_kernel"), "not registered"),
+        (lambda k: dataclasses.replace(k, variants=("no_such_kernel",)), "not registered"),
     ],
 )
 def test_a_kernel_lacking_a_part_is_reported(mutate, expected):
@@ -50,7 +50,7 @@ def test_every_operator_resolves_to_a_kernel_whose_reference_runs():
         desc = next(iter(legal_descs(op, SPEC.levels[-1], seed=3, count=1, spec=SPEC)))
         kernel = kernels.kernel_of(desc, SPEC)
         assert kernel.name in kernels.KERNELS
-        plan = kernels.part(desc, SPEC, "plan")(desc, SPEC)
+        plan = kernels.plan(desc, SPEC)
         assert set(plan.input_members()) <= set(desc.members)
 
 

@@ -57,6 +57,7 @@ import yaml
 
 from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
+from dmlconform.kernels.base import kernel_named
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
@@ -645,7 +646,7 @@ def _members_of(spec: Any, operators: list[Any] | None) -> set[str]:
 
 def _facts_of(spec: Any, operators: list[Any] | None) -> set[str]:
     """The data facts (kernel registry ``fact_names``) of the operators' kernels."""
-    named = {str(op.semantics.get("kernel")) for op in (operators or spec.operators.values())}
+    named = {kernel_named(op) for op in (operators or spec.operators.values())}
     return {f for name in named if name in kernels.KERNELS for f in kernels.KERNELS[name].fact_names}
 
 
