@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from helpers import SPEC
+from helpers import REPO, SPEC
 
 import dmlconform as dc
 from dmlconform import kernels
@@ -77,3 +77,29 @@ def test_backends_lower_registered_kernels_and_numpy_lowers_all():
     for module in ("onnxruntime_backend", "torch_backend"):
         mod = pytest.importorskip(f"dmlconform.backends.{module}")
         assert set(mod.LOWERINGS) <= set(kernels.KERNELS), module
+
+
+def test_a_spec_naming_an_unknown_kernel_is_refused_by_its_schema(tmp_path):
+    """The schema leaves the list of kernels to the loader, which fills it from the kernel
+    modules: a kernel no module declares is refused where the spec loads, in one line naming
+    the file, the line and every kernel."""
+    import re
+
+    from dmlconform.specification.spec import SpecError
+
+    spec_dir = REPO / "spec"
+    rel = "operators/lp_normalization.yaml"
+    text = (spec_dir / rel).read_text(encoding="utf-8")
+    found = re.search(r"^  kernel: (\w+)$", text, re.MULTILINE)
+    assert found is not None
+    line = text[: found.start()].count("\n") + 1
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).write_text(
+        text[: found.start(1)] + "no_such_kernel" + text[found.end(1) :], encoding="utf-8"
+    )
+    (tmp_path / "spec-overlay.yaml").write_text(f"base: {spec_dir}\nreplace: [{rel}]\n", encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        dc.load_spec(tmp_path)
+    message = err.value.one_line()
+    assert "\n" not in message and f"{rel}:{line}:" in message
+    assert f"kernel: 'no_such_kernel' is not one of {sorted(kernels.KERNELS)}" in message

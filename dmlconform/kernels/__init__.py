@@ -33,7 +33,7 @@ from dmlconform.kernels.normalization_grad import NormalizationGradPlan
 from dmlconform.kernels.registry import PARTS, Kernel, UnknownKernel, resolve
 from dmlconform.kernels.rms_normalization import RmsNormalizationPlan
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.spec import Spec, spec_or_default
+from dmlconform.specification.spec import KERNEL_NAMES, Spec, spec_or_default
 
 __all__ = [
     "KERNELS",
@@ -76,6 +76,7 @@ def _collect() -> dict[str, Kernel]:
 
 
 KERNELS: dict[str, Kernel] = _collect()
+KERNEL_NAMES.update(KERNELS)  # what semantics.kernel may name (the spec schema's enum)
 
 
 def kernel_name(desc: OperatorDesc, spec: Spec) -> str:
