@@ -4,7 +4,7 @@ The relation (runner/relations.py) is generic: central differences of the forwar
 random direction against the backend's gradient. What is kernel-specific is the scale on which
 the forward is smooth (the step must stay in its linear region, yet be far above the input's
 rounding) and which elements the comparison may judge. Each gradient kernel names its function
-here as its ``derivative`` part (dmlconform/kernels.py); the signature is
+here as its ``derivative`` part (dmlconform/kernels/); the signature is
 ``(desc, spec, inputs, member) -> (step size, judged)``: a step size broadcastable to
 ``inputs[member]`` and a boolean mask of the elements the relation judges, or None for all.
 """
