@@ -159,6 +159,8 @@ OPTIONS: tuple[RunOption, ...] = (
         "override the spec's tolerance (repeatable), e.g. model=lenient, ulp_scale=2; shown in the report",
         metavar="KEY=VALUE",
         repeat=True,
+        commands=frozenset({"run", "replay"}),
+        helps={"replay": "override the tolerance the case was judged under (repeatable), e.g. model=lenient"},
     ),
     RunOption(
         "feature-level",
