@@ -447,7 +447,10 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> _Lined:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
-FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message", "nan")
+FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message", "nan", "explained", "reproducer")
+#: ``explained`` (the page and section that explain a finding) and ``reproducer`` (its
+#: reproducer under cases/) are for readers: the implementations table links them
+#: (``dmlconform implementations``); the verdict does not read them
 
 
 #: where the built-in backends' known findings live: ``<backend name>.yaml``, in the package (a
