@@ -7,6 +7,7 @@ writes ``.go``. A signal that raises KeyboardInterrupt ends the wait there, in t
 moment's work, as it would end the real work; a signal the run holds lets the wait end on ``.go``
 and the run go on. The moments:
 
+- ``start``: the session has started (its report directory prepared), collection has not;
 - ``collect``: collection has made its first case and not the others;
 - ``collect-error``: the same place, where case generation raises instead (a collection error);
 - ``collect-segfault``: the same place, where the process crashes (SIGSEGV);
@@ -78,6 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
             return write_reports(report_dir)
 
         report.write_reports = held
+
+
+@pytest.hookimpl(trylast=True)  # after the dmlconform plugin's
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if MOMENT == "start":
+        hold("start")
 
 
 _calls = 0

@@ -87,6 +87,9 @@ def _judge(code: int = OK, **kw: object) -> dict:
         (FAILED, {"stop_early": "stopping after 1 failures", "ran": 1}, "stopped", "stopped early: stopping after 1 failures"),
         (INTERRUPTED, {"ran": 0, "collected": None, "signal_cause": "interrupted (Ctrl-C / SIGINT) before collection finished", "signal_moment": COLLECTING},
          "interrupted", "interrupted (Ctrl-C / SIGINT) before collection finished"),
+        # the session existed, its collection had not begun: the moment is the signal's own
+        (INTERRUPTED, {"ran": 0, "collected": None, "signal_cause": "terminated (SIGTERM) before the run started", "signal_moment": STARTING},
+         "interrupted", "terminated (SIGTERM) before the run started"),
         (INTERRUPTED, {"ran": 1, "signal_cause": "terminated (SIGTERM) while cases ran", "signal_moment": RUNNING},
          "interrupted", "terminated (SIGTERM) while cases ran"),
         # the signal came as the last case ended: the command exits 130, so the files say interrupted

@@ -20,6 +20,9 @@ from dmlconform.runner.options import SettingsError, add_arguments, check_values
 from dmlconform.runner.options import pytest_argv as options_pytest_argv
 from dmlconform.runner.stops import EXIT_STATUS, StopTrap
 
+#: pytest's exit statuses this command reads (pytest.ExitCode; pytest itself loads when the run starts)
+TESTS_FAILED, INTERRUPTED = 1, 2
+
 #: Where a user goes next from ``run --help``: the expectations files and the broken backends.
 EPILOG = (
     "Known findings: each built-in backend's apply by default (dmlconform/known_findings/*.yaml: each "
@@ -98,35 +101,34 @@ def suite_arguments(extra: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    import pytest
-
     from dmlconform.runner.report_directory import default_report_dir
 
-    if args.spec_dir:
-        os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    try:
-        check_values(given(args, "run"))
-    except SettingsError as exc:
-        print(f"dmlconform run: error: {exc}", file=sys.stderr)
-        return 2
-    report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
-    command = _reconstruct(args)
-    # one trap for the whole command, handed to the plugin: a Ctrl-C while pytest starts or the
-    # backend loads stops the run as one while cases run does (runner/stops.py)
+    # one trap for the whole command, handed to the plugin, installed first: a Ctrl-C while pytest
+    # loads (a quarter of a second) or the backend does stops the run as one while cases run does
     trap = StopTrap()
     trap.install()
+    report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
+    command = _reconstruct(args)
     try:
         try:
+            if args.spec_dir:
+                os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
+            check_values(given(args, "run"))
+            import pytest
+
             code = int(pytest.main(pytest_argv(args, report_dir, command), plugins=[trap]))
+        except SettingsError as exc:
+            print(f"dmlconform run: error: {exc}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:  # before pytest's session could catch it (pytest starting)
-            code = int(pytest.ExitCode.INTERRUPTED)
+            code = INTERRUPTED
         if trap.cut_short() and trap.completion is None:  # before the plugin's session existed
             from dmlconform.runner.unstarted import write_unstarted_report
 
             trap.completion = write_unstarted_report(report_dir, args.backend, command, trap)
     finally:
         trap.restore()  # before shrinking, which a Ctrl-C stops as it stops any other command
-    if args.shrink and code == pytest.ExitCode.TESTS_FAILED and trap.completion:
+    if args.shrink and code == TESTS_FAILED and trap.completion:
         _shrink(args, report_dir)
     return _last_line(code, trap, report_dir)
 

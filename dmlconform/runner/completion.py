@@ -69,8 +69,13 @@ def judge_completion(
         status, reason = "incomplete", f"pytest ended with exit status {code}"
     else:
         status, reason = "incomplete", "some collected cases have no result"
-    if status != "complete" and collected is None and "collect" not in str(reason):
-        reason = f"{reason} (before collection finished)"
+    if (
+        status != "complete"
+        and collected is None
+        and reason not in (signal_cause, None)
+        and "collect" not in reason
+    ):
+        reason = f"{reason} (before collection finished)"  # a signal's reason names its moment itself
     if status == "interrupted" and code != pytest.ExitCode.INTERRUPTED:
         code = int(pytest.ExitCode.INTERRUPTED)  # the session's exit status (the plugin sets it)
     return {
