@@ -208,6 +208,6 @@ def test_plain_pytest_says_so_too(
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 2, out[-3000:]  # pytest's own status for an interrupted session
     quiet(out)
-    line = f"dmlconform: INCOMPLETE RUN (interrupted): {reason}, 0 cases ran; "
+    line = f"dmlconform: INCOMPLETE RUN (interrupted): {reason}, 0 cases ran"
     assert any(printed.startswith(line) for printed in out.splitlines()), out[-3000:]
     says_incomplete(tmp_path / "r", None, "interrupted", reason)

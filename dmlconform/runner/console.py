@@ -54,9 +54,8 @@ def header_lines(settings: Settings, spec: Any) -> list[str]:
 def write_incomplete(tr: Any, done: dict[str, Any]) -> None:
     """The INCOMPLETE RUN line (``done``: the run's completion fields), in a section of its own."""
     tr.section("dmlconform")
-    tr.write_line(
-        incomplete_line(done) + "; the counts below cover only the cases that ran", red=True, bold=True
-    )
+    tail = "; the counts below cover only the cases that ran" if done.get("ran") else ""
+    tr.write_line(incomplete_line(done) + tail, red=True, bold=True)
 
 
 def incomplete_line(done: dict[str, Any]) -> str:
