@@ -119,6 +119,9 @@ def says_incomplete(report: Path, console: str | None, status: str, reason: str)
     summary = (report / "summary.md").read_text()
     assert summary.splitlines()[0].endswith(": INCOMPLETE RUN"), summary[:500]
     assert f"**Incomplete run ({status}): " in summary and f"Cause: {reason}." in summary, summary[:800]
+    lines = summary.splitlines()
+    banner = next(i for i, text in enumerate(lines) if text.startswith("> **Incomplete run"))
+    assert lines[banner + 1] == "", summary[:800]  # else markdown reads the next paragraph into the quote
     page = (report / "index.html").read_text()
     assert "<title>INCOMPLETE " in page and f"Incomplete run ({status}): " in page
     assert f"Cause: {escape(reason)}." in page

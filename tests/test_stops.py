@@ -117,8 +117,12 @@ def test_a_signal_before_the_run_started_replaces_an_earlier_report(
     assert not list(ET.parse(tmp_path / "r" / "junit.xml").getroot().iter("testcase"))
 
 
-def test_a_collection_error_says_so_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    code, console = held_run(tmp_path, monkeypatch, "collect-error", *NUMPY)
+@pytest.mark.parametrize("workers", [[], ["--", "-n", "2"]], ids=["serial", "xdist"])
+def test_a_collection_error_says_so_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+) -> None:
+    """Under xdist the workers meet the error and the controller hears of it."""
+    code, console = held_run(tmp_path, monkeypatch, "collect-error", *NUMPY, *workers)
     assert code == 2, console[-3000:]  # dmlconform's own failure, not the backend's: not 1
     reason = "the cases could not be collected: RuntimeError: case generation broke"
     data = says_incomplete(tmp_path / "r", console, "error", reason)

@@ -160,6 +160,8 @@ def _last_line(code: int, trap: StopTrap, report_dir: Path) -> int:
     print(incomplete_line(done) + (f"; report written to {report_dir}" if written else "; no report written"))
     if done["status"] == "interrupted":
         return EXIT_STATUS.get(trap.signal_name or "SIGINT", 130)
+    if done["status"] == "error":
+        return 2  # dmlconform could not make its cases (pytest says 2 serially, 1 under xdist)
     return code if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 2
 
 

@@ -462,11 +462,24 @@ class ConformanceSession:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The controller of an xdist run collects nothing itself; every worker reports the same
         # ids, after its own deselection, so the run's whole selection is counted here.
-        if self.collected is None:
-            self.collected = max(self.whole_selection(), len(ids))
+        if self.collected is None and self.collection_error is None:
+            try:
+                whole = self.whole_selection()
+            except Exception as exc:  # the workers met it too: their collection error says so
+                self.collection_error = f"{type(exc).__name__}: {exc}"
+                return
+            self.collected = max(whole, len(ids))
             self.deselected = self.collected - len(ids)
             self.lifeline.write({"collected": self.collected})
             self.enter(RUNNING)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A collection error of the suite file: in an xdist run the workers' come here, to the
+        controller (a serial run's collector records its own, in plainer words)."""
+        if report.failed and self.collection_error is None and not _is_worker(self.config):
+            lines = [line.strip() for line in str(report.longrepr).splitlines() if line.strip()]
+            errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
+            self.collection_error = (errors or lines or ["a collection error"])[-1]
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.lifeline.write({"start": nodeid})  # the case a crash will be blamed on
