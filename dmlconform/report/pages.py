@@ -90,10 +90,12 @@ def incompleteness(results: Results) -> dict[str, Any] | None:
         return None
     collected = results.data.get("collected")
     ran = len(results.cases)
+    shard = results.data.get("shard")
+    of = f" of shard {shard.get('index')}/{shard.get('count')}" if isinstance(shard, dict) else ""
     if isinstance(collected, int):
-        scope = f"{ran} of {collected} collected cases ran; {max(collected - ran, 0)} have no result"
+        scope = f"{ran} of {collected} collected cases{of} ran; {max(collected - ran, 0)} have no result"
     else:
-        scope = f"{ran} cases ran; how many were collected is unknown"
+        scope = f"{ran} cases{of} ran; how many were collected is unknown"
     return {
         "status": str(results.data.get("status") or "incomplete"),
         "reason": str(results.data.get("stop_reason") or "the run did not say why"),
