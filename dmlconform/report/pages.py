@@ -18,7 +18,7 @@ import jinja2
 
 from dmlconform.report.accuracy_by_size import build_accuracy, build_bands
 from dmlconform.report.case_data import EMBEDDED_DESCS, build_case_data, desc_yaml, shrunk_line
-from dmlconform.report.classes import LADDER, accuracy_classes, finding_counts
+from dmlconform.report.classes import LADDER, accuracy_classes, excused_text, finding_counts, finding_excused
 from dmlconform.report.coverage import build_coverage
 from dmlconform.report.findings import known_findings, known_label, known_reason
 from dmlconform.report.formatting import (
@@ -178,6 +178,7 @@ def classes_context(results: Results) -> dict[str, Any]:
     types = sorted({dt for row in table.values() for dt in row}, key=lambda t: (t != "FLOAT32", t))
     return {
         "known_findings": finding_counts(raw),
+        "known_excused": {f: excused_text(t) for f, t in finding_excused(raw).items()},
         "accuracy_classes": table,
         "class_types": types,
         "class_ladder": LADDER,

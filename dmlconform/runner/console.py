@@ -87,12 +87,14 @@ def write_reports(
 
 
 def write_known_findings(tr: Any, records: Iterable[dict[str, Any]]) -> None:
-    """The known findings the run's xfailed cases were explained by, with their counts."""
-    from dmlconform.report.classes import finding_counts, findings_line
+    """The known findings the run's xfailed cases were explained by, with their counts and the
+    elements a per-slice finding excused."""
+    from dmlconform.report.classes import finding_counts, finding_excused, findings_line
 
+    records = list(records)
     hit = finding_counts(records)
     if hit:
-        tr.write_line(f"dmlconform: known findings hit: {findings_line(hit)}")
+        tr.write_line(f"dmlconform: known findings hit: {findings_line(hit, finding_excused(records))}")
 
 
 def write_skip_reasons(tr: Any, records: Iterable[dict[str, Any]]) -> None:

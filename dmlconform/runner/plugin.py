@@ -264,6 +264,7 @@ class ConformanceItem(pytest.Item):
         self.record = case_record(self.case, self.nodeid, result, spec=session.spec)
         self.record.message = settled.message
         self.record.known_finding = settled.finding
+        self.record.excused = settled.excused
         s = session.settings
         if result.status == "failed" and s.report_dir is not None:
             try:
@@ -296,7 +297,13 @@ class ConformanceItem(pytest.Item):
 
         facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec, inputs=result.inputs)
         settled = settle(
-            expectations, facts, result.status, result.message, rejudge, result.nan_where_number()
+            expectations,
+            facts,
+            result.status,
+            result.message,
+            rejudge,
+            result.nan_where_number(),
+            result.compared,
         )
         if settled.expectation is not None:
             self.expectation = settled.expectation.reason
