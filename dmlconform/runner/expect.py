@@ -63,6 +63,7 @@ import yaml
 from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
 from dmlconform.kernels.base import kernel_named
+from dmlconform.runner.error_record import failure_message
 from dmlconform.runner.finding_match import (
     CASE_FIELDS,
     AnyExpectation,
@@ -253,6 +254,25 @@ def _settle_slices(
         ),
         record,
     )
+
+
+def settle_result(
+    expectations: list[AnyExpectation], case: Any, nodeid: str, result: Any, spec: Spec
+) -> Settled:
+    """:func:`settle` for a case the runner ran (``runner.checks.run_case``'s result): the run's
+    cases, ``replay`` and ``shrink`` settle a result the same way."""
+    if not expectations:
+        return Settled(result.status, result.message)
+
+    def rejudge(options: ToleranceOptions) -> tuple[bool, str | None] | None:
+        judged = result.judge_under(options)
+        if judged is None:
+            return None
+        return judged[0], None if judged[0] else failure_message(judged[1])
+
+    facts = CaseFacts.of(case, nodeid, result.regime, spec=spec, inputs=result.inputs)
+    nan = result.nan_where_number()
+    return settle(expectations, facts, result.status, result.message, rejudge, nan, result.compared)
 
 
 def first_covering(expectations: Iterable[AnyExpectation], facts: CaseFacts) -> AnyExpectation | None:

@@ -43,7 +43,7 @@ from dmlconform.runner.console import (
     write_reports,
     write_skip_reasons,
 )
-from dmlconform.runner.expect import CaseFacts, Settled, settle
+from dmlconform.runner.expect import Settled, settle_result
 from dmlconform.runner.junit_xml import junit_classname, mark_junit_incomplete, rewrite_junit
 from dmlconform.runner.lifeline import Lifeline
 from dmlconform.runner.node_ids import SUITE_DIR, SUITE_FILE, show_case_ids, suite_argument
@@ -54,7 +54,6 @@ from dmlconform.runner.settings import resolve_settings as resolve
 from dmlconform.runner.stops import COLLECTING, DONE, REPORTING, RUNNING, StopTrap
 from dmlconform.runner.tiers import max_elements_for
 from dmlconform.specification.spec import load_spec
-from dmlconform.tolerance.options import ToleranceOptions
 
 PLUGIN_NAME = "dmlconform-session"
 #: The run's StopTrap, and whether this plugin installed it (then it also restores it)
@@ -283,28 +282,9 @@ class ConformanceItem(pytest.Item):
             pytest.skip(result.message or "skipped")
 
     def settle(self, expectations: list[Any], result: Any, spec: Any) -> Settled:
-        """The case's outcome under the run's expectations (``runner.expect.settle``); sets
-        :attr:`expectation` to the reason of the one that covered it."""
-        if not expectations:
-            return Settled(result.status, result.message)
-        from dmlconform.runner.error_record import failure_message
-
-        def rejudge(options: ToleranceOptions) -> tuple[bool, str | None] | None:
-            judged = result.judge_under(options)
-            if judged is None:
-                return None
-            return judged[0], None if judged[0] else failure_message(judged[1])
-
-        facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec, inputs=result.inputs)
-        settled = settle(
-            expectations,
-            facts,
-            result.status,
-            result.message,
-            rejudge,
-            result.nan_where_number(),
-            result.compared,
-        )
+        """The case's outcome under the run's expectations (``runner.expect.settle_result``);
+        sets :attr:`expectation` to the reason of the one that covered it."""
+        settled = settle_result(expectations, self.case, self.nodeid, result, spec)
         if settled.expectation is not None:
             self.expectation = settled.expectation.reason
         return settled
