@@ -167,8 +167,13 @@ class NumpyBackend(BackendBase):
     def lp_norm(self, x: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
         """The slices' P-norms along the plan's axes (keepdims), sums pairwise."""
         if plan.p == 1:
-            return reduce_sum(np.abs(x), plan.axes, dt)
-        return np.sqrt(reduce_sum(x * x, plan.axes, dt))
+            return self.sum_over(np.abs(x), plan.axes, dt)
+        return np.sqrt(self.sum_over(x * x, plan.axes, dt))
+
+    def sum_over(self, x: np.ndarray, axes: tuple[int, ...], dt: type, mean: bool = False) -> np.ndarray:
+        """A sum (or mean) over ``axes`` as the kernels beside the centred normalization take it
+        (the mean square, the gradients' sums, the Lp norms): pairwise (:func:`reduce_sum`)."""
+        return reduce_sum(x, axes, dt, mean=mean)
 
     def lp_denominator(self, norm: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
         """Epsilon placed as semantics.epsilon_placement says."""
@@ -269,13 +274,15 @@ def _act(y: np.ndarray, act: str | None, params: Mapping[str, float], dtype: typ
     return np.asarray(fn(y, params), dtype=dtype)
 
 
-def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec) -> dict[str, np.ndarray]:
+def _rms(
+    backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
+) -> dict[str, np.ndarray]:
     """center false: x / sqrt(mean(x^2) + Epsilon) (or x), Scale, Bias, activation."""
-    plan = semantics.make_plan(desc, spec, uncentred_ok=True)
+    plan = semantics.make_plan(desc, backend.spec, uncentred_ok=True)
     x = _arr(inputs, plan.input, dt)
     y = x
     if plan.normalize_variance:
-        ms = reduce_sum(x * x, plan.axes, dt, mean=True)
+        ms = backend.sum_over(x * x, plan.axes, dt, mean=True)
         y = x / np.sqrt(ms + dt(plan.epsilon))
     for name, op in ((plan.scale, np.multiply), (plan.bias, np.add), (plan.fused_add, np.add)):
         if name is not None:
@@ -298,10 +305,11 @@ def _given(
 
 
 def _grad(
-    desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec
+    backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type
 ) -> dict[str, np.ndarray]:
     """The batch-norm gradients: sums over the axes where the statistics' sizes are 1."""
-    plan = semantics.make_grad_plan(desc, spec)
+    reduce_sum = backend.sum_over
+    plan = semantics.make_grad_plan(desc, backend.spec)
     x, dy = _arr(inputs, plan.input, dt), _arr(inputs, plan.input_gradient, dt)
     mean, var = _arr(inputs, plan.mean, dt), _arr(inputs, plan.variance, dt)
     scale = _arr(inputs, plan.scale, dt)
@@ -344,9 +352,9 @@ def _hooked(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict
 #: (tests/test_kernel_registry.py).
 LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "normalization": NumpyBackend._normalization,
-    "rms_normalization": _elementwise(_rms),
+    "rms_normalization": _hooked(_rms),
     "given_statistics": _elementwise(_given),
-    "normalization_grad": _elementwise(_grad),
+    "normalization_grad": _hooked(_grad),
     **{name: _hooked(fn) for name, fn in numpy_local.KERNELS.items()},
 }
 

@@ -36,6 +36,7 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.completion import judge_completion
 from dmlconform.runner.console import (
     header_lines,
+    write_accuracy_classes,
     write_incomplete,
     write_known_findings,
     write_reports,
@@ -559,6 +560,7 @@ class ConformanceSession:
         xml = getattr(self.config.option, "xmlpath", None)
         write_reports(tr, self.report_paths, xml, getattr(self, "report_error", None), self.summary)
         write_known_findings(tr, self.records.values())
+        write_accuracy_classes(tr, self.records.values())
         write_skip_reasons(tr, self.records.values())
 
 

@@ -46,10 +46,10 @@ from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import exact_slices
-from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
+from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
 from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
-from dmlconform.tolerance.terms import UNIT_ROUNDOFF, reduction_growth
+from dmlconform.tolerance.terms import UNIT_ROUNDOFF, positive_reduction_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -229,8 +229,8 @@ class SliceTerms:
     ceiling: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     #: what the other outputs' budgets take (None: the model has no other outputs)
     model: ModelTerms | GradientTerms | None = None
-    #: (e_mean / sd, rel_sd, on-grid slices or None) per slice where the model checks the aggregate
-    #: fit (the centred model)
+    #: (e_mean / sd, the divisor's own relative error, on-grid slices or None) per slice where the
+    #: model checks the aggregate fit (the centred model)
     aggregate: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
 
 
@@ -261,10 +261,11 @@ def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> Sli
             unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
             ceiling = (co.ceiling, d_shift, d_rel, unit)
         shift = st.e_mean / sd  # sd 0: an undefined slice (Epsilon 0)
+        own_scale = tl.own_divisor_error(plan, ss, st, co, u)
     return SliceTerms(
         plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
         st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u),
-        aggregate=(shift, rel_sd, tl.grid_slices(plan, inputs, ss, _output_dtype(co))),
+        aggregate=(shift, own_scale, tl.grid_slices(plan, inputs, ss, _output_dtype(co))),
     )  # fmt: skip
 
 
@@ -279,7 +280,7 @@ def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTe
         return SliceTerms(plan, rows, perm, operands, per_slice(zero), per_slice(zero + 1.0), zero, zero, 0.0)
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
     ms = ss.var + ss.mean * ss.mean
-    growth = reduction_growth(plan.reduction_length, co)
+    growth = positive_reduction_growth(plan.reduction_length, co, u)
     zero = np.zeros_like(ms)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         rel = co.variance * u * growth * ms / (2.0 * (ms + plan.epsilon)) + co.pointwise * u
@@ -360,35 +361,46 @@ def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -
     per-slice terms (:func:`~dmlconform.tolerance.gradients.slice_errors`) from the kernel's
     sums. Given statistics: e_dx = c_pt u |dy| |Scale| / sd. Batch statistics:
     e_dx = |Scale| / sd (c_pt u |dy| + P + Q |x - centre|) with, per slice,
-    P = (c_pt u + c_mean u g) mean|dy| + e_xc |c1| / ve + e_xc^2 mean|dy| / ve and
-    Q = (c_pt u + c_mean u g) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
+    P = (c_pt u + c_mean u g_dy) mean|dy| + e_xc |c1| / ve + e_xc^2 mean|dy| / ve and
+    Q = (c_pt u + c_mean u g_dyx) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
     grouped by what multiplies them (all non-negative: the grouping moves the budget by
-    roundings only)."""
+    roundings only). The sums' growth reads how often x's and dy's values repeat in each slice
+    (the statistics kernel's distinct counts)."""
     from dmlconform.tolerance import judge_compiled as jk
 
     slicing = Slicing(tuple(plan.shape), tuple(plan.axes))
-    rows, perm, _ = input_rows(slicing, inputs[plan.input])
-    dy_rows, _, _ = input_rows(slicing, inputs[plan.input_gradient])
+    x_stats, rows, perm = slice_statistics(slicing, inputs[plan.input])
+    dy_stats, dy_rows, _ = slice_statistics(slicing, inputs[plan.input_gradient])
     mean = _per_slice_values(slicing, inputs[plan.mean])
     var = _per_slice_values(slicing, inputs[plan.variance])
     batch_mean = None
     if plan.statistics == "batch" and not plan.centres_on_mean:
-        batch_mean = slice_statistics(slicing, inputs[plan.input], moments_only=True)[0].mean
+        batch_mean = x_stats.mean
     centre = mean if batch_mean is None else batch_mean
     sums = gradient_sums(rows, dy_rows, mean, centre)
     ve = var + plan.epsilon
+    repeats = Repetition(dy_stats.repetition, x_stats.repetition)
     st = slice_errors(
-        plan, GradientSums(*(sums[:, c] for c in range(jk.N_GRADIENT_SUMS))), mean, batch_mean, ve, co, u
+        plan,
+        GradientSums(*(sums[:, c] for c in range(jk.N_GRADIENT_SUMS))),
+        mean,
+        batch_mean,
+        ve,
+        co,
+        u,
+        repeats,
     )
-    cu, cmg = co.pointwise * u, co.mean * u * reduction_growth(plan.reduction_length, co)
+    cu, cmu = co.pointwise * u, co.mean * u
     zero = np.zeros_like(var)
     p_term, q_term = zero, zero
     if st.e_xc is not None:
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             p_term = (
-                (cu + cmg) * st.abs_dy + st.e_xc * np.abs(st.c1) / ve + st.e_xc * st.e_xc * st.abs_dy / ve
+                (cu + cmu * st.g_dy) * st.abs_dy
+                + st.e_xc * np.abs(st.c1) / ve
+                + st.e_xc * st.e_xc * st.abs_dy / ve
             )
-            q_term = (cu + cmg) * st.abs_c1 / ve + st.e_xc * st.abs_dy / ve
+            q_term = (cu + cmu * st.g_dyx) * st.abs_c1 / ve + st.e_xc * st.abs_dy / ve
     with np.errstate(invalid="ignore"):
         inverse_sd = _inverse(np.sqrt(ve))
     return SliceTerms(
@@ -634,9 +646,11 @@ def judge_normalization(
         budget_out[...] = logical.transpose(tuple(np.argsort(p.terms.perm)))
     out = _member_from_figures(jp.output, p.fig, slicing, p.co, np.asarray(ref).dtype)
     if p.co.max_ulp is None and p.terms.aggregate is not None:
-        shift, rel_sd, grid = p.terms.aggregate
+        shift, scale, grid = p.terms.aggregate
         sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
-        out.aggregate = tl.aggregate_from_sums(sums, shift, rel_sd, p.co, grid)
+        out.aggregate = tl.aggregate_from_sums(
+            sums, shift, scale, p.co, grid, p.terms.slicing.normalize_variance
+        )
     return out, p.terms.model
 
 
