@@ -17,7 +17,6 @@ from helpers import SPEC
 import dmlconform as dc
 from dmlconform.backends.broken import NaiveVariance, OutputScaled, OutputScaledFourUlps
 from dmlconform.backends.gpu_style import GpuStyleBackend, gpu_sum
-from dmlconform.backends.numpy_backend import NumpyBackend
 from dmlconform.generation.data import make_inputs
 from dmlconform.report.classes import LADDER
 from dmlconform.tolerance import compare
@@ -98,16 +97,25 @@ def test_a_sequential_loop_meets_the_sequential_class(regime, n):
     assert passes(LOOP, mvn1(n, slices=4), regime, "sequential")
 
 
-def test_at_a_million_lanes_and_a_loop_meet_their_class_and_not_the_tighter_ones():
-    """4 lanes over one slice of 2^20 + 1 offset values: past default (chains of n / 32), within
-    lanes; one loop over the same count of standard-normal data: past lanes, within sequential."""
+@pytest.mark.parametrize("regime", ["standard_normal", "long_reduction", "all_negative"])
+def test_at_a_million_lanes_and_a_loop_meet_their_class_and_not_the_tighter_ones(regime):
+    """4 lanes over one slice of 2^20 + 1 values: past default (chains of n / 32: their sum of
+    squares absorbs more of its small terms), within lanes; one loop: past default (11 to 14
+    times its scale bound) and lanes (1.1 to 1.6), within sequential (0.1 to 0.25)."""
     desc = mvn1(2**20 + 1)
     lanes = LANES["4 lanes in order"]
-    assert not passes(lanes, desc, "large_offset", "default")
-    assert passes(lanes, desc, "large_offset", "lanes")
+    assert not passes(lanes, desc, regime, "default")
+    assert passes(lanes, desc, regime, "lanes")
     for model in ("default", "lanes"):
-        assert not passes(LOOP, desc, "standard_normal", model)
-    assert passes(LOOP, desc, "standard_normal", "sequential")
+        assert not passes(LOOP, desc, regime, model)
+    assert passes(LOOP, desc, regime, "sequential")
+
+
+def test_a_loop_over_a_million_offset_values_does_not_meet_default():
+    desc = mvn1(2**20 + 1)
+    for seed in (0, 1):
+        assert not passes(LOOP, desc, "large_offset", "default", seed)
+        assert passes(LOOP, desc, "large_offset", "sequential", seed)
 
 
 @pytest.mark.slow
@@ -191,3 +199,29 @@ def test_a_loops_shift_explains_its_shrink_but_not_a_scale_up():
         assert res.passed, res.message
         scaled = {"OutputTensor": (got["OutputTensor"] * np.float32(1 + off)).astype(np.float32)}
         assert compare(desc, scaled, ref, inputs, SPEC, sequential).passed == (off == 0)
+
+
+def test_the_runner_places_lanes_and_a_loop_and_a_finding_may_state_the_class():
+    """The runner's class judging (judging.classify, on a failure under default: the looser
+    models in ladder order) places 4 lanes and one loop over 2^20 + 1 values where they belong;
+    a known finding saying ``meets: sequential`` turns the loop's failure into its finding."""
+    from dmlconform.runner import judging
+    from dmlconform.runner.expect import CaseFacts, parse_findings, settle
+    from dmlconform.tolerance.options import NO_OPTIONS
+
+    desc = mvn1(2**20 + 1)
+    inputs = make_inputs(desc, "standard_normal", 0, spec=SPEC)
+    ref = dc.execute(desc, inputs)
+    finding = parse_findings(
+        "findings:\n  - {id: L1, reason: one loop, when: {operator: MVN1}, meets: sequential}\n", spec=SPEC
+    )
+    facts = CaseFacts("numeric[x]", "numeric", "MEAN_VARIANCE_NORMALIZATION1", SPEC.level("6_4"), "FLOAT32")
+    for kernel, placed in ((LANES["4 lanes in order"], "lanes"), (LOOP, "sequential")):
+        got = kernel.execute(desc, inputs)
+        passed, _ = judging.compare(SPEC, desc, got, ref, inputs, NO_OPTIONS)
+        rejudge = judging.rejudger(SPEC, desc, got, ref, inputs, 1.0, (), NO_OPTIONS)
+        result = judging.CaseResult("failed", rejudge=rejudge)
+        judging.classify(result, SPEC, desc, "FLOAT32", passed, NO_OPTIONS)
+        assert not passed and result.accuracy_class == placed
+        settled = settle(finding, facts, "failed", "over budget", result.judge_under)
+        assert (settled.outcome, settled.finding) == ("xfailed", "L1")

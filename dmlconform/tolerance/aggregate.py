@@ -83,8 +83,10 @@ def aggregate_from_sums(
         # much further below 0 than above (shift_scale); the figure is what the shift leaves
         # unexplained over the scale's own bound
         k = co.ulp_scale * co.aggregate_scale
-        shrink = shift_scale(np.minimum(np.abs(a), shift) + shift_noise) if divides else np.zeros_like(b)
-        shrink = np.where(np.isnan(shrink), 0.0, shrink)  # no fit (an undefined slice): nothing explained
+        shrink = np.zeros_like(b)
+        if divides:  # the shrink beyond the own bound that the shift explains (NaN: no fit, none)
+            shrink = shift_scale(np.minimum(np.abs(a), shift) + shift_noise, 2.0 * scale) - scale
+            shrink = np.where(np.isnan(shrink), 0.0, np.maximum(shrink, 0.0))
         explained = np.where(b < 0, k * shrink, 0.0)
         scale_bound = k * (scale + (noise + aligned) * np.sqrt(var_b))
         figures = {
@@ -98,19 +100,22 @@ def aggregate_from_sums(
         return figures
 
 
-def shift_scale(shift: np.ndarray) -> np.ndarray:
-    """The scale error a shift of the slice brings with it, 1 - sqrt(1 - a^2) (1 from |a| = 1 on).
+def shift_scale(shift: np.ndarray, own: np.ndarray | float = 0.0) -> np.ndarray:
+    """The most a slice shifted by a may shrink: 1 - sqrt(1 - a^2 - e) (1 once a^2 + e >= 1),
+    e the relative error of the kernel's own sum of squared deviations.
 
     A kernel whose mean is off by delta takes its deviations around it, and their mean square is
-    var + delta^2 exactly (the cross term sums to 0), whatever order it sums them in. Its output
-    (z - delta / sd) / sqrt(1 + (delta / sd)^2) is the reference's shifted by
-    a = -(delta / sd) / sqrt(1 + (delta / sd)^2) and scaled by 1 + b = sqrt(1 - a^2): a slice's
-    scale follows from its shift, at any |mean| / std. A running mean (Welford) rounds within the
-    sum of squares instead, which the own bound counts (its kappa u term); on long chains at
-    |mean| / std = 1e3 the shift is legitimately 0.2 standard deviations (a 32-thread kernel at
-    n = 2^22), and its scale 2 % with it."""
-    a2 = np.minimum(np.square(shift), 1.0)
-    return a2 / (1.0 + np.sqrt(1.0 - a2))  # 1 - sqrt(1 - a^2), without its cancellation at small a
+    var + delta^2 exactly (the cross term sums to 0), whatever order it sums them in, times
+    1 + e for its own rounding. Its output (z - delta / sd) * sd / sqrt((sd^2 + delta^2)(1 + e))
+    (sd = sqrt(var + eps)) is the reference's shifted by a and scaled by 1 + b with
+    (1 + b)^2 + a^2 = 1 / (1 + e): a slice's scale follows from its shift, at any |mean| / std
+    (e = 0: 1 + b = sqrt(1 - a^2)). Near |a| = 1 (a mean many standard deviations off, as one
+    loop over 2^22 offset values makes it) 1 - a^2 is small and e decides, hence inside the root.
+    A running mean (Welford) rounds within the sum of squares instead, which e counts (its kappa
+    u term). On long chains at |mean| / std = 1e3 the shift is legitimately 0.2 standard
+    deviations (a 32-thread kernel at n = 2^22), and its scale 2 % with it."""
+    a2 = np.minimum(np.square(shift) + own, 1.0)
+    return a2 / (1.0 + np.sqrt(1.0 - a2))  # 1 - sqrt(1 - a2), without its cancellation at small a2
 
 
 def _pooled_scale(

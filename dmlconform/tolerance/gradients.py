@@ -17,8 +17,8 @@ from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
     member_coefficients,
-    repeated_reduction_growth,
     repetition,
+    summed_growth,
     with_output_rounding,
 )
 
@@ -83,13 +83,13 @@ def slice_errors(
     e_xc = c_pt u max|x - Mean| (centred on Mean: one rounding, no mean of n terms), or the
     centring mean's error, or the Mean member's difference from it (either reading).
 
-    Each g is the sum's growth where its terms repeat (:func:`repeated_reduction_growth`): a
+    Each g is the sum's growth where its terms repeat (:func:`~dmlconform.tolerance.terms.summed_growth`): a
     float32 sum rounds a repeated term alike wherever its partial sum stays in one binade, so
     the errors of a value's r copies add up in step. dy's repetition for the sums of dy; for the
     terms dy (x - Mean), which repeat only where dy and x both do, the smaller of the two."""
     n = plan.reduction_length
-    g_dy = repeated_reduction_growth(n, repeats.dy, co)
-    g_dyx = repeated_reduction_growth(n, np.minimum(repeats.dy, repeats.x), co)
+    g_dy = summed_growth(n, co, u, repeats.dy)
+    g_dyx = summed_growth(n, co, u, np.minimum(repeats.dy, repeats.x))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e_bias = co.mean * u * g_dy * sums.abs_dy
         e_scale = co.mean * u * (g_dyx + co.pointwise) * sums.abs_dy_xm * (1.0 / np.sqrt(ve))
@@ -99,7 +99,7 @@ def slice_errors(
         if plan.centres_on_mean:
             e_xc = co.pointwise * u * sums.max_xc
         else:
-            g_x = repeated_reduction_growth(n, repeats.x, co)
+            g_x = summed_growth(n, co, u, repeats.x)
             e_xc = np.maximum(co.mean * u * g_x * (sums.abs_x / n), np.abs(mean - batch_mean))
         return SliceErrors(
             e_bias, e_scale, sums.abs_dy / n, sums.dy_xc / n, sums.abs_dy_xc / n, e_xc, g_dy, g_dyx

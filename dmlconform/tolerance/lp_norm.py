@@ -26,7 +26,7 @@ from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
     Budgets,
     member_coefficients,
-    positive_reduction_growth,
+    summed_growth,
     with_output_rounding,
 )
 
@@ -43,7 +43,7 @@ def lp_budgets(
     co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     a = np.abs(x)
-    g = positive_reduction_growth(plan.reduction_length, co, u)
+    g = float(summed_growth(plan.reduction_length, co, u))
     coef = co.mean if plan.p == 1 else co.variance
     rel_sum = (coef * g + co.pointwise) * u  # relative error of sum(|x|) or sum(x^2)
     eps, pt = plan.epsilon, co.pointwise * u

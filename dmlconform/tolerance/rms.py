@@ -17,7 +17,7 @@ from dmlconform.tolerance.terms import (
     activation_error,
     as_f64,
     member_coefficients,
-    positive_reduction_growth,
+    summed_growth,
     with_output_rounding,
 )
 
@@ -37,7 +37,7 @@ def rms_budgets(
     co, u = member_coefficients(desc, spec, plan.output, plan.activation, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     n = plan.reduction_length
-    g = positive_reduction_growth(n, co, u)
+    g = float(summed_growth(n, co, u))
     scale = as_f64(inputs, plan.scale, 1.0)
     bias, add = as_f64(inputs, plan.bias, 0.0), as_f64(inputs, plan.fused_add, 0.0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
