@@ -44,7 +44,7 @@ from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
 from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
-from dmlconform.tolerance.terms import UNIT_ROUNDOFF, summed_growth
+from dmlconform.tolerance.terms import UNIT_ROUNDOFF, SummandStatistics, summed_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -275,7 +275,10 @@ def _rms_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> S
         return SliceTerms(plan, rows, perm, operands, per_slice(zero), per_slice(zero + 1.0), zero, zero, 0.0)
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
     ms = ss.var + ss.mean * ss.mean
-    growth = float(summed_growth(plan.reduction_length, co, u))
+    x32, _ = _as_float32(inputs[plan.input])
+    sq = slice_statistics(plan, x32 * x32)[0]  # the float32 squares a kernel adds
+    summands = SummandStatistics(sq.repetition, sq.mean, np.sqrt(sq.var))
+    growth = summed_growth(plan.reduction_length, co, u, terms=summands)
     zero = np.zeros_like(ms)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         rel = co.variance * u * growth * ms / (2.0 * (ms + plan.epsilon)) + co.pointwise * u

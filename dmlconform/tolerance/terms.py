@@ -492,7 +492,29 @@ def reduction_growth(n: int, co: Coefficients) -> float:
     return float(cap(growth(co.mean_growth, n), one_block, co, n))
 
 
-def summed_growth(n: int, co: Coefficients, u: float, r: Any = 1.0) -> Any:
+@dataclass(frozen=True)
+class SummandStatistics:
+    """What the summands of one-signed sums (|x|, x^2) are per slice, for their growth
+    (:func:`summed_growth`): how often each value recurs (:func:`repetition`), their mean and
+    their spread."""
+
+    repetition: Any
+    mean: Any
+    std: Any
+
+
+def summand_statistics(plan: Any, terms: np.ndarray) -> SummandStatistics:
+    """:class:`SummandStatistics` of ``terms`` (float32: what a float32 kernel adds) over the
+    plan's axes, keepdims."""
+    t = np.asarray(terms, dtype=np.float64)
+    mean = t.mean(axis=plan.axes, keepdims=True)
+    std = np.sqrt(((t - mean) ** 2).mean(axis=plan.axes, keepdims=True))
+    return SummandStatistics(repetition(plan, t), mean, std)
+
+
+def summed_growth(
+    n: int, co: Coefficients, u: float, r: Any = 1.0, terms: SummandStatistics | None = None
+) -> Any:
     """The growth of a float32 sum of n terms (as :func:`reduction_growth`) counting what the
     terms' values do to it, under the model's cap (:func:`cap`):
 
@@ -504,11 +526,19 @@ def summed_growth(n: int, co: Coefficients, u: float, r: Any = 1.0) -> Any:
       n = 2^22 err 20000 u, of x^2 61000 u, where sqrt(n) is 2048. Where signs mix, the lost
       terms' errors cancel; the models apply it to the sum of the terms' magnitudes regardless.
 
+    - where ``terms`` says so (one-signed sums: Lp norms, a mean square), the summands' own
+      repetition replaces r, and where their spread falls below the spacing of the partial sum
+      (offset data, a constant slice) the rounding is no longer random (:func:`correlated_growth`).
+
     The same as :func:`reduction_growth` where r is 1, but for the absorbed part, which is below
     0.1 for a block of 256 and 1.4 for a chain of 2048."""
+    if terms is not None:
+        r = terms.repetition
 
     def of(m: int) -> Any:
         repeated = np.maximum(growth(co.mean_growth, m), repeated_growth(m, np.minimum(r, m)))
+        if terms is not None:
+            repeated = repeated + correlated_growth(m, terms.mean, terms.std, u)
         return repeated + absorbed_growth(m, u)
 
     one_block = of(block_length(co, n)) if co.growth_cap == "blocked" else None
