@@ -112,12 +112,13 @@ def input_rows(slicing: Any, x: Any) -> tuple[Rows, tuple[int, ...], bool]:
 
 
 def slice_statistics(
-    plan: KernelPlan, x: np.ndarray, moments_only: bool = False
+    plan: KernelPlan, x: np.ndarray, moments_only: bool = False, exactness: bool = True
 ) -> tuple[Any, tuple, tuple[int, ...]]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; the input's rows
     (flat, sk, sm, (K, M, L)) and the axis order of the slice order. ``moments_only``: the mean
-    and variance only (the spread and the repetition NaN)."""
+    and variance only (the spread and the repetition NaN); ``exactness``: whether to test which
+    slices sum exactly (the centred model's; None without)."""
     from dmlconform.reference.compiled import run_chunks
     from dmlconform.tolerance import judge_compiled as jk
     from dmlconform.tolerance import long_slices
@@ -141,7 +142,9 @@ def slice_statistics(
         long_slices.fill_long_slices(rows, half, mean, var, sqstd, distinct)
     n = m_len * l_len
     exact = (
-        None if moments_only else exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
+        None
+        if moments_only or not exactness
+        else exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
     )
     return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0), exact), rows, perm
 
@@ -276,7 +279,7 @@ def _rms_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> S
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
     ms = ss.var + ss.mean * ss.mean
     x32, _ = _as_float32(inputs[plan.input])
-    sq = slice_statistics(plan, x32 * x32)[0]  # the float32 squares a kernel adds
+    sq = slice_statistics(plan, x32 * x32, exactness=False)[0]  # the float32 squares a kernel adds
     summands = SummandStatistics(sq.repetition, sq.mean, np.sqrt(sq.var))
     growth = summed_growth(plan.reduction_length, co, u, terms=summands)
     zero = np.zeros_like(ms)
@@ -367,17 +370,22 @@ def _gradient_terms(plan: NormalizationGradPlan, inputs: dict[str, Any], co: Any
     from dmlconform.tolerance import judge_compiled as jk
 
     slicing = Slicing(tuple(plan.shape), tuple(plan.axes))
-    x_stats, rows, perm = slice_statistics(slicing, inputs[plan.input])
-    dy_stats, dy_rows, _ = slice_statistics(slicing, inputs[plan.input_gradient])
+    dy_stats, dy_rows, _ = slice_statistics(slicing, inputs[plan.input_gradient], exactness=False)
+    r_dy = dy_stats.repetition
+    batch_mean = r_x = None
+    if plan.statistics == "batch" and not plan.centres_on_mean or np.any(r_dy > 1.0):
+        # x's repetition counts where dy's does (the terms dy (x - M)) or for the batch mean
+        x_stats, rows, perm = slice_statistics(slicing, inputs[plan.input], exactness=False)
+        r_x = x_stats.repetition
+        batch_mean = x_stats.mean if plan.statistics == "batch" and not plan.centres_on_mean else None
+    else:
+        rows, perm, _ = input_rows(slicing, inputs[plan.input])
     mean = _per_slice_values(slicing, inputs[plan.mean])
     var = _per_slice_values(slicing, inputs[plan.variance])
-    batch_mean = None
-    if plan.statistics == "batch" and not plan.centres_on_mean:
-        batch_mean = x_stats.mean
     centre = mean if batch_mean is None else batch_mean
     sums = gradient_sums(rows, dy_rows, mean, centre)
     ve = var + plan.epsilon
-    repeats = Repetition(dy_stats.repetition, x_stats.repetition)
+    repeats = Repetition(r_dy, r_dy if r_x is None else r_x)  # r_dy 1: min(r_dy, r_x) is 1 whatever r_x is
     st = slice_errors(
         plan,
         GradientSums(*(sums[:, c] for c in range(jk.N_GRADIENT_SUMS))),
