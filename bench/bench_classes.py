@@ -11,7 +11,9 @@ next tighter one, and two broken answers under every class: the numpy backend's 
 1 + 2^-22 (4 ULP) on exact-statistics data, and times 1 + 2^-8 on large-offset data. It prints
 one line per operator x n x regime x seed and a summary per kernel: the cases it meets its
 class on (it must meet all), the tightest class it met on each, and, per class, the 4-ULP
-answers failed. Memory: one case of n = 2^22 holds about 200 MB.
+answers failed. Memory: one case of n = 2^22 holds about 200 MB. ``--scales``: only the numpy
+answer scaled by 1 + 2^-8, 1 - 2^-8 and 1 + 2^-6 on large-offset data under the default model,
+MVN1 at n = 2 to 2^22 and BNT over [4, 3, 1023, 1025] (docs/verdicts.md's sharpness table).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 import time
 from collections import defaultdict
 from typing import Any
+
+import numpy as np
 
 import dmlconform as dc
 from dmlconform.backends.broken import OutputScaled, OutputScaledFourUlps
@@ -72,11 +76,7 @@ def mvn1(n: int) -> dc.OperatorDesc:
 
 
 def bnt(n: int) -> dc.OperatorDesc:
-    x = {"DataType": "FLOAT32", "Sizes": [n, 3, 1, 1]}
-    c = {"DataType": "FLOAT32", "Sizes": [1, 3, 1, 1]}
-    members = {"InputTensor": x, "ScaleTensor": c, "BiasTensor": c, "OutputTensor": x}
-    members |= {"OutputMeanTensor": c, "OutputVarianceTensor": c, "Epsilon": 1e-5}
-    return dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": members})
+    return bnt_shape([n, 3, 1, 1])
 
 
 OPERATORS = {"MVN1": mvn1, "BNT": bnt}
@@ -91,6 +91,45 @@ def judge(desc: dc.OperatorDesc, got: dict, ref: dict, inputs: dict, model: str)
     return c.passed, worst
 
 
+SCALES = {"1 + 2^-8": 1.0 + 2.0**-8, "1 - 2^-8": 1.0 - 2.0**-8, "1 + 2^-6": 1.0 + 2.0**-6}
+
+
+def scales(seeds: int) -> None:
+    """The numpy answer scaled by each of :data:`SCALES` on large-offset data, default model:
+    per n the verdicts and worst figures (element ratio or aggregate) of the seeds."""
+    cases = [(f"MVN1 n={n}", mvn1_plain(n)) for n in (2, 17, 256, 4097, 65537, 2**20 + 1, 2**22)]
+    cases.append(("BNT [4, 3, 1023, 1025]", bnt_shape([4, 3, 1023, 1025])))
+    for name, desc in cases:
+        row = []
+        for label, factor in SCALES.items():
+            verdicts = []
+            for seed in range(seeds):
+                inputs = make_inputs(desc, "large_offset", seed, spec=SPEC)
+                ref = dc.execute(desc, inputs)
+                got = NumpyBackend().execute(desc, inputs)
+                main = "OutputTensor"
+                got[main] = (got[main].astype(np.float64) * factor).astype(np.float32)
+                ok, worst = judge(desc, got, ref, inputs, "default")
+                verdicts.append(f"{'passes' if ok else 'fails'} {worst:.3g}")
+            row.append(f"{label}: " + ", ".join(verdicts))
+        print(f"{name}: " + " | ".join(row), flush=True)
+
+
+def mvn1_plain(n: int) -> dc.OperatorDesc:
+    """MVN1 without Scale and Bias over up to 4 slices of n (at most 2^16 elements beside n)."""
+    t = {"DataType": "FLOAT32", "Sizes": [1, max(1, min(4, (1 << 16) // n)), 1, n]}
+    desc = {"InputTensor": t, "OutputTensor": t, "Axes": [2, 3], "NormalizeVariance": True}
+    return dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": desc})
+
+
+def bnt_shape(sizes: list[int]) -> dc.OperatorDesc:
+    x = {"DataType": "FLOAT32", "Sizes": sizes}
+    c = {"DataType": "FLOAT32", "Sizes": [1, sizes[1], 1, 1]}
+    members = {"InputTensor": x, "ScaleTensor": c, "BiasTensor": c, "OutputTensor": x}
+    members |= {"OutputMeanTensor": c, "OutputVarianceTensor": c, "Epsilon": 1e-5}
+    return dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": members})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2,3,17,256,4097,65537,1048576,4194304")
@@ -98,7 +137,11 @@ def main() -> int:
     ap.add_argument("--operators", default="MVN1,BNT")
     ap.add_argument("--regimes", default=",".join(REGIMES))
     ap.add_argument("--kernels", default="", help="names of KERNELS, comma-separated (default all)")
+    ap.add_argument("--scales", action="store_true", help="only the scaled answers on offset data (SCALES)")
     args = ap.parse_args()
+    if args.scales:
+        scales(args.seeds)
+        return 0
     kernels = {k: v for k, v in KERNELS.items() if not args.kernels or k in args.kernels.split(",")}
     met: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     tightest: dict[tuple[str, int], str] = {}
