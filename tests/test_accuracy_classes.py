@@ -261,3 +261,28 @@ def test_one_signed_sums_meet_their_classes(make, regime):
     ref = dc.execute(desc, inputs)
     off = {"OutputTensor": (NumpyBackend().execute(desc, inputs)["OutputTensor"] * np.float32(1 + 2**-8))}
     assert not compare(desc, off, ref, inputs, SPEC, ToleranceOptions()).passed
+
+
+def test_sums_exact_in_any_order_are_found_alike_by_numpy_and_the_compiled_test():
+    """The one-signed sums' exactness (tolerance.exact.summed_exactly): on a common power-of-two
+    lattice within 2^24 steps, whatever the repetition; the compiled test (2^16 elements and
+    more) agrees with numpy's, zeros, infinities and subnormals included."""
+    from dmlconform.tolerance import exact
+
+    u = 2.0**-24
+    small = np.array([[0.25, 0.5, 0.0, 3.0], [0.1, 0.2, 0.3, 0.4], [2.0**24, 1.0, 0.0, 0.0], [0.0] * 4])
+    assert list(exact.summed_exactly(small, u)) == [True, False, False, True]
+    rng = np.random.default_rng(9)
+    rows = [
+        rng.standard_normal((3, 70000)),
+        rng.integers(-40, 40, (2, 1 << 16)) * 2.0**-30,
+        rng.integers(0, 3, (2, 70000)) * 2.0**-140,
+        rng.integers(-100, 100, (4, 1 << 16)) * 2.0**-8,  # sum |x| / 2^-8 about 3.3e6
+    ]
+    rows[1][0, ::3] = 0.0
+    rows[3][1, 7] = np.inf
+    for r in rows:
+        r32 = r.astype(np.float32)
+        compiled = exact.summed_exactly(r32, u)
+        assert np.array_equal(compiled, exact.summed_exactly(r32.astype(np.float64), u))
+    assert list(exact.summed_exactly(rows[3].astype(np.float32), u)) == [True, False, True, True]

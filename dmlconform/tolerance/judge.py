@@ -40,7 +40,7 @@ from dmlconform.specification.expr import postfix
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
-from dmlconform.tolerance.exact import exact_slices
+from dmlconform.tolerance.exact import exact_slices, summed_exactly
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
 from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
@@ -279,8 +279,11 @@ def _rms_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> S
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
     ms = ss.var + ss.mean * ss.mean
     x32, _ = _as_float32(inputs[plan.input])
-    sq = slice_statistics(plan, x32 * x32, exactness=False)[0]  # the float32 squares a kernel adds
-    summands = SummandStatistics(sq.repetition, sq.mean, np.sqrt(sq.var))
+    squares = x32 * x32  # the float32 squares a kernel adds
+    sq = slice_statistics(plan, squares, exactness=False)[0]
+    exact = summed_exactly(to_slices(squares, plan.axes), UNIT_ROUNDOFF["FLOAT32"])
+    del squares
+    summands = SummandStatistics(sq.repetition, sq.mean, np.sqrt(sq.var), exact)
     growth = summed_growth(plan.reduction_length, co, u, terms=summands)
     zero = np.zeros_like(ms)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):

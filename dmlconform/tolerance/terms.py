@@ -501,15 +501,21 @@ class SummandStatistics:
     repetition: Any
     mean: Any
     std: Any
+    #: slices whose sum is exact in any order (tolerance.exact.summed_exactly): nothing grows
+    exact: Any = False
 
 
 def summand_statistics(plan: Any, terms: np.ndarray) -> SummandStatistics:
     """:class:`SummandStatistics` of ``terms`` (float32: what a float32 kernel adds) over the
     plan's axes, keepdims."""
+    from dmlconform.tolerance.exact import summed_exactly
+
     t = np.asarray(terms, dtype=np.float64)
     mean = t.mean(axis=plan.axes, keepdims=True)
     std = np.sqrt(((t - mean) ** 2).mean(axis=plan.axes, keepdims=True))
-    return SummandStatistics(repetition(plan, t), mean, std)
+    rows = to_slices(np.asarray(terms, dtype=np.float32), plan.axes)
+    exact = summed_exactly(rows, UNIT_ROUNDOFF["FLOAT32"]).reshape(np.shape(mean))
+    return SummandStatistics(repetition(plan, t), mean, std, exact)
 
 
 def summed_growth(
@@ -528,7 +534,9 @@ def summed_growth(
 
     - where ``terms`` says so (one-signed sums: Lp norms, a mean square), the summands' own
       repetition replaces r, and where their spread falls below the spacing of the partial sum
-      (offset data, a constant slice) the rounding is no longer random (:func:`correlated_growth`).
+      (offset data, a constant slice) the rounding is no longer random (:func:`correlated_growth`);
+      and where their sum is exact in any order (``terms.exact``, under a model of sums) nothing
+      grows at all, however often they repeat (exact-statistics data).
 
     The same as :func:`reduction_growth` where r is 1, but for the absorbed part, which is below
     0.1 for a block of 256 and 1.4 for a chain of 2048."""
@@ -542,7 +550,10 @@ def summed_growth(
         return repeated + absorbed_growth(m, u)
 
     one_block = of(block_length(co, n)) if co.growth_cap == "blocked" else None
-    return cap(of(n), one_block, co, n)
+    capped = cap(of(n), one_block, co, n)
+    if terms is not None and summed(co):  # exact in any order: only the final rounding is left
+        return np.where(terms.exact, 0.0, capped)
+    return capped
 
 
 def as_f64(inputs: dict[str, Any], name: str | None, fill: float) -> Any:
