@@ -27,8 +27,9 @@ from dmlconform.kernels.base import (
     need,
     present,
     semantics_of,
+    tensor,
 )
-from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel
+from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel, SliceFacts, spread_over
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec
@@ -185,6 +186,31 @@ def facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, f
     return {"largest_variance": float(np.max(divided))}
 
 
+def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> SliceFacts:
+    """``variance``: each slice's variance, about the mean or about 0 where the kernel does not
+    centre (the ``rms_normalization`` kernel's part too): what the output divides by the root
+    of. A slice's variance decides its own output elements and its element of the Variance
+    output; the Mean output does not read it."""
+    fields = read_common(desc, spec)
+    x = np.asarray(inputs[fields["input"]], dtype=np.float64)
+    axes, centred = fields["axes"], centres(desc, spec)
+    divided = np.var(x, axis=axes, keepdims=True) if centred else np.mean(x * x, axis=axes, keepdims=True)
+    variance = present(desc, semantics_of(desc, spec), "variance_output", spec) if centred else None
+
+    def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
+        out = {
+            name: spread_over(mask, _sizes(desc, name, spec)) for name in (fields["output"], variance) if name
+        }
+        return {k: v for k, v in out.items() if v is not None}
+
+    return SliceFacts({"variance": divided}, spread)
+
+
+def _sizes(desc: OperatorDesc, name: str | None, spec: Spec) -> tuple[int, ...] | None:
+    t = tensor(desc, name, spec)
+    return None if t is None else tuple(t.sizes)
+
+
 KERNEL = Kernel(
     name="normalization",
     summary="centred normalization over reduce axes, with optional scale, bias, add, activation",
@@ -198,5 +224,7 @@ KERNEL = Kernel(
     judge="dmlconform.tolerance.judge:plan_for",
     facts=facts,
     fact_names=("largest_variance",),
+    slice_facts=slice_facts,
+    slice_fact_names=("variance",),
     bytes_per_element=80,
 )
