@@ -402,6 +402,9 @@ def test_numeric_cases_record_their_accuracy_class(pytester: pytest.Pytester, tm
     data = json.loads((report / "results.json").read_text())
     assert data["accuracy_classes"] == {MVN1_FULL: {"FLOAT16": "tight", "FLOAT32": "tight"}}
     assert f"| {MVN1_FULL} | tight | tight |" in (report / "summary.md").read_text()
+    assert f"  {MVN1_FULL}: FLOAT16 tight, FLOAT32 tight" in result.stdout.str()  # the console
+    html = (report / "index.html").read_text()
+    assert 'id="class-table"' in html and '<td class="class-tight">tight</td>' in html
 
 
 MVN1_FULL = "MEAN_VARIANCE_NORMALIZATION1"

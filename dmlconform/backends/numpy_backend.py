@@ -161,8 +161,13 @@ class NumpyBackend(BackendBase):
     def lp_norm(self, x: np.ndarray, plan: dc.LpNormalizationPlan, dt: type) -> np.ndarray:
         """The slices' P-norms along the plan's axes (keepdims), sums pairwise."""
         if plan.p == 1:
-            return reduce_sum(np.abs(x), plan.axes, dt)
-        return np.sqrt(reduce_sum(x * x, plan.axes, dt))
+            return self.sum_over(np.abs(x), plan.axes, dt)
+        return np.sqrt(self.sum_over(x * x, plan.axes, dt))
+
+    def sum_over(self, x: np.ndarray, axes: tuple[int, ...], dt: type, mean: bool = False) -> np.ndarray:
+        """A sum (or mean) over ``axes`` as the kernels beside the centred normalization take it
+        (the mean square, the gradients' sums, the Lp norms): pairwise (:func:`reduce_sum`)."""
+        return reduce_sum(x, axes, dt, mean=mean)
 
     def lp_denominator(self, norm: np.ndarray, plan: dc.LpNormalizationPlan, dt: type) -> np.ndarray:
         """Epsilon placed as the plan's epsilon_placement says."""
@@ -264,7 +269,7 @@ def _rms(backend: NumpyBackend, plan: dc.RmsNormalizationPlan, inputs: Mapping[s
     x = _arr(inputs, plan.input, dt)
     y = x
     if plan.normalize_variance:
-        ms = reduce_sum(x * x, plan.axes, dt, mean=True)
+        ms = backend.sum_over(x * x, plan.axes, dt, mean=True)
         y = x / np.sqrt(ms + dt(plan.epsilon))
     for name, op in ((plan.scale, np.multiply), (plan.bias, np.add), (plan.fused_add, np.add)):
         if name is not None:
@@ -286,7 +291,7 @@ def _given(backend: NumpyBackend, plan: dc.GivenStatisticsPlan, inputs: Mapping[
 
 def _grad(backend: NumpyBackend, plan: dc.NormalizationGradPlan, inputs: Mapping[str, np.ndarray]) -> dict:
     """The batch-norm gradients: sums over the axes where the statistics' sizes are 1."""
-    dt = backend.compute_dtype
+    dt, reduce_sum = backend.compute_dtype, backend.sum_over
     x, dy = _arr(inputs, plan.input, dt), _arr(inputs, plan.input_gradient, dt)
     mean, var = _arr(inputs, plan.mean, dt), _arr(inputs, plan.variance, dt)
     scale = _arr(inputs, plan.scale, dt)

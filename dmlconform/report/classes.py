@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: The accuracy classes, tightest first; ``none``: meets none of them
-LADDER = ("tight", "default", "fp16-statistics", "lenient")
+#: The accuracy classes, tightest first; ``none``: meets none of them. ``lanes`` (chains of n / 4:
+#: SIMD accumulators) and ``sequential`` (one chain of n) sit between ``default`` and the FLOAT16
+#: storage of ``fp16-statistics``: a FLOAT16 kernel that sums in a long chain in float32 is placed
+#: by its chain before it is taken for one that stores its statistics in FLOAT16.
+LADDER = ("tight", "default", "lanes", "sequential", "fp16-statistics", "lenient")
 NONE = "none"
 #: Outcomes of a case whose outputs were judged (a skipped case says nothing about accuracy)
 JUDGED = ("passed", "failed", "xfailed", "xpassed")

@@ -97,6 +97,21 @@ def write_known_findings(tr: Any, records: Iterable[dict[str, Any]]) -> None:
         tr.write_line(f"dmlconform: known findings hit: {findings_line(hit, finding_excused(records))}")
 
 
+def write_accuracy_classes(tr: Any, records: Iterable[dict[str, Any]]) -> None:
+    """Per operator x data type the tightest tolerance model every case met (report/classes.py),
+    one line per operator: what a run green by its known findings' ``meets:`` still says."""
+    from dmlconform.report.classes import LADDER, accuracy_classes
+
+    table = accuracy_classes(records)
+    if not table:
+        return
+    tr.write_line(
+        f"dmlconform: accuracy class per operator x data type ({' < '.join(LADDER)}; none: meets none):"
+    )
+    for op, row in table.items():
+        tr.write_line(f"  {op}: " + ", ".join(f"{dt} {cls}" for dt, cls in row.items()))
+
+
 def write_skip_reasons(tr: Any, records: Iterable[dict[str, Any]]) -> None:
     """The skipped cases, counted by reason (the ten most frequent)."""
     from dmlconform.report.results_reader import skip_reasons

@@ -38,6 +38,7 @@ from dmlconform.runner.completion import judge_completion
 from dmlconform.runner.console import (
     header_lines,
     incomplete_line,
+    write_accuracy_classes,
     write_incomplete,
     write_known_findings,
     write_reports,
@@ -686,6 +687,7 @@ class ConformanceSession:
         xml = getattr(self.config.option, "xmlpath", None)
         write_reports(tr, self.report_paths, xml, self.report_error, self.summary)
         write_known_findings(tr, self.records.values())
+        write_accuracy_classes(tr, self.records.values())
         write_skip_reasons(tr, self.records.values())
 
 

@@ -33,6 +33,7 @@ from dmlconform.tolerance.normalization import (
     budgets,
     divisor_error,
     grid_slices,
+    own_divisor_error,
     statistics_errors,
     statistics_output_budgets,
 )
@@ -63,6 +64,6 @@ __all__ = [
     "aggregate_check", "aggregate_from_sums", "block_length", "branch_jumps", "budgets",
     "cancellation_scale", "cap", "coefficients", "compare", "correlated_growth", "divisor_error",
     "fit_sums", "grid_slices", "growth", "member_comparison", "ordinal", "overflow_edge", "overflow_within",
-    "overflowed_alike", "repetition", "statistics_errors", "statistics_output_budgets", "ulp_distance", "ulp_of",
+    "overflowed_alike", "own_divisor_error", "repetition", "statistics_errors", "statistics_output_budgets", "ulp_distance", "ulp_of",
     "with_output_rounding", "worst_element",
 ]  # fmt: skip

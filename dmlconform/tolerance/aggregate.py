@@ -40,14 +40,18 @@ def aggregate_from_sums(
     scale: np.ndarray,
     co: Coefficients,
     on_grid: np.ndarray | None = None,
+    divides: bool = False,
 ) -> dict[str, float]:
     """The aggregate figures from each slice's :data:`FIT_SUMS` (``sums[i]`` per slice) and its
-    shift and scale bounds (the mean's error in units of sqrt(var + eps), the divisor's relative
-    error): per slice the least-squares a, b of d ~ w (a + b z) (rows where z does not vary fit
-    a alone), the residual's RMS from the sums (sum (d - w(a + b z))^2 expanded: its rounding is
-    ~1e-16 of sum d^2, far below any bound that matters), and each figure over its bound.
+    shift and scale bounds (the mean's error in units of sqrt(var + eps); the divisor's own
+    relative error, :func:`~dmlconform.tolerance.normalization.own_divisor_error`): per slice
+    the least-squares a, b of d ~ w (a + b z) (rows where z does not vary fit a alone), the
+    residual's RMS from the sums (sum (d - w(a + b z))^2 expanded: its rounding is ~1e-16 of
+    sum d^2, far below any bound that matters), and each figure over its bound.
     ``on_grid``: slices whose exact outputs are float numbers already; rounding to the output type
-    moves nothing there, so none of it is allowed to line up with z."""
+    moves nothing there, so none of it is allowed to line up with z. ``divides``: the output is
+    divided by the slice's computed sqrt(var + eps), so its scale also carries the consequence
+    of its shift (:func:`shift_scale`)."""
     aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
     fit_rb2 = rb2
     if on_grid is not None:
@@ -73,17 +77,45 @@ def aggregate_from_sums(
         # fit's row of (X^T X)^-1 X^T has norm sqrt(var)), and of the rest at four standard deviations
         aligned = np.sqrt(round2)
         noise = 4 * np.sqrt(fit_rb2 / count)
-        shift_bound = co.ulp_scale * co.aggregate_shift * (shift + (noise + aligned) * np.sqrt(var_a))
-        scale_bound = co.ulp_scale * co.aggregate_scale * (scale + (noise + aligned) * np.sqrt(var_b))
+        shift_noise = (noise + aligned) * np.sqrt(var_a)
+        shift_bound = co.ulp_scale * co.aggregate_shift * (shift + shift_noise)
+        # a shift shrinks the slice (its divisor grows, never shrinks): the scale may reach that
+        # much further below 0 than above (shift_scale); the figure is what the shift leaves
+        # unexplained over the scale's own bound
+        k = co.ulp_scale * co.aggregate_scale
+        shrink = np.zeros_like(b)
+        if divides:  # the shrink beyond the own bound that the shift explains (NaN: no fit, none)
+            shrink = shift_scale(np.minimum(np.abs(a), shift) + shift_noise, 2.0 * scale) - scale
+            shrink = np.where(np.isnan(shrink), 0.0, np.maximum(shrink, 0.0))
+        explained = np.where(b < 0, k * shrink, 0.0)
+        scale_bound = k * (scale + (noise + aligned) * np.sqrt(var_b))
         figures = {
             "shift": _worst(np.abs(a), shift_bound),
-            "scale": _worst(np.abs(b), scale_bound),
+            "scale": _worst(np.maximum(np.abs(b) - explained, 0.0), scale_bound),
             "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
         }
-        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, fit_rb2, round2, count, scale, co)
+        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, fit_rb2, round2, count, (scale, shrink), co)
         if pooled is not None:
             figures["pooled scale"] = pooled
         return figures
+
+
+def shift_scale(shift: np.ndarray, own: np.ndarray | float = 0.0) -> np.ndarray:
+    """The most a slice shifted by a may shrink: 1 - sqrt(1 - a^2 - e) (1 once a^2 + e >= 1),
+    e the relative error of the kernel's own sum of squared deviations.
+
+    A kernel whose mean is off by delta takes its deviations around it, and their mean square is
+    var + delta^2 exactly (the cross term sums to 0), whatever order it sums them in, times
+    1 + e for its own rounding. Its output (z - delta / sd) * sd / sqrt((sd^2 + delta^2)(1 + e))
+    (sd = sqrt(var + eps)) is the reference's shifted by a and scaled by 1 + b with
+    (1 + b)^2 + a^2 = 1 / (1 + e): a slice's scale follows from its shift, at any |mean| / std
+    (e = 0: 1 + b = sqrt(1 - a^2)). Near |a| = 1 (a mean many standard deviations off, as one
+    loop over 2^22 offset values makes it) 1 - a^2 is small and e decides, hence inside the root.
+    A running mean (Welford) rounds within the sum of squares instead, which e counts (its kappa
+    u term). On long chains at |mean| / std = 1e3 the shift is legitimately 0.2 standard
+    deviations (a 32-thread kernel at n = 2^22), and its scale 2 % with it."""
+    a2 = np.minimum(np.square(shift) + own, 1.0)
+    return a2 / (1.0 + np.sqrt(1.0 - a2))  # 1 - sqrt(1 - a2), without its cancellation at small a2
 
 
 def _pooled_scale(
@@ -96,7 +128,7 @@ def _pooled_scale(
     rb2: np.ndarray,
     round2: np.ndarray,
     count: np.ndarray,
-    scale: np.ndarray,
+    scale: tuple[np.ndarray, np.ndarray],
     co: Coefficients,
 ) -> float | None:
     """One scale b shared by every slice (each keeping its own shift), over its bound: a
@@ -104,13 +136,18 @@ def _pooled_scale(
     slices err each within their own divisor's bound, in either direction. Short slices fit it
     poorly alone (a few elements each); pooled, the noise shrinks with the whole tensor. The fit
     weighs slice k by w_k = cc_k - bb_k^2 / aa_k, so a sound implementation's pooled b is at most
-    sum w_k bound_k / sum w_k; noise and aligned rounding as in each slice's fit, pooled."""
+    sum w_k bound_k / sum w_k; noise and aligned rounding as in each slice's fit, pooled.
+    ``scale``: the slices' own bounds and the shrink their shifts explain (:func:`shift_scale`),
+    which a pooled b below 0 may take as the slices do."""
     w = np.where(full, cc - bb * bb / np.where(aa > 0, aa, 1.0), 0.0)
     total = float(w.sum())
     if not np.isfinite(total) or total <= 0 or np.count_nonzero(w) < 2:
         return None
     b = float(np.sum(np.where(full, ee - bb * dd / np.where(aa > 0, aa, 1.0), 0.0))) / total
-    bound = float(np.sum(w * scale)) / total
+    bound = float(np.sum(w * scale[0])) / total
+    if b < 0:
+        explained = float(np.sum(np.where(w > 0, w * scale[1], 0.0))) / total
+        b = min(0.0, b + co.ulp_scale * co.aggregate_scale * explained)
     per_element = np.sqrt(
         np.sum(np.where(full, rb2, 0.0)) / max(float(np.sum(np.where(full, count, 0.0))), 1.0)
     )
@@ -146,7 +183,7 @@ def aggregate_check(
     shift = _per_row(model.shift, model.plan, got.shape)
     scale = _per_row(model.scale, model.plan, got.shape)
     grid = None if model.on_grid is None else _per_row(model.on_grid, model.plan, got.shape)
-    return aggregate_from_sums(sums, shift, scale, co, grid)
+    return aggregate_from_sums(sums, shift, scale, co, grid, bool(model.plan.normalize_variance))
 
 
 def _per_row(stat: np.ndarray, plan: KernelPlan, shape: tuple[int, ...]) -> np.ndarray:

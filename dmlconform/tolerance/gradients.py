@@ -17,7 +17,8 @@ from dmlconform.tolerance.terms import (
     Budgets,
     Coefficients,
     member_coefficients,
-    reduction_growth,
+    repetition,
+    summed_growth,
     with_output_rounding,
 )
 
@@ -38,10 +39,22 @@ class GradientSums:
 
 
 @dataclass(frozen=True)
+class Repetition:
+    """How often each value recurs in a slice, n over its distinct values
+    (:func:`~dmlconform.tolerance.terms.repetition`), of the input gradient dy and of the input
+    x (one per slice, keepdims in the numpy model): 1 where every value differs. A broadcast dy
+    (zero strides) repeats its few values hundreds of times."""
+
+    dy: Any = 1.0
+    x: Any = 1.0
+
+
+@dataclass(frozen=True)
 class SliceErrors:
     """Per slice: the bias and scale gradients' errors, and what the input gradient's budget
     reads with batch statistics (None with given ones): mean|dy|, c1 = mean(dy xc),
-    mean|dy xc| and e_xc, the error of the centred input."""
+    mean|dy xc| and e_xc, the error of the centred input; and the growth of the sums of dy
+    (``g_dy``) and of dy (x - centre) (``g_dyx``), which the input gradient's means share."""
 
     e_bias: np.ndarray
     e_scale: np.ndarray
@@ -49,6 +62,8 @@ class SliceErrors:
     c1: np.ndarray | None = None
     abs_c1: np.ndarray | None = None
     e_xc: np.ndarray | None = None
+    g_dy: Any = 0.0
+    g_dyx: Any = 0.0
 
 
 def slice_errors(
@@ -59,25 +74,36 @@ def slice_errors(
     ve: np.ndarray,
     co: Coefficients,
     u: float,
+    repeats: Repetition = Repetition(),
 ) -> SliceErrors:
-    """The per-slice terms of ``model: reduction_grad`` from the slices' sums and Variance +
-    Epsilon (``ve``), the numpy model's and the compiled judge's alike: e_bias = c_mean u g sum|dy|, e_scale = c_mean u (g + c_pt)
+    """The per-slice terms of ``model: reduction_grad`` from the slices' sums, Variance +
+    Epsilon (``ve``) and the repetition of their terms, the numpy model's and the compiled
+    judge's alike: e_bias = c_mean u g_dy sum|dy|, e_scale = c_mean u (g_dyx + c_pt)
     sum|dy (x - Mean)| / sqrt(ve) (unbounded where ve is 0), and with batch statistics
     e_xc = c_pt u max|x - Mean| (centred on Mean: one rounding, no mean of n terms), or the
-    centring mean's error, or the Mean member's difference from it (either reading)."""
+    centring mean's error, or the Mean member's difference from it (either reading).
+
+    Each g is the sum's growth where its terms repeat (:func:`~dmlconform.tolerance.terms.summed_growth`): a
+    float32 sum rounds a repeated term alike wherever its partial sum stays in one binade, so
+    the errors of a value's r copies add up in step. dy's repetition for the sums of dy; for the
+    terms dy (x - Mean), which repeat only where dy and x both do, the smaller of the two."""
     n = plan.reduction_length
-    g = reduction_growth(n, co)
+    g_dy = summed_growth(n, co, u, repeats.dy)
+    g_dyx = summed_growth(n, co, u, np.minimum(repeats.dy, repeats.x))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        e_bias = co.mean * u * g * sums.abs_dy
-        e_scale = co.mean * u * (g + co.pointwise) * sums.abs_dy_xm * (1.0 / np.sqrt(ve))
+        e_bias = co.mean * u * g_dy * sums.abs_dy
+        e_scale = co.mean * u * (g_dyx + co.pointwise) * sums.abs_dy_xm * (1.0 / np.sqrt(ve))
         e_scale = np.where(ve == 0, np.inf, e_scale)
         if plan.statistics == "given":
-            return SliceErrors(e_bias, e_scale)
+            return SliceErrors(e_bias, e_scale, g_dy=g_dy, g_dyx=g_dyx)
         if plan.centres_on_mean:
             e_xc = co.pointwise * u * sums.max_xc
         else:
-            e_xc = np.maximum(co.mean * u * g * (sums.abs_x / n), np.abs(mean - batch_mean))
-        return SliceErrors(e_bias, e_scale, sums.abs_dy / n, sums.dy_xc / n, sums.abs_dy_xc / n, e_xc)
+            g_x = summed_growth(n, co, u, repeats.x)
+            e_xc = np.maximum(co.mean * u * g_x * (sums.abs_x / n), np.abs(mean - batch_mean))
+        return SliceErrors(
+            e_bias, e_scale, sums.abs_dy / n, sums.dy_xc / n, sums.abs_dy_xc / n, e_xc, g_dy, g_dyx
+        )
 
 
 def rounded_budgets(
@@ -126,15 +152,16 @@ def reduction_grad_budgets(
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         ve = var + plan.epsilon
         inv_sd = 1.0 / np.sqrt(ve)
+        repeats = Repetition(repetition(plan, dy), repetition(plan, x))
         work = np.abs(dy)
         sums, m_x, xc = _slice_sums(plan, x, dy, mean, work)
-        st = slice_errors(plan, sums, mean, m_x, ve, co, u)
+        st = slice_errors(plan, sums, mean, m_x, ve, co, u, repeats)
         if plan.statistics == "given":
             e_dx = _given_input_error(dy, scale, inv_sd, work, co, u)
         else:
             assert xc is not None
             del x
-            _batch_input_error(work, dy, xc, ve, st, co, u, reduction_growth(plan.reduction_length, co))
+            _batch_input_error(work, dy, xc, ve, st, co, u)
             del xc
             work *= np.abs(scale) * inv_sd
             e_dx = work
@@ -199,16 +226,17 @@ def _batch_input_error(
     st: SliceErrors,
     co: Coefficients,
     u: float,
-    g: float,
 ) -> None:
     """The input gradient's error with batch statistics, before its factor |Scale| / sqrt(ve),
     into ``work`` (``xc`` is overwritten by its magnitude)::
 
         e_dx = |Scale| / sqrt(ve) * (
             c_pt u (|dy| + abs_dy + |xc| abs_c1 / ve)
-          + c_mean u g (abs_dy + |xc| abs_c1 / ve)
+          + c_mean u (g_dy abs_dy + g_dyx |xc| abs_c1 / ve)
           + e_xc (|c1| / ve + |xc| abs_dy / ve)
           + e_xc^2 abs_dy / ve)
+
+    (g_dy and g_dyx: the growth of the sums of dy and of dy xc, :func:`slice_errors`.)
 
     The last term is second order: the centring error in xc times its error in c1. The
     first-order terms vanish on a constant slice (xc = c1 = 0 exactly), where a float32 mean
@@ -223,8 +251,8 @@ def _batch_input_error(
     work += abs_dy
     work += term
     work *= co.pointwise * u  # the c_pt term
-    term += abs_dy
-    term *= co.mean * u * g
+    term *= co.mean * u * st.g_dyx
+    term += co.mean * u * st.g_dy * abs_dy
     work += term  # + the c_mean term
     np.multiply(abs_xc, abs_dy, out=term)
     term /= ve

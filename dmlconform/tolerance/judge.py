@@ -40,11 +40,11 @@ from dmlconform.specification.expr import postfix
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
-from dmlconform.tolerance.exact import exact_slices
-from dmlconform.tolerance.gradients import GradientSums, rounded_budgets, slice_errors
+from dmlconform.tolerance.exact import exact_slices, summed_exactly
+from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
 from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
-from dmlconform.tolerance.terms import UNIT_ROUNDOFF, reduction_growth
+from dmlconform.tolerance.terms import UNIT_ROUNDOFF, SummandStatistics, summed_growth
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -112,12 +112,13 @@ def input_rows(slicing: Any, x: Any) -> tuple[Rows, tuple[int, ...], bool]:
 
 
 def slice_statistics(
-    plan: KernelPlan, x: np.ndarray, moments_only: bool = False
+    plan: KernelPlan, x: np.ndarray, moments_only: bool = False, exactness: bool = True
 ) -> tuple[Any, tuple, tuple[int, ...]]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; the input's rows
     (flat, sk, sm, (K, M, L)) and the axis order of the slice order. ``moments_only``: the mean
-    and variance only (the spread and the repetition NaN)."""
+    and variance only (the spread and the repetition NaN); ``exactness``: whether to test which
+    slices sum exactly (the centred model's; None without)."""
     from dmlconform.reference.compiled import run_chunks
     from dmlconform.tolerance import judge_compiled as jk
     from dmlconform.tolerance import long_slices
@@ -141,7 +142,9 @@ def slice_statistics(
         long_slices.fill_long_slices(rows, half, mean, var, sqstd, distinct)
     n = m_len * l_len
     exact = (
-        None if moments_only else exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
+        None
+        if moments_only or not exactness
+        else exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
     )
     return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0), exact), rows, perm
 
@@ -224,8 +227,8 @@ class SliceTerms:
     ceiling: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
     #: what the other outputs' budgets take (None: the model has no other outputs)
     model: ModelTerms | GradientTerms | None = None
-    #: (e_mean / sd, rel_sd, on-grid slices or None) per slice where the model checks the aggregate
-    #: fit (the centred model)
+    #: (e_mean / sd, the divisor's own relative error, on-grid slices or None) per slice where the
+    #: model checks the aggregate fit (the centred model)
     aggregate: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
 
 
@@ -256,10 +259,11 @@ def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) 
             unit = np.ones_like(var) if plan.normalize_variance else np.sqrt(var)
             ceiling = (co.ceiling, d_shift, d_rel, unit)
         shift = st.e_mean / sd  # sd 0: an undefined slice (Epsilon 0)
+        own_scale = tl.own_divisor_error(plan, ss, st, co, u)
     return SliceTerms(
         plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
         st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u),
-        aggregate=(shift, rel_sd, tl.grid_slices(plan, inputs, ss, _output_dtype(co))),
+        aggregate=(shift, own_scale, tl.grid_slices(plan, inputs, ss, _output_dtype(co))),
     )  # fmt: skip
 
 
@@ -274,7 +278,13 @@ def _rms_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> S
         return SliceTerms(plan, rows, perm, operands, per_slice(zero), per_slice(zero + 1.0), zero, zero, 0.0)
     ss, rows, perm = slice_statistics(plan, inputs[plan.input], moments_only=True)
     ms = ss.var + ss.mean * ss.mean
-    growth = reduction_growth(plan.reduction_length, co)
+    x32, _ = _as_float32(inputs[plan.input])
+    squares = x32 * x32  # the float32 squares a kernel adds
+    sq = slice_statistics(plan, squares, exactness=False)[0]
+    exact = summed_exactly(to_slices(squares, plan.axes), UNIT_ROUNDOFF["FLOAT32"])
+    del squares
+    summands = SummandStatistics(sq.repetition, sq.mean, np.sqrt(sq.var), exact)
+    growth = summed_growth(plan.reduction_length, co, u, terms=summands)
     zero = np.zeros_like(ms)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         rel = co.variance * u * growth * ms / (2.0 * (ms + plan.epsilon)) + co.pointwise * u
@@ -355,35 +365,51 @@ def _gradient_terms(plan: NormalizationGradPlan, inputs: dict[str, Any], co: Any
     per-slice terms (:func:`~dmlconform.tolerance.gradients.slice_errors`) from the kernel's
     sums. Given statistics: e_dx = c_pt u |dy| |Scale| / sd. Batch statistics:
     e_dx = |Scale| / sd (c_pt u |dy| + P + Q |x - centre|) with, per slice,
-    P = (c_pt u + c_mean u g) mean|dy| + e_xc |c1| / ve + e_xc^2 mean|dy| / ve and
-    Q = (c_pt u + c_mean u g) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
+    P = (c_pt u + c_mean u g_dy) mean|dy| + e_xc |c1| / ve + e_xc^2 mean|dy| / ve and
+    Q = (c_pt u + c_mean u g_dyx) mean|dy xc| / ve + e_xc mean|dy| / ve, the numpy model's terms
     grouped by what multiplies them (all non-negative: the grouping moves the budget by
-    roundings only)."""
+    roundings only). The sums' growth reads how often x's and dy's values repeat in each slice
+    (the statistics kernel's distinct counts)."""
     from dmlconform.tolerance import judge_compiled as jk
 
     slicing = Slicing(tuple(plan.shape), tuple(plan.axes))
-    rows, perm, _ = input_rows(slicing, inputs[plan.input])
-    dy_rows, _, _ = input_rows(slicing, inputs[plan.input_gradient])
+    dy_stats, dy_rows, _ = slice_statistics(slicing, inputs[plan.input_gradient], exactness=False)
+    r_dy = dy_stats.repetition
+    batch_mean = r_x = None
+    if plan.statistics == "batch" and not plan.centres_on_mean or np.any(r_dy > 1.0):
+        # x's repetition counts where dy's does (the terms dy (x - M)) or for the batch mean
+        x_stats, rows, perm = slice_statistics(slicing, inputs[plan.input], exactness=False)
+        r_x = x_stats.repetition
+        batch_mean = x_stats.mean if plan.statistics == "batch" and not plan.centres_on_mean else None
+    else:
+        rows, perm, _ = input_rows(slicing, inputs[plan.input])
     mean = _per_slice_values(slicing, inputs[plan.mean])
     var = _per_slice_values(slicing, inputs[plan.variance])
-    batch_mean = None
-    if plan.statistics == "batch" and not plan.centres_on_mean:
-        batch_mean = slice_statistics(slicing, inputs[plan.input], moments_only=True)[0].mean
     centre = mean if batch_mean is None else batch_mean
     sums = gradient_sums(rows, dy_rows, mean, centre)
     ve = var + plan.epsilon
+    repeats = Repetition(r_dy, r_dy if r_x is None else r_x)  # r_dy 1: min(r_dy, r_x) is 1 whatever r_x is
     st = slice_errors(
-        plan, GradientSums(*(sums[:, c] for c in range(jk.N_GRADIENT_SUMS))), mean, batch_mean, ve, co, u
+        plan,
+        GradientSums(*(sums[:, c] for c in range(jk.N_GRADIENT_SUMS))),
+        mean,
+        batch_mean,
+        ve,
+        co,
+        u,
+        repeats,
     )
-    cu, cmg = co.pointwise * u, co.mean * u * reduction_growth(plan.reduction_length, co)
+    cu, cmu = co.pointwise * u, co.mean * u
     zero = np.zeros_like(var)
     p_term, q_term = zero, zero
     if st.e_xc is not None:
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             p_term = (
-                (cu + cmg) * st.abs_dy + st.e_xc * np.abs(st.c1) / ve + st.e_xc * st.e_xc * st.abs_dy / ve
+                (cu + cmu * st.g_dy) * st.abs_dy
+                + st.e_xc * np.abs(st.c1) / ve
+                + st.e_xc * st.e_xc * st.abs_dy / ve
             )
-            q_term = (cu + cmg) * st.abs_c1 / ve + st.e_xc * st.abs_dy / ve
+            q_term = (cu + cmu * st.g_dyx) * st.abs_c1 / ve + st.e_xc * st.abs_dy / ve
     with np.errstate(invalid="ignore"):
         inverse_sd = _inverse(np.sqrt(ve))
     return SliceTerms(
@@ -633,9 +659,11 @@ def judge_normalization(
         budget_out[...] = logical.transpose(tuple(np.argsort(p.terms.perm)))
     out = _member_from_figures(jp.output, p.fig, slicing, p.co, np.asarray(ref).dtype)
     if p.co.max_ulp is None and p.terms.aggregate is not None:
-        shift, rel_sd, grid = p.terms.aggregate
+        shift, scale, grid = p.terms.aggregate
         sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
-        out.aggregate = tl.aggregate_from_sums(sums, shift, rel_sd, p.co, grid)
+        out.aggregate = tl.aggregate_from_sums(
+            sums, shift, scale, p.co, grid, p.terms.slicing.normalize_variance
+        )
     return out, p.terms.model
 
 

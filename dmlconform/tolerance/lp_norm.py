@@ -2,8 +2,9 @@
 the spec says.
 
 The norm's sum has n positive terms (|x| or x^2): it errs relatively by c_mean u g(n) (P = 1)
-or c_var u g(n) (P = 2) plus a rounding per term, g the strict model's capped growth, so a long
-axis widens the budget like log2(n) and no further. The denominator's relative error is that
+or c_var u g(n) (P = 2) plus a rounding per term, g the model's capped growth of those summands
+(terms.summed_growth: repeated values, offset data's correlated rounding, the small terms a long
+chain absorbs), so a long axis widens the budget like its chains and no further. The denominator's relative error is that
 relative error times how much of the denominator the sum is (Epsilon's share does not err),
 halved under a square root, plus c_pt u per operation; y = x / denominator adds one rounding.
 The sums are taken in the working precision (FLOAT32 for FLOAT16 data): an implementation
@@ -23,7 +24,13 @@ from dmlconform.kernels.lp_normalization import denominator as lp_denominator
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
-from dmlconform.tolerance.terms import Budgets, member_coefficients, reduction_growth, with_output_rounding
+from dmlconform.tolerance.terms import (
+    Budgets,
+    member_coefficients,
+    summand_statistics,
+    summed_growth,
+    with_output_rounding,
+)
 
 
 def lp_budgets(
@@ -38,7 +45,9 @@ def lp_budgets(
     co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     a = np.abs(x)
-    g = reduction_growth(plan.reduction_length, co)
+    x32 = np.asarray(inputs[plan.input]).astype(np.float32)
+    summands = np.abs(x32) if plan.p == 1 else x32 * x32  # what a float32 kernel adds
+    g = summed_growth(plan.reduction_length, co, u, terms=summand_statistics(plan, summands))
     coef = co.mean if plan.p == 1 else co.variance
     rel_sum = (coef * g + co.pointwise) * u  # relative error of sum(|x|) or sum(x^2)
     eps, pt = plan.epsilon, co.pointwise * u

@@ -17,7 +17,8 @@ from dmlconform.tolerance.terms import (
     activation_error,
     as_f64,
     member_coefficients,
-    reduction_growth,
+    summand_statistics,
+    summed_growth,
     with_output_rounding,
 )
 
@@ -30,14 +31,15 @@ def rms_budgets(
     tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: normalization`` with ``center`` false: ms = mean(x^2), a sum of n positive terms
-    (relative error c_var u g(n)); rms = sqrt(ms + Epsilon) with half that plus c_pt u;
+    (relative error c_var u g(n), g the growth of those float32 squares: terms.summed_growth); rms = sqrt(ms + Epsilon) with half that plus c_pt u;
     z = x / rms errs by |z| (rel_rms + c_pt u); Scale, Bias, FusedAdd and the activation as in
     the normalization model. No mean: nothing cancels. Without the variance step z = x exactly."""
     plan = build_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, plan.activation, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     n = plan.reduction_length
-    g = reduction_growth(n, co)
+    x32 = np.asarray(inputs[plan.input]).astype(np.float32)
+    g = summed_growth(n, co, u, terms=summand_statistics(plan, x32 * x32)) if plan.normalize_variance else 0.0
     scale = as_f64(inputs, plan.scale, 1.0)
     bias, add = as_f64(inputs, plan.bias, 0.0), as_f64(inputs, plan.fused_add, 0.0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
