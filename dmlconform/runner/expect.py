@@ -17,12 +17,14 @@ not by their ids, and bounds them::
 
 ``when`` is a mapping of predicates (all must hold; a list of mappings: any of them): the case's
 ``operator`` (full or short name), ``data_type``, ``kind``, ``regime``, ``feature_level``,
-``reduction_length``, ``relation``, ``rule``, ``expected``, ``id`` (a glob), any desc member
-by name (``LocalSize: even``, ``P: 1``, ``Epsilon: {max: 0}``, ``ScaleTensor: absent``), and the
-data facts of the operator's kernel (``largest_squared_norm: {min: 65520}``; known once the case
-ran, from the inputs it was judged on, and computed only when a predicate asks). A value is
-one value, a list (any of), ``even`` / ``odd``, ``{min: A, max: B}`` (inclusive) or ``present`` /
-``absent``. ``meets: MODEL`` (or a mapping of tolerance overrides) says the cases must still meet
+``reduction_length``, ``reduction_axes`` (``[[]]``: none), ``dimension_count``, ``relation``,
+``rule``, ``expected``, ``id`` (a glob), any desc member by name (``LocalSize: even``, ``P: 1``,
+``Epsilon: {max: 0}``, ``ScaleTensor: absent``, ``FusedActivation: ACTIVATION_SOFTPLUS``: an
+activation by its type), and the data facts of the operator's kernel (``largest_squared_norm:
+{min: 65520}``; known once the case ran, from the inputs it was judged on, and computed only
+when a predicate asks). A value is one value, a list (any of), ``even`` / ``odd``,
+``fractional`` (not a whole number: ``Bias: fractional``), ``{min: A, max: B}`` (inclusive) or
+``present`` / ``absent``. ``meets: MODEL`` (or a mapping of tolerance overrides) says the cases must still meet
 that tolerance model: a case that fails the run's model is judged again under it, and is a known
 finding (xfailed, naming the finding) within it and a failure outside it. ``fails: true`` says
 the cases fail (a bug); ``message: REGEX`` narrows that to failures whose message matches, and
@@ -47,6 +49,7 @@ Every problem with a file is one :class:`ExpectError` line, ``path:line: message
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +62,8 @@ from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
+from dmlconform.specification.desc import ActivationDesc, TensorDesc
+from dmlconform.specification.semantics import reduction_axes
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
@@ -74,7 +79,7 @@ _FINDING_PREFIX = re.compile(r"^\s*([A-Z][A-Za-z]*\d+[a-z]?)\s*:")
 #: for a ``fails`` finding (anything there would be masked)
 BROAD = frozenset({"operator", "data_type", "kind", "feature_level"})
 CASE_FIELDS = ("operator", "data_type", "kind", "regime", "feature_level", "reduction_length", "relation")
-CASE_FIELDS += ("rule", "expected", "id")
+CASE_FIELDS += ("rule", "expected", "id", "reduction_axes", "dimension_count")
 KINDS = ("numeric", "validation", "metamorphic")
 
 
@@ -101,6 +106,10 @@ class CaseFacts:
     rule: str | None = None
     expected: str | None = None
     reduction_length: int | None = None
+    #: the input axes the kernel reduces (or windows) over, sorted; () over none
+    reduction_axes: tuple[int, ...] | None = None
+    #: the input's dimension count
+    dimension_count: int | None = None
     members: Mapping[str, Any] = field(default_factory=dict)
     data: Mapping[str, float] = field(default_factory=dict)
 
@@ -119,6 +128,7 @@ class CaseFacts:
 
         ran = apply_when(case.desc, case.relation) if case.relation else case.desc
         length = elements_and_length(ran, spec)[1] if case.kind != "validation" else None
+        axes, dims = _axes_and_dims(ran, spec) if case.kind != "validation" else (None, None)
         return cls(
             id=case.id,
             kind=case.kind,
@@ -131,6 +141,8 @@ class CaseFacts:
             rule=case.rule,
             expected=case.expected,
             reduction_length=length,
+            reduction_axes=axes,
+            dimension_count=dims,
             members=dict(ran.members),
             data=DataFacts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
         )
@@ -144,6 +156,16 @@ class CaseFacts:
         if name in self.data:
             return self.data[name]
         return self.members.get(name, _ABSENT)
+
+
+def _axes_and_dims(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | None]:
+    """(the reduced axes, the input's dimension count) of a desc, None where it has none."""
+    try:
+        inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
+        dims = len(inp.sizes) if isinstance(inp, TensorDesc) else None
+        return (reduction_axes(desc, spec) if dims is not None else None), dims
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None, None
 
 
 class DataFacts(Mapping[str, float]):
@@ -182,7 +204,8 @@ _ABSENT = object()
 @dataclass(frozen=True)
 class Test:
     """One predicate's test of a value: ``how`` is one of ``any_of`` (``values``), ``parity``,
-    ``range`` (``low``, ``high``; levels by their order), ``presence``, ``glob``."""
+    ``fractional`` (a number that is not a whole one), ``range`` (``low``, ``high``; levels by
+    their order), ``presence``, ``glob``."""
 
     how: str
     values: tuple[Any, ...] = ()
@@ -198,6 +221,8 @@ class Test:
             return any(_compile(str(p)).fullmatch(str(value)) for p in self.values)
         if self.how == "parity":
             return _is_int(value) and int(value) % 2 == self.values[0]
+        if self.how == "fractional":
+            return _is_number(value) and math.isfinite(value) and value != math.floor(value)
         if self.how == "range":
             try:
                 return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
@@ -210,10 +235,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _same(value: Any, want: Any) -> bool:
     """Equality as a file means it: 1 is 1.0, a sequence equals a list, bool is not 1."""
     if isinstance(value, FeatureLevel):  # its ``value`` is DirectML's number, not a file's name
         return value == want
+    if isinstance(value, ActivationDesc):  # a fused activation is named by its type
+        return value.type == want
     if isinstance(value, bool) or isinstance(want, bool):
         return isinstance(value, bool) and isinstance(want, bool) and value == want
     if isinstance(value, (tuple, list)):
@@ -619,7 +650,9 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
             cond[key] = Test("any_of", _names(value, known, key, bad))
         elif key == "id":
             cond[key] = Test("glob", tuple(str(v) for v in (value if isinstance(value, list) else [value])))
-        elif key == "reduction_length" or key in members or key in _facts_of(spec, operators):
+        elif key in ("reduction_length", "reduction_axes", "dimension_count") or key in members:
+            cond[key] = _value_test(value, key, bad)
+        elif key in _facts_of(spec, operators):
             cond[key] = _value_test(value, key, bad)
         else:
             where = "the named operators" if operators else "any operator"
@@ -686,6 +719,8 @@ def _range_keys(value: dict[str, Any], key: str, bad: Callable[[str, str], Expec
 def _value_test(value: Any, key: str, bad: Callable[[str, str], ExpectError]) -> Test:
     if value in ("even", "odd"):
         return Test("parity", (0 if value == "even" else 1,))
+    if value == "fractional":
+        return Test("fractional")
     if value in ("present", "absent"):
         return Test("presence", (value == "present",))
     if isinstance(value, dict):
