@@ -505,7 +505,12 @@ def test_fractional_takes_no_bool_string_or_absent_value() -> None:
 
 def mvn1_case(sizes: list[int], axes: list[int], activation: dict[str, Any] | None = None) -> Case:
     tensor = {"DataType": "FLOAT32", "Sizes": sizes}
-    members: dict[str, Any] = {"InputTensor": tensor, "OutputTensor": tensor, "AxisCount": len(axes), "Axes": axes}
+    members: dict[str, Any] = {
+        "InputTensor": tensor,
+        "OutputTensor": tensor,
+        "AxisCount": len(axes),
+        "Axes": axes,
+    }
     members |= {"NormalizeVariance": True, "Epsilon": 1e-5}
     if activation is not None:
         members["FusedActivation"] = activation

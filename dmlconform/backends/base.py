@@ -54,7 +54,12 @@ BUILTIN_BACKENDS: dict[str, str] = {
 }
 
 #: Third-party packages a backend may need, and the pip extra that installs them.
-EXTRA_FOR_PACKAGE: dict[str, str] = {"onnxruntime": "ort", "onnx": "ort", "torch": "torch", "openvino": "openvino"}
+EXTRA_FOR_PACKAGE: dict[str, str] = {
+    "onnxruntime": "ort",
+    "onnx": "ort",
+    "torch": "torch",
+    "openvino": "openvino",
+}
 
 DEFAULT_FEATURE_LEVEL = "6_4"
 

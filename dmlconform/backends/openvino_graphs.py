@@ -367,5 +367,7 @@ def compile_model(core: ov.Core, model: ov.Model, hint: str = "f32") -> Any:
         return core.compile_model(model, "CPU", config)
     except RuntimeError as exc:  # the plugin's message is a stack of "Exception from" lines
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        reason = next((ln for ln in reversed(lines) if not ln.startswith("Exception from")), lines[-1] if lines else "")
+        reason = next(
+            (ln for ln in reversed(lines) if not ln.startswith("Exception from")), lines[-1] if lines else ""
+        )
         raise RuntimeError(f"OpenVINO's CPU plugin could not compile the graph: {reason}") from None

@@ -650,9 +650,13 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
             cond[key] = Test("any_of", _names(value, known, key, bad))
         elif key == "id":
             cond[key] = Test("glob", tuple(str(v) for v in (value if isinstance(value, list) else [value])))
-        elif key in ("reduction_length", "reduction_axes", "dimension_count") or key in members:
-            cond[key] = _value_test(value, key, bad)
-        elif key in _facts_of(spec, operators):
+        elif key in (
+            "reduction_length",
+            "reduction_axes",
+            "dimension_count",
+            *members,
+            *_facts_of(spec, operators),
+        ):
             cond[key] = _value_test(value, key, bad)
         else:
             where = "the named operators" if operators else "any operator"
