@@ -60,11 +60,10 @@ import yaml
 
 from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
-from dmlconform.kernels.base import kernel_named
+from dmlconform.kernels.base import input_member, kernel_named, reduction_axes
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.desc import ActivationDesc, TensorDesc
-from dmlconform.specification.semantics import reduction_axes
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import ToleranceOptions
@@ -162,7 +161,7 @@ class CaseFacts:
 def _axes_and_dims(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | None]:
     """(the reduced axes, the input's dimension count) of a desc, None where it has none."""
     try:
-        inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
+        inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
         dims = len(inp.sizes) if isinstance(inp, TensorDesc) else None
         return (reduction_axes(desc, spec) if dims is not None else None), dims
     except (ValueError, KeyError, TypeError, IndexError):
