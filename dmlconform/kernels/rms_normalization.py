@@ -79,6 +79,6 @@ KERNEL = Kernel(
     relations=SAME_OUTPUT_RELATIONS,
     judge="dmlconform.tolerance.judge:rms_plan_for",
     facts=facts,
-    fact_names=("largest_variance",),
+    fact_names=("largest_variance", "smallest_variance"),
     bytes_per_element=56,
 )
