@@ -634,3 +634,26 @@ def test_divide_first_lrn_bias_removes_ov1():
     backend = OpenVinoBackend(lrn_bias="divide-first")
     assert meets(desc, backend.execute(desc, inputs), inputs)
     assert backend.last_info()["path"] == "lrn+divide-first"
+
+
+@pytest.mark.parametrize("finding", sorted(OUTSIDE))
+def test_each_reproducer_runs_alone_and_reproduces_its_finding(finding):
+    """``python cases/openvino/<name>/experiment.py`` needs openvino and numpy only, and says so."""
+    import subprocess
+    import sys
+
+    path = REPRODUCERS / OUTSIDE[finding][0] / "experiment.py"
+    assert not {m for m in _imports(path) if m.startswith("dmlconform")}
+    done = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == f"{finding} reproduced", done.stdout[-2000:]
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return names | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
