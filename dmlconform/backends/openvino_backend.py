@@ -34,6 +34,7 @@ Compiled models are cached by structure (shapes, data types, attributes, the opt
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -127,7 +128,7 @@ class OpenVinoBackend(BackendBase):
         hit = compiled is not None
         if compiled is None:
             compiled = self._compile(plan, compute)
-            if max(graphs_elements(plan)) <= CACHE_MAX_ELEMENTS:
+            if largest_member(plan) <= CACHE_MAX_ELEMENTS:
                 self._cache[key] = compiled
                 while len(self._cache) > CACHE_ENTRIES:
                     self._cache.popitem(last=False)
@@ -179,6 +180,9 @@ class OpenVinoBackend(BackendBase):
 
 @dataclasses.dataclass(frozen=True)
 class _Compiled:
+    """A compiled model and what reading it needs: the input members in parameter order, the
+    output members in result order, the path it took and the precision the plugin settled on."""
+
     model: Any
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -187,11 +191,14 @@ class _Compiled:
     statistics: str | None = None
 
 
-def graphs_elements(plan: Any) -> list[int]:
-    return [int(np.prod(plan.sizes(m))) for m in (*plan.inputs, *plan.outputs)]
+def largest_member(plan: Any) -> int:
+    """The element count of the plan's largest tensor: a model compiled for a bigger one is not
+    cached (it holds its buffers, and compiling it costs little beside running it)."""
+    return max(math.prod(plan.sizes(m)) for m in (*plan.inputs, *plan.outputs))
 
 
 def _freeze(value: Any) -> Any:
+    """``value`` as something hashable (mappings sorted), for the cache key."""
     if isinstance(value, Mapping):
         return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
