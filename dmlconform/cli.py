@@ -119,8 +119,12 @@ def os_error_line(exc: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the verbs load: one line, as later
+        print("dmlconform: interrupted", file=sys.stderr)
+        return 130
     if extra:  # as parse_args would, but naming the verb and action they were given to
         parser.exit(2, f"{prog(args)}: error: unrecognized arguments: {' '.join(extra)}\n")
     if not getattr(args, "run", None):

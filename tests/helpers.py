@@ -100,6 +100,44 @@ def run_until(proc: subprocess.Popen[str], passed: int, timeout: float = 300) ->
     return out
 
 
+def says_incomplete(report: Path, console: str | None, status: str, reason: str) -> dict[str, Any]:
+    """Assert that every file of the run in ``report`` and its console (``dmlconform run``'s:
+    None for plain pytest's, which has no last line of its own) say the run is incomplete, with
+    ``status`` and ``reason`` (results.json's ``stop_reason``), and that a report of no case says
+    no "passed"; returns results.json."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    from markupsafe import escape  # as the page's templates escape
+
+    data = json.loads((report / "results.json").read_text())
+    fields = {
+        k: data.get(k) for k in ("complete", "status", "stop_reason", "exit_status", "collected", "ran")
+    }
+    assert (data["complete"], data["status"], data["stop_reason"]) == (False, status, reason), fields
+    assert data["ran"] == len(data["cases"]) == data["summary"]["total"]
+    summary = (report / "summary.md").read_text()
+    assert summary.splitlines()[0].endswith(": INCOMPLETE RUN"), summary[:500]
+    assert f"**Incomplete run ({status}): " in summary and f"Cause: {reason}." in summary, summary[:800]
+    lines = summary.splitlines()
+    banner = next(i for i, text in enumerate(lines) if text.startswith("> **Incomplete run"))
+    assert lines[banner + 1] == "", summary[:800]  # else markdown reads the next paragraph into the quote
+    page = (report / "index.html").read_text()
+    assert "<title>INCOMPLETE " in page and f"Incomplete run ({status}): " in page
+    assert f"Cause: {escape(reason)}." in page
+    props = {p.get("name"): p.get("value") for p in ET.parse(report / "junit.xml").getroot().iter("property")}
+    assert props["dmlconform_complete"] == "false" and props["dmlconform_status"] == status
+    assert props["dmlconform_stop_reason"] == reason
+    if not data["cases"]:
+        assert "passed" not in summary and "No case ran" in summary
+        assert 'id="none-ran"' in page
+    if console is not None:
+        of = f" of {data['collected']}" if data["collected"] is not None else ""
+        line = f"dmlconform: INCOMPLETE RUN ({status}): {reason}, {data['ran']}{of} cases ran; report written to {report}"
+        assert line in console.splitlines(), console[-3000:]
+    return data
+
+
 def run_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """The conformance suite in-process (pytester), the test backends importable."""
     from dmlconform.runner.plugin import plugin_args

@@ -1,6 +1,7 @@
 """A report never looks complete when it is not: a run interrupted with SIGINT, stopped by -x, or
-killed outright says so in results.json, summary.md (first) and index.html, and `report diff`
-refuses it unless given --allow-incomplete."""
+killed outright says so in results.json, summary.md (first), index.html, junit.xml and on the
+console, and `report diff` refuses it unless given --allow-incomplete (tests/test_stops.py
+signals a run at each moment of its life)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from helpers import LONG, SMALL, dmlconform, run_until, start_run
+from helpers import LONG, SMALL, dmlconform, run_until, says_incomplete, start_run
 
 from dmlconform.cli import main
 
@@ -63,11 +64,9 @@ def test_stopped_by_x_is_incomplete(tmp_path: Path) -> None:
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    data = json.loads((tmp_path / "r" / "results.json").read_text())
-    assert data["complete"] is False and data["status"] == "stopped"
-    assert "stopping after 1 failures" in data["stop_reason"]
+    data = says_incomplete(tmp_path / "r", proc.stdout, "stopped", "stopped early: stopping after 1 failures")
     assert data["summary"]["failed"] == 1 and data["ran"] < data["collected"]
-    assert "INCOMPLETE RUN" in (tmp_path / "r" / "summary.md").read_text().splitlines()[0]
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("dmlconform: INCOMPLETE RUN (stopped): ")
 
 
 def test_complete_run_says_so(tmp_path: Path) -> None:

@@ -132,3 +132,26 @@ def test_sequential_sums_replay_under_the_model_their_reproducer_names(tmp_path:
     assert shrunk.returncode == 1 and "does not fail" in shrunk.stderr, shrunk.stdout + shrunk.stderr
     bad = dmlconform("replay", str(case_dir), "--tolerance", "ulp_scale=-1", cwd=tmp_path)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_replay_judges_with_the_known_findings_as_a_run_does(tmp_path: Path) -> None:
+    """A failure the backend's shipped finding explains replays as that finding (exit 0);
+    --no-known-findings judges without it (exit 1); --expect adds a file's findings."""
+    pytest.importorskip("torch")
+    proc = dmlconform(
+        "run", "--backend", "torch", "--operators", "LRN", "--dtypes", "FLOAT32", "--kinds", "numeric",
+        "--cases", "3", "--max-elements", "1024", "--no-known-findings", "--report", "out", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    failed = next(
+        c for c in results["cases"] if c["outcome"] == "failed" and c["desc"]["desc"]["LocalSize"] % 2 == 0
+    )
+    case_dir = str(tmp_path / "out" / failed["reproducer"])
+    known = dmlconform("replay", case_dir, cwd=tmp_path)
+    assert known.returncode == 0 and "result:  KNOWN FINDING T1:" in known.stdout, known.stdout + known.stderr
+    bare = dmlconform("replay", case_dir, "--no-known-findings", cwd=tmp_path)
+    assert bare.returncode == 1 and "result:  FAILED" in bare.stdout
+    (tmp_path / "mine.txt").write_text(f"{failed['id']}  # my own note on it\n")
+    mine = dmlconform("replay", case_dir, "--no-known-findings", "--expect", "mine.txt", cwd=tmp_path)
+    assert mine.returncode == 0 and "KNOWN FINDING" in mine.stdout, mine.stdout + mine.stderr

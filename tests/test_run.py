@@ -256,7 +256,7 @@ def test_a_run_narrowed_by_k_is_not_complete(tmp_path: Path, full_run: Path, wor
     assert results["complete"] is False and results["status"] == "narrowed"
     assert results["collected"] == whole["collected"] > results["ran"] > 0
     assert results["deselected"] == results["collected"] - results["ran"]
-    assert "INCOMPLETE RUN: narrowed" in part.stdout
+    assert "INCOMPLETE RUN (narrowed): narrowed" in part.stdout
     # junit.xml: one classname per operator, under xdist too
     classnames = {
         tc.get("classname") for tc in ET.parse(tmp_path / "part" / "junit.xml").getroot().iter("testcase")

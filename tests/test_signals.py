@@ -52,13 +52,14 @@ def test_sigterm_keeps_the_results_and_writes_the_report(tmp_path: Path, times: 
     text = _all_of(out)
     assert code == 143, text[-2000:]
     # quiet: one line says so, not pytest's Ctrl-C banner nor the signal handler's line
-    assert text.rstrip().splitlines()[-1] == (
-        f"dmlconform: terminated (SIGTERM): report of the cases that ran written to {tmp_path / 'r'} (incomplete)"
-    ), text[-2000:]
-    assert "KeyboardInterrupt" not in text and "lifeline.py" not in text and "Traceback" not in text
     data = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert text.rstrip().splitlines()[-1] == (
+        "dmlconform: INCOMPLETE RUN (interrupted): terminated (SIGTERM) while cases ran, "
+        f"{data['ran']} of {data['collected']} cases ran; report written to {tmp_path / 'r'}"
+    ), text[-2000:]
+    assert "KeyboardInterrupt" not in text and "stops.py" not in text and "Traceback" not in text
     assert data["complete"] is False and data["status"] == "interrupted"
-    assert data["stop_reason"] == "terminated (SIGTERM)"
+    assert data["stop_reason"] == "terminated (SIGTERM) while cases ran"
     assert 40 <= data["ran"] == len(data["cases"]) < data["collected"]
     summary = (tmp_path / "r" / "summary.md").read_text()
     assert summary.splitlines()[0].endswith(": INCOMPLETE RUN") and "terminated (SIGTERM)" in summary
@@ -70,7 +71,7 @@ def _all_of(out: list[str], timeout: float = 30) -> str:
     """The run's whole output: run_until's reader thread appends until the pipe closes, which
     may come a moment after the process has exited."""
     end = time.monotonic() + timeout
-    while time.monotonic() < end and not "".join(out).rstrip().endswith("(incomplete)"):
+    while time.monotonic() < end and "report written to" not in "".join(out)[-500:]:
         time.sleep(0.1)
     return "".join(out)
 
@@ -150,8 +151,9 @@ def test_the_journal_survives_a_line_cut_short(tmp_path: Path) -> None:
         + json.dumps({"start": "f::b"}) + "\n"
         + '{"record": {"nodeid": "f::b", "outc'
     )  # fmt: skip
-    meta, records, collected, running = watch.read_journal(journal)
+    meta, records, collected, running, phase = watch.read_journal(journal)
     assert meta == {"backend": "x"} and list(records) == ["f::a"] and collected == 3 and running == "f::b"
+    assert phase is None  # no phase line: a journal of before phases were written
     assert watch.crash_of("Fatal Python error: Aborted\n\nThread ...") == "Aborted"
     assert watch.crash_of("") is None
     assert "killed" in watch.stop_reason(None, "f::b", "--isolate")

@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="*",
         metavar="BACKEND",
         default=None,
-        help="run these built-in backends first (no names: every installed one but directml)",
+        help="run these built-in backends first (no names: every installed one but directml; default: run none, read the REPORTs)",
     )
     p.add_argument("--seed", type=int, default=0, metavar="S", help="the runs' seed (default 0)")
     p.add_argument(

@@ -6,7 +6,12 @@ A reproducer directory (written by a run into ``<report>/failures/<case>/``) hol
 without re-running the suite, in a debugger or on another machine. ``desc.yaml`` is read rather
 than the copy inside case.json, so a user can edit it to narrow a failure down.
 
-Exit status: 0 the case passes now, 1 it still fails, 2 the case or backend cannot be used.
+It judges as a run does: under the tolerance the case was saved with (``--tolerance`` on top) and
+the backend's known findings (``--expect`` adds a file, ``--no-known-findings`` drops them): a
+failure a finding explains is that finding, not a failure.
+
+Exit status: 0 the case passes now (or a known finding explains it), 1 it still fails, 2 the
+case or backend cannot be used.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "replay",
         help="re-run one saved failing case",
         description="Re-run a failing case saved by a run (failures/<case>/) and print the comparison. "
-        "Exit status: 0 passes now, 1 still fails, 2 unusable case or backend.",
+        "Exit status: 0 passes now (or a known finding explains it), 1 still fails, 2 unusable case or backend.",
     )
     p.add_argument(
         "case_dir", metavar="CASE_DIR", help="a reproducer directory (desc.yaml, inputs.npz, case.json)"
@@ -54,9 +59,10 @@ def run(args: argparse.Namespace) -> int:
         os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
     from dmlconform.runner.backend_loading import open_saved_backend
     from dmlconform.runner.checks import run_case
+    from dmlconform.runner.expect import settle_result
     from dmlconform.runner.options import given, parse_pairs
     from dmlconform.runner.results import load_case_dir
-    from dmlconform.runner.settings import saved_tolerance
+    from dmlconform.runner.settings import expectations_for, saved_tolerance
     from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
@@ -71,10 +77,12 @@ def run(args: argparse.Namespace) -> int:
         options = parse_pairs(args.backend_option) if args.backend_option else None
         guard, opened = open_saved_backend(meta, args.backend, options, args.isolate, values["timeout"])
         info = opened.info
+        expectations, _ = expectations_for(spec, values, info)
     except ValueError as exc:
         return _err(str(exc))
     try:
         result = run_case(case, guard, spec, tolerance, inputs=inputs)
+        settled = settle_result(expectations, case, str(meta.get("nodeid") or case.id), result, spec)
     except Exception as exc:
         return _err(f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}")
     finally:
@@ -88,13 +96,21 @@ def run(args: argparse.Namespace) -> int:
     _print_errors(result.errors, "other run" if case.kind == "metamorphic" else "reference")
     if result.info:
         print(f"info:    {json.dumps(result.info, default=str)}")
-    if result.status == "passed":
-        print("result:  PASSED")
+    if settled.outcome in ("passed", "xpassed"):
+        stale = (
+            f" (known finding {settled.expectation.finding} expects a failure)"
+            if settled.outcome == "xpassed"
+            else ""
+        )
+        print(f"result:  PASSED{stale}")
+        return 0
+    if settled.outcome == "xfailed":
+        print(f"result:  KNOWN FINDING {settled.finding}: {settled.message}")
         return 0
     if result.status == "skipped":
         print(f"result:  SKIPPED: {result.message}")
         return 2
-    print(f"result:  FAILED: {result.message}")
+    print(f"result:  FAILED: {settled.message}")
     if result.traceback:  # the backend raised: the message names one frame, this is all of them
         print(result.traceback)
     return 1

@@ -18,6 +18,10 @@ from pathlib import Path
 from dmlconform.cli import add_spec_dir
 from dmlconform.runner.options import SettingsError, add_arguments, check_values, command_line, given
 from dmlconform.runner.options import pytest_argv as options_pytest_argv
+from dmlconform.runner.stops import EXIT_STATUS, StopTrap
+
+#: pytest's exit statuses this command reads (pytest.ExitCode; pytest itself loads when the run starts)
+TESTS_FAILED, INTERRUPTED = 1, 2
 
 #: Where a user goes next from ``run --help``: the expectations files and the broken backends.
 EPILOG = (
@@ -97,44 +101,68 @@ def suite_arguments(extra: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    import pytest
-
     from dmlconform.runner.report_directory import default_report_dir
 
-    if args.spec_dir:
-        os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
-    try:
-        check_values(given(args, "run"))
-    except SettingsError as exc:
-        print(f"dmlconform run: error: {exc}", file=sys.stderr)
-        return 2
+    # one trap for the whole command, handed to the plugin, installed first: a Ctrl-C while pytest
+    # loads (a quarter of a second) or the backend does stops the run as one while cases run does
+    trap = StopTrap()
+    trap.install()
     report_dir = Path(args.report).resolve() if args.report else default_report_dir(args.backend)
     command = _reconstruct(args)
-    code = pytest.main(pytest_argv(args, report_dir, command))
-    code = int(code)
-    if code == pytest.ExitCode.USAGE_ERROR:
-        return 2  # pytest printed the one-line reason ("ERROR: ...")
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        print(
-            "dmlconform run: error: no cases selected (check --operators, --dtypes, --feature-level)",
-            file=sys.stderr,
-        )
-        return 2
-    if code == pytest.ExitCode.INTERRUPTED:
-        from dmlconform.runner import plugin as pytest_plugin
+    try:
+        try:
+            if args.spec_dir:
+                os.environ["DMLCONFORM_SPEC_DIR"] = str(Path(args.spec_dir).resolve())
+            check_values(given(args, "run"))
+            import pytest
 
-        terminated = pytest_plugin.terminated_by == "SIGTERM"
-        if (report_dir / "results.json").is_file():
-            how = "terminated (SIGTERM)" if terminated else "interrupted"
-            print(f"dmlconform: {how}: report of the cases that ran written to {report_dir} (incomplete)")
-        return 143 if terminated else 130  # 128 + the signal
-    if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        if (report_dir / "results.json").is_file():
-            if args.shrink and code == pytest.ExitCode.TESTS_FAILED:
-                _shrink(args, report_dir)
+            code = int(pytest.main(pytest_argv(args, report_dir, command), plugins=[trap]))
+        except SettingsError as exc:
+            print(f"dmlconform run: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # before pytest's session could catch it (pytest starting)
+            code = INTERRUPTED
+        if trap.cut_short() and trap.completion is None:  # before the plugin's session existed
+            from dmlconform.runner.unstarted import write_unstarted_report
+
+            trap.completion = write_unstarted_report(report_dir, args.backend, command, trap)
+    finally:
+        trap.restore()  # before shrinking, which a Ctrl-C stops as it stops any other command
+    if args.shrink and code == TESTS_FAILED and trap.completion:
+        _shrink(args, report_dir)
+    return _last_line(code, trap, report_dir)
+
+
+def _last_line(code: int, trap: StopTrap, report_dir: Path) -> int:
+    """Print the run's last line and return its exit status, from the completion the plugin
+    judged (``trap.completion``): complete, or incomplete and why, in the words of every file."""
+    import pytest
+
+    from dmlconform.runner.console import incomplete_line
+
+    done = trap.completion
+    if done is None or code == pytest.ExitCode.USAGE_ERROR:
+        if code == pytest.ExitCode.USAGE_ERROR:
+            return 2  # pytest printed the one-line reason ("ERROR: ...")
+        if code == pytest.ExitCode.INTERRUPTED:  # a KeyboardInterrupt no trap saw (not the main thread)
+            return 130
+        if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+            print(
+                "dmlconform run: error: no cases selected (check --operators, --dtypes, --feature-level)",
+                file=sys.stderr,
+            )
+        return 2
+    written = (report_dir / "results.json").is_file()
+    if done["complete"]:
+        if written:
             print(f"dmlconform: results in {report_dir}")
-        return code
-    return 2
+        return code if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 2
+    print(incomplete_line(done) + (f"; report written to {report_dir}" if written else "; no report written"))
+    if done["status"] == "interrupted":
+        return EXIT_STATUS.get(trap.signal_name or "SIGINT", 130)
+    if done["status"] == "error":
+        return 2  # dmlconform could not make its cases (pytest says 2 serially, 1 under xdist)
+    return code if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) else 2
 
 
 def _shrink(args: argparse.Namespace, report_dir: Path) -> None:

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             max_seconds=args.shrink_time,
             progress=progress,
             tolerance_overrides=args.tolerance,
+            expect=args.expect,
+            no_known_findings=args.no_known_findings,
         )
     except ValueError as exc:
         _remove_if_empty(out, created)

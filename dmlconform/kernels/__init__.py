@@ -142,6 +142,8 @@ def problems(spec: Spec, registry: dict[str, Kernel] | None = None) -> list[str]
             out.append(f"kernel {kernel.name}: serves directional_derivative but has no derivative part")
         if bool(kernel.facts) != bool(kernel.fact_names):
             out.append(f"kernel {kernel.name}: a facts part and fact_names go together")
+        if bool(kernel.slice_facts) != bool(kernel.slice_fact_names):
+            out.append(f"kernel {kernel.name}: a slice_facts part and slice_fact_names go together")
         for field in PARTS:
             ref = getattr(kernel, field)
             if ref is None:

@@ -21,7 +21,7 @@ import numpy as np
 from dmlconform import reference
 from dmlconform.errors import PlanError
 from dmlconform.kernels.base import KernelPlan, common, f32, member_value, need, semantics_of
-from dmlconform.kernels.registry import Kernel
+from dmlconform.kernels.registry import Kernel, SliceFacts
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 
@@ -163,6 +163,26 @@ def facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict
     return {"largest_window_square_sum": float(np.max(region_sum(x * x, plan)))}
 
 
+def window_facts(plan: LocalResponsePlan, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Each element's window's ``window_square_sum`` and ``window_term``, d = Bias + Alpha /
+    divisor * that sum, the value raised to -Beta (where Alpha passes LocalSize, d leaves a
+    narrower type's range before the sum does)."""
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    sums = region_sum(x * x, plan)
+    return {"window_square_sum": sums, "window_term": plan.bias + (plan.alpha / plan.divisor) * sums}
+
+
+def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> SliceFacts:
+    """:func:`window_facts`, one window per element. An output element reads its own window's
+    only."""
+    plan = build_plan(desc, spec)
+
+    def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
+        return {plan.output: np.array(mask, dtype=bool)}
+
+    return SliceFacts(window_facts(plan, inputs), spread)
+
+
 KERNEL = Kernel(
     name="local_response",
     summary="each element over (Bias + Alpha / LocalSize * a window's sum of squares)^Beta",
@@ -173,5 +193,7 @@ KERNEL = Kernel(
     relations=("same_output_as", "chained"),
     facts=facts,
     fact_names=("largest_window_square_sum",),
+    slice_facts=slice_facts,
+    slice_fact_names=("window_square_sum", "window_term"),
     bytes_per_element=104,
 )

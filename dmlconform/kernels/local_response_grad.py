@@ -20,8 +20,9 @@ from dmlconform.kernels.local_response import (
     local_response_terms,
     plan_fields,
     region_sum,
+    window_facts,
 )
-from dmlconform.kernels.registry import Kernel
+from dmlconform.kernels.registry import Kernel, SliceFacts
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 
@@ -61,6 +62,23 @@ def execute(
     )
 
 
+def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> SliceFacts:
+    """The windows' facts as for the forward (``window_square_sum``, ``window_term``). The
+    gradient at k reads its own window's d_k and the d_j of every window that holds k (the
+    transposed window: the formula above). An implementation that sums over the forward window
+    where the transposed one is meant (DirectML's F9, even LocalSize) reads the windows W(k)
+    holds: both regions count, so a window out of range decides every element within either
+    reach of it."""
+    plan = build_plan(desc, spec)
+
+    def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
+        m = np.asarray(mask, dtype=np.float64)
+        reach = (region_sum(m, plan) > 0) | (region_sum(m, plan, transposed=True) > 0)
+        return {plan.output: reach | np.asarray(mask, dtype=bool)}
+
+    return SliceFacts(window_facts(plan, inputs), spread)
+
+
 KERNEL = Kernel(
     name="local_response_grad",
     summary="the vector-Jacobian product of local_response",
@@ -72,5 +90,7 @@ KERNEL = Kernel(
     derivative="dmlconform.tolerance.derivatives:local_response_domain",
     facts=facts,
     fact_names=("largest_window_square_sum",),
+    slice_facts=slice_facts,
+    slice_fact_names=("window_square_sum", "window_term"),
     bytes_per_element=200,
 )

@@ -15,8 +15,8 @@ import numpy as np
 
 from dmlconform import reference
 from dmlconform.errors import PlanError
-from dmlconform.kernels.base import KernelPlan, common, f32, member_value, need, semantics_of
-from dmlconform.kernels.registry import Kernel
+from dmlconform.kernels.base import KernelPlan, common, f32, member_value, need, semantics_of, tensor
+from dmlconform.kernels.registry import Kernel, SliceFacts, spread_over
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 
@@ -109,6 +109,20 @@ def facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict
     return {"largest_squared_norm": float(np.max(squared)), "smallest_squared_norm": float(np.min(squared))}
 
 
+def slice_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> SliceFacts:
+    """``squared_norm``: each slice's squared P-norm, (sum |x|)^2 for P = 1, sum x^2 for P = 2.
+    A slice's norm decides its own output elements."""
+    plan = build_plan(desc, spec)
+    norms = squared_norm(plan, np.asarray(inputs[plan.input]))
+    out = tensor(desc, plan.output, spec)
+
+    def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
+        elements = spread_over(mask, None if out is None else tuple(out.sizes))
+        return {} if elements is None else {plan.output: elements}
+
+    return SliceFacts({"squared_norm": norms}, spread)
+
+
 KERNEL = Kernel(
     name="lp_normalization",
     summary="each slice along an axis over its P-norm (P 1 or 2), Epsilon placed as the spec says",
@@ -119,5 +133,7 @@ KERNEL = Kernel(
     relations=("same_output_as", "chained"),
     facts=facts,
     fact_names=("largest_squared_norm", "smallest_squared_norm"),
+    slice_facts=slice_facts,
+    slice_fact_names=("squared_norm",),
     bytes_per_element=88,
 )

@@ -27,8 +27,9 @@ from dmlconform.kernels.base import (
     need,
     present,
     semantics_of,
+    tensor,
 )
-from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel
+from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel, SliceFacts, spread_over
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec
@@ -171,21 +172,43 @@ def execute(
 
 
 def facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
-    """The largest and smallest variance of the case's slices, in float64: about the mean, or
-    about 0 where the kernel does not centre (this is also the ``rms_normalization`` kernel's
-    ``facts`` part).
+    """The largest variance of the case's slices, in float64: about the mean, or about 0 where
+    the kernel does not centre (this is also the ``rms_normalization`` kernel's ``facts`` part).
 
-    An expectation names by the largest the cases whose variance leaves FLOAT16's range: DirectML
-    holds a FLOAT16 variance in FLOAT16, saturated at 65504 past it in some shaders (F1;
+    An expectation names by it the cases whose variance leaves FLOAT16's range: DirectML holds a
+    FLOAT16 variance in FLOAT16, saturated at 65504 past it in some shaders (F1;
     cases/directml/mvn1-fp16-variance-saturates). Below FLOAT16's normal range the
-    ``fp16-statistics`` model itself holds the variance to FLOAT16's subnormal spacing. By the
-    smallest, the cases where an Epsilon the implementation drops would show: OpenVINO's FLOAT16
-    graphs round an Epsilon under 2^-25 to 0 (OV6; cases/openvino/float16-epsilon-flushed)."""
+    ``fp16-statistics`` model itself holds the variance to FLOAT16's subnormal spacing."""
     fields = read_common(desc, spec)
     slices = to_slices(np.asarray(inputs[fields["input"]], dtype=np.float64), fields["axes"])
     # what the kernel divides out: the second moment about the mean, or about 0 (uncentred)
     divided = np.var(slices, axis=1) if centres(desc, spec) else np.mean(slices * slices, axis=1)
-    return {"largest_variance": float(np.max(divided)), "smallest_variance": float(np.min(divided))}
+    return {"largest_variance": float(np.max(divided))}
+
+
+def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> SliceFacts:
+    """``variance``: each slice's variance, about the mean or about 0 where the kernel does not
+    centre (the ``rms_normalization`` kernel's part too): what the output divides by the root
+    of. A slice's variance decides its own output elements and its element of the Variance
+    output; the Mean output does not read it."""
+    fields = read_common(desc, spec)
+    x = np.asarray(inputs[fields["input"]], dtype=np.float64)
+    axes, centred = fields["axes"], centres(desc, spec)
+    divided = np.var(x, axis=axes, keepdims=True) if centred else np.mean(x * x, axis=axes, keepdims=True)
+    variance = present(desc, semantics_of(desc, spec), "variance_output", spec) if centred else None
+
+    def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
+        out = {
+            name: spread_over(mask, _sizes(desc, name, spec)) for name in (fields["output"], variance) if name
+        }
+        return {k: v for k, v in out.items() if v is not None}
+
+    return SliceFacts({"variance": divided}, spread)
+
+
+def _sizes(desc: OperatorDesc, name: str | None, spec: Spec) -> tuple[int, ...] | None:
+    t = tensor(desc, name, spec)
+    return None if t is None else tuple(t.sizes)
 
 
 KERNEL = Kernel(
@@ -200,6 +223,8 @@ KERNEL = Kernel(
     variants=("rms_normalization",),
     judge="dmlconform.tolerance.judge:plan_for",
     facts=facts,
-    fact_names=("largest_variance", "smallest_variance"),
+    fact_names=("largest_variance",),
+    slice_facts=slice_facts,
+    slice_fact_names=("variance",),
     bytes_per_element=80,
 )

@@ -16,8 +16,8 @@ import numpy as np
 
 from dmlconform import reference
 from dmlconform.errors import PlanError
-from dmlconform.kernels.base import KernelPlan, common, f32, member_value, need, semantics_of
-from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel
+from dmlconform.kernels.base import KernelPlan, common, f32, member_value, need, semantics_of, tensor
+from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel, SliceFacts, spread_over
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 
@@ -147,6 +147,33 @@ def facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, f
     return {"largest_centred_gradient_sum": float(np.max(np.abs(np.sum(products, axis=plan.axes))))}
 
 
+def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> SliceFacts:
+    """``centred_gradient_sum``: each channel's |sum of InputGradient * (Input - Mean)| (Mean the
+    member, as ``largest_centred_gradient_sum``). Scale's gradient is that sum over the standard
+    deviation: it decides the channel's scale-gradient element. With given statistics the input
+    gradient is InputGradient * Scale / sd, which does not read it; with batch statistics the
+    input gradient's correction averages the same products, so it decides the channel's
+    input-gradient elements too. The bias gradient sums InputGradient alone."""
+    plan = build_plan(desc, spec)
+    x = np.asarray(inputs[plan.input], dtype=np.float64)
+    products = (x - np.asarray(inputs[plan.mean], dtype=np.float64)) * np.asarray(
+        inputs[plan.input_gradient], dtype=np.float64
+    )
+    sums = np.abs(np.sum(products, axis=plan.axes, keepdims=True))
+    decided = [plan.scale_gradient_output] + ([plan.output] if plan.statistics == "batch" else [])
+
+    def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
+        out = {}
+        for name in decided:
+            t = tensor(desc, name, spec)
+            elements = spread_over(mask, None if t is None else tuple(t.sizes))
+            if elements is not None:
+                out[name] = elements
+        return out
+
+    return SliceFacts({"centred_gradient_sum": sums}, spread)
+
+
 KERNEL = Kernel(
     name="normalization_grad",
     summary="gradients of a batch normalization with respect to input, scale and bias",
@@ -158,6 +185,8 @@ KERNEL = Kernel(
     judge="dmlconform.tolerance.judge:gradient_plan_for",
     derivative="dmlconform.tolerance.derivatives:normalization_domain",
     facts=facts,
+    slice_facts=slice_facts,
+    slice_fact_names=("centred_gradient_sum",),
     fact_names=("largest_centred_gradient_sum",),
     bytes_per_element=80,
 )

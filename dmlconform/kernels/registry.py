@@ -11,10 +11,12 @@ above them and numba stays unloaded until a kernel needs it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+import numpy as np
 
 #: relation kinds every sound implementation of a normalization-like kernel must satisfy
 SAME_OUTPUT_RELATIONS = ("same_output_as", "shift_invariant", "chained")
@@ -58,6 +60,11 @@ class Kernel:
     #: ``fact_names``, which the expectations parser checks a predicate against
     facts: Part | None = None
     fact_names: tuple[str, ...] = ()
+    #: (desc, inputs, spec) -> :class:`SliceFacts`: the same facts per slice (or window) and
+    #: the output elements each slice decides, for a finding that excuses only the slices its
+    #: predicate names (runner/expect.py); their names in ``slice_fact_names``
+    slice_facts: Part | None = None
+    slice_fact_names: tuple[str, ...] = ()
     #: peak resident bytes per input element of a numeric case beyond the process's memory
     #: before it (inputs, both outputs, the float64 draw, the judge's work arrays): the worst
     #: of bench/bench_case_memory.py's figures for this kernel's largest stress cases at 2^24
@@ -67,7 +74,34 @@ class Kernel:
 
 
 #: the part fields of :class:`Kernel`, in the order a problem report names them
-PARTS = ("plan", "execute", "budgets", "judge", "derivative", "facts")
+PARTS = ("plan", "execute", "budgets", "judge", "derivative", "facts", "slice_facts")
+
+
+@dataclass(frozen=True)
+class SliceFacts:
+    """A case's per-slice facts (a kernel's ``slice_facts`` part): ``values``, fact name -> one
+    value per slice (every array of the slices' shape), and ``spread``, which takes a boolean
+    mask of that shape (the slices a predicate names) to {output member: boolean mask of the
+    elements those slices decide}, by the kernel's formula.
+
+    Why: a finding whose mechanism is per slice (DirectML holds an LP slice's squared norm in
+    FLOAT16) explains the elements of the slices its data put out of range and nothing else;
+    the case's other elements are still judged (runner/slice_scope.py)."""
+
+    values: Mapping[str, np.ndarray]
+    spread: Callable[[np.ndarray], dict[str, np.ndarray]]
+
+
+def spread_over(mask: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray | None:
+    """A slices' mask (keepdims over the input) as an output of ``shape``'s elements: broadcast
+    over the reduced axes, or reshaped where the output is a statistics tensor laid out
+    otherwise; None for no output."""
+    if shape is None:
+        return None
+    try:
+        return np.broadcast_to(mask, shape).copy()
+    except ValueError:
+        return mask.reshape(shape).copy()
 
 
 class UnknownKernel(LookupError):

@@ -15,7 +15,7 @@ import numpy as np
 
 from dmlconform import reference
 from dmlconform.kernels.base import KernelPlan
-from dmlconform.kernels.normalization import facts, read_common
+from dmlconform.kernels.normalization import facts, read_common, slice_facts
 from dmlconform.kernels.registry import SAME_OUTPUT_RELATIONS, Kernel
 from dmlconform.reference.activation_arrays import activation
 from dmlconform.specification.desc import OperatorDesc
@@ -79,6 +79,8 @@ KERNEL = Kernel(
     relations=SAME_OUTPUT_RELATIONS,
     judge="dmlconform.tolerance.judge:rms_plan_for",
     facts=facts,
-    fact_names=("largest_variance", "smallest_variance"),
+    slice_facts=slice_facts,
+    slice_fact_names=("variance",),
+    fact_names=("largest_variance",),
     bytes_per_element=56,
 )

@@ -59,9 +59,68 @@ def finding_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def findings_line(counts: Mapping[str, int]) -> str:
-    """``F1 (123 cases), F9 (14 cases)``."""
-    return ", ".join(f"{f} ({n} case{'s' if n != 1 else ''})" for f, n in counts.items())
+def excused_figures(excused: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Summed results.json ``excused`` records: the elements per-slice findings excused of their
+    cases' output elements (``elements``, ``of``, in ``cases`` cases) and the cases taken whole."""
+    t = {"elements": 0, "of": 0, "cases": 0, "whole": 0}
+    for e in excused:
+        if e.get("scope") == "slices":
+            t["cases"] += 1
+            t["elements"] += int(e.get("elements") or 0)
+            t["of"] += int(e.get("of") or 0)
+        else:
+            t["whole"] += 1
+    return t
+
+
+def _excused(r: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A record's ``excused`` where the finding took the case (xfailed), else None."""
+    e = r.get("excused")
+    return e if isinstance(e, Mapping) and r.get("outcome") == "xfailed" and e.get("finding") else None
+
+
+def finding_excused(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """{finding: :func:`excused_figures`} over the xfailed cases a ``fails`` finding took."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        e = _excused(r)
+        if e is not None:
+            by.setdefault(str(e["finding"]), []).append(e)
+    return {f: excused_figures(es) for f, es in by.items()}
+
+
+def case_excused(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """:func:`excused_figures` of these records' xfailed cases, whatever their finding."""
+    return excused_figures(e for r in records if (e := _excused(r)) is not None)
+
+
+def excused_text(figures: Mapping[str, int] | None) -> str:
+    """``excused: 64 of 256 elements in 2 cases`` (per-slice findings), ``excused: 3 cases
+    whole`` (findings that took their cases whole), both where a finding did either; empty
+    for a bound (it excuses nothing: it judges)."""
+    if not figures:
+        return ""
+    parts = []
+    if figures.get("cases"):
+        n = figures["cases"]
+        parts.append(
+            f"{figures['elements']:,} of {figures['of']:,} elements in {n} case{'s' if n != 1 else ''}"
+        )
+    if figures.get("whole"):
+        n = figures["whole"]
+        parts.append(f"{n} case{'s' if n != 1 else ''} whole")
+    return "excused: " + ", ".join(parts) if parts else ""
+
+
+def findings_line(counts: Mapping[str, int], excused: Mapping[str, Mapping[str, int]] | None = None) -> str:
+    """``F1 (123 cases), F10 (72 cases; excused: 1,234 of 5,678 elements in 72 cases), F9 (14
+    cases; excused: 14 cases whole)``: ``excused`` is :func:`finding_excused`'s."""
+
+    def one(f: str, n: int) -> str:
+        text = excused_text((excused or {}).get(f))
+        return f"{f} ({n} case{'s' if n != 1 else ''}{'; ' + text if text else ''})"
+
+    return ", ".join(one(f, n) for f, n in counts.items())
 
 
 def worse_classes(

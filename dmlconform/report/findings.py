@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from dmlconform.report.classes import case_excused, excused_text
 from dmlconform.report.results_reader import CaseRecord, Results
 
 # A known finding's label: its id when the expectation's reason starts with one ("F1: ...",
@@ -42,16 +43,20 @@ def known_label(reason: str) -> str:
 
 def known_findings(results: Results) -> list[dict[str, Any]]:
     """The known findings the run hit, one entry per label in order of first appearance: its
-    distinct reasons and how many cases of each outcome it covered (xfailed: still there;
-    xpassed: not seen this time)."""
+    distinct reasons, how many cases of each outcome it covered (xfailed: still there;
+    xpassed: not seen this time) and what it excused (``excused``: the elements of a per-slice
+    finding's slices, or whole cases; empty for a bound)."""
     found: dict[str, dict[str, Any]] = {}
     for case in results.cases:
         reason = known_reason(case)
         if reason is None:
             continue
         label = known_label(reason)
-        entry = found.setdefault(label, {"label": label, "reasons": [], "outcomes": Counter()})
+        entry = found.setdefault(label, {"label": label, "reasons": [], "outcomes": Counter(), "raw": []})
         if reason not in entry["reasons"]:
             entry["reasons"].append(reason)
         entry["outcomes"][case.outcome] += 1
+        entry["raw"].append(case.raw or {})
+    for entry in found.values():  # what its ``fails`` findings excused: slices' elements, or whole cases
+        entry["excused"] = excused_text(case_excused(entry.pop("raw")))
     return list(found.values())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlconform.report.classes import accuracy_classes, finding_counts
+from dmlconform.report.junit_file import completion_properties
 from dmlconform.report.results_file import write_results_file
 from dmlconform.report.results_reader import Results, ResultsError, load_results, results_path
 
@@ -272,9 +273,17 @@ def _point_at(cases: list[ET.Element], shard_dir: Path, out: Path) -> None:
                 child.text = child.text.replace(old, new)
 
 
-def _merge_junit(parts: list[Part], out: Path) -> Path | None:
+def _without_completion(properties: ET.Element) -> ET.Element:
+    """A shard's <properties> without the ``dmlconform_*`` ones, which speak for that shard alone."""
+    kept = ET.Element(properties.tag, dict(properties.attrib))
+    kept.extend(p for p in properties if not str(p.get("name") or "").startswith("dmlconform_"))
+    return kept
+
+
+def _merge_junit(parts: list[Part], out: Path, done: dict[str, Any]) -> Path | None:
     """One junit.xml: the shards' test cases dealt back in round-robin order (which restores the
-    collection order of serial shards), the counters summed. None when a shard has none."""
+    collection order of serial shards), the counters summed, and the merged run's completion
+    properties (``done``: its results.json) where it is incomplete. None when a shard has none."""
     suites = []
     for part in parts:
         path = part.directory / "junit.xml"
@@ -298,8 +307,21 @@ def _merge_junit(parts: list[Part], out: Path) -> Path | None:
     if stamps:
         merged.set("timestamp", min(stamps))
     for child in first:
-        if child.tag != "testcase":
-            merged.append(child)  # <properties>, suite-level output: kept from the first shard
+        if child.tag == "testcase":
+            continue
+        if child.tag == "properties":  # the first shard's, less what it said of its own completion
+            child = _without_completion(child)
+            if not len(child):
+                continue
+        merged.append(child)  # <properties>, suite-level output: kept from the first shard
+    properties = completion_properties(done)
+    if properties:  # the merged run's completion (any shard's stop makes the merge incomplete)
+        node = merged.find("properties")
+        if node is None:
+            node = ET.Element("properties")
+            merged.insert(0, node)
+        for name, value in properties:
+            ET.SubElement(node, "property", name=name, value=value)
     cases = [[c for c in s if c.tag == "testcase"] for s in suites]
     for part, shard_cases in zip(parts, cases, strict=True):
         _point_at(shard_cases, part.directory, out)
@@ -329,7 +351,7 @@ def merge_reports(
     records = _gather_records(parts, out_dir)
     merged = _merged_results(parts, records, missing, notes)
     written = [write_results_file(out_dir, merged)]
-    junit = _merge_junit(parts, out_dir)
+    junit = _merge_junit(parts, out_dir, merged)
     if junit is not None:
         written.append(junit)
     from dmlconform.report.pages import write_reports

@@ -18,7 +18,7 @@ import jinja2
 
 from dmlconform.report.accuracy_by_size import build_accuracy, build_bands
 from dmlconform.report.case_data import EMBEDDED_DESCS, build_case_data, desc_yaml, shrunk_line
-from dmlconform.report.classes import LADDER, accuracy_classes, finding_counts
+from dmlconform.report.classes import LADDER, accuracy_classes, excused_text, finding_counts, finding_excused
 from dmlconform.report.coverage import build_coverage
 from dmlconform.report.findings import known_findings, known_label, known_reason
 from dmlconform.report.formatting import (
@@ -90,10 +90,12 @@ def incompleteness(results: Results) -> dict[str, Any] | None:
         return None
     collected = results.data.get("collected")
     ran = len(results.cases)
+    shard = results.data.get("shard")
+    of = f" of shard {shard.get('index')}/{shard.get('count')}" if isinstance(shard, dict) else ""
     if isinstance(collected, int):
-        scope = f"{ran} of {collected} collected cases ran; {max(collected - ran, 0)} have no result"
+        scope = f"{ran} of {collected} collected cases{of} ran; {max(collected - ran, 0)} have no result"
     else:
-        scope = f"{ran} cases ran; how many were collected is unknown"
+        scope = f"{ran} cases{of} ran; how many were collected is unknown"
     return {
         "status": str(results.data.get("status") or "incomplete"),
         "reason": str(results.data.get("stop_reason") or "the run did not say why"),
@@ -176,6 +178,7 @@ def classes_context(results: Results) -> dict[str, Any]:
     types = sorted({dt for row in table.values() for dt in row}, key=lambda t: (t != "FLOAT32", t))
     return {
         "known_findings": finding_counts(raw),
+        "known_excused": {f: excused_text(t) for f, t in finding_excused(raw).items()},
         "accuracy_classes": table,
         "class_types": types,
         "class_ladder": LADDER,

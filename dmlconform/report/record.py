@@ -44,6 +44,9 @@ class CaseRecord:
     replay: str | None = None  # the command that replays the reproducer
     expectation: str | None = None  # the reason of the expected-failure entry that matched
     known_finding: str | None = None  # the finding (F1, O1, ...) an xfailed case is known as
+    # what a ``fails`` finding excused: {"finding", "scope": "slices", "elements", "of", "outputs"}
+    # (the elements of its slices) or {"finding", "scope": "case", "why"}; None where none did
+    excused: dict[str, Any] | None = None
     models: dict[str, bool] | None = None  # tolerance model -> whether the outputs meet it
     accuracy_class: str | None = None  # the tightest model of the ladder the case meets, or "none"
 

@@ -18,6 +18,7 @@ from dmlconform.runner.error_record import failure_message
 from dmlconform.runner.guard import BackendFailure
 from dmlconform.runner.judging import (
     CaseResult,
+    ComparedOutputs,
     _Fail,
     _Skip,
     backend_outputs,
@@ -167,6 +168,7 @@ def _numeric(
     passed, errors = compare(spec, case.desc, got, expected, result.inputs, tolerance, budgets=budgets)
     result.errors = errors
     result.rejudge = rejudger(spec, case.desc, got, expected, result.inputs, 1.0, (), tolerance)
+    result.compared = ComparedOutputs(got, expected, result.rejudge)
     classify(result, spec, case.desc, case.data_type, passed, tolerance)
     if not passed:
         raise _Fail(failure_message(errors))

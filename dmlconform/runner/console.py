@@ -54,12 +54,16 @@ def header_lines(settings: Settings, spec: Any) -> list[str]:
 def write_incomplete(tr: Any, done: dict[str, Any]) -> None:
     """The INCOMPLETE RUN line (``done``: the run's completion fields), in a section of its own."""
     tr.section("dmlconform")
-    of = f" of {done['collected']}" if done["collected"] is not None else ""
-    tr.write_line(
-        f"dmlconform: INCOMPLETE RUN: {done['stop_reason']}, {done['ran']}{of} cases ran; "
-        "the counts below cover only the cases that ran",
-        red=True,
-        bold=True,
+    tail = "; the counts below cover only the cases that ran" if done.get("ran") else ""
+    tr.write_line(incomplete_line(done) + tail, red=True, bold=True)
+
+
+def incomplete_line(done: dict[str, Any]) -> str:
+    """``dmlconform: INCOMPLETE RUN (status): reason, N of M cases ran``: the status and reason of
+    results.json, the same words as summary.md's and index.html's banner."""
+    of = f" of {done['collected']}" if done.get("collected") is not None else ""
+    return (
+        f"dmlconform: INCOMPLETE RUN ({done['status']}): {done['stop_reason']}, {done['ran']}{of} cases ran"
     )
 
 
@@ -73,6 +77,9 @@ def write_reports(
         tr.write_line(f"report: {Path(xml).resolve()}")
     if error:
         tr.write_line(f"HTML/markdown report not written: {error}")
+    if not summary.get("total"):
+        tr.write_line("dmlconform: no case ran")  # never "0 passed": nothing was judged
+        return
     tr.write_line(
         "dmlconform: {total} cases: {passed} passed, {failed} failed, {skipped} skipped, "
         "{xfailed} xfailed, {xpassed} xpassed, {errors} errors".format(**summary)
@@ -80,12 +87,14 @@ def write_reports(
 
 
 def write_known_findings(tr: Any, records: Iterable[dict[str, Any]]) -> None:
-    """The known findings the run's xfailed cases were explained by, with their counts."""
-    from dmlconform.report.classes import finding_counts, findings_line
+    """The known findings the run's xfailed cases were explained by, with their counts and the
+    elements a per-slice finding excused."""
+    from dmlconform.report.classes import finding_counts, finding_excused, findings_line
 
+    records = list(records)
     hit = finding_counts(records)
     if hit:
-        tr.write_line(f"dmlconform: known findings hit: {findings_line(hit)}")
+        tr.write_line(f"dmlconform: known findings hit: {findings_line(hit, finding_excused(records))}")
 
 
 def write_skip_reasons(tr: Any, records: Iterable[dict[str, Any]]) -> None:

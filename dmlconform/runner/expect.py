@@ -29,7 +29,11 @@ that tolerance model: a case that fails the run's model is judged again under it
 finding (xfailed, naming the finding) within it and a failure outside it. ``fails: true`` says
 the cases fail (a bug); ``message: REGEX`` narrows that to failures whose message matches, and
 ``nan: false`` to failures without a NaN where the reference is a number (a saturation's wrong
-values are finite: a NaN is another failure). A
+values are finite: a NaN is another failure), ``nan: only`` to NaN. A ``fails`` finding named by
+a per-slice fact (``squared_norm: {min: 65520}``: kernel registry ``slice_fact_names``) has
+``scope: slices``: it excuses the output elements those slices decide, and the case's other
+elements are judged again without them (``_settle_slices``); ``scope: case`` takes whole cases,
+``scope_reason`` says why. A
 ``fails`` finding over whole operators or data types (no narrower predicate and no ``message``)
 is refused: it would hide any regression there.
 
@@ -49,285 +53,44 @@ Every problem with a file is one :class:`ExpectError` line, ``path:line: message
 from __future__ import annotations
 
 import fnmatch
-import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
-from dmlconform.kernels.base import input_member, kernel_named, reduction_axes
-from dmlconform.runner.cases import apply_when
-from dmlconform.runner.tiers import elements_and_length
-from dmlconform.specification.desc import ActivationDesc, TensorDesc
+from dmlconform.kernels.base import kernel_named
+from dmlconform.runner.error_record import failure_message
+from dmlconform.runner.finding_match import (
+    CASE_FIELDS,
+    AnyExpectation,
+    Bound,
+    CaseFacts,
+    DataFacts,
+    Expectation,
+    Test,
+)
+from dmlconform.runner.slice_scope import Excused, JudgedOutputs, restricted, whole_case
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
 from dmlconform.tolerance import coefficients
-from dmlconform.tolerance.options import ToleranceOptions
+from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 
 class ExpectError(ValueError):
     """An expectations file that cannot be used (``path:line: message``)."""
 
 
-#: the finding id at the start of a case-id line's reason (``# F1: ...``), for reports
-_FINDING_PREFIX = re.compile(r"^\s*([A-Z][A-Za-z]*\d+[a-z]?)\s*:")
 #: predicates that only say which operators, data types, kinds or levels: too wide on their own
 #: for a ``fails`` finding (anything there would be masked)
 BROAD = frozenset({"operator", "data_type", "kind", "feature_level"})
-CASE_FIELDS = ("operator", "data_type", "kind", "regime", "feature_level", "reduction_length", "relation")
-CASE_FIELDS += ("rule", "expected", "id", "reduction_axes", "dimension_count")
 KINDS = ("numeric", "validation", "metamorphic")
-
-
-# ------------------------------------------------------------------------------------------
-# What an expectation is matched against
-
-
-@dataclass(frozen=True)
-class CaseFacts:
-    """What a case is, for the predicates: the fields of its id and desc. ``members`` are the
-    desc that ran (a metamorphic relation's ``when`` applied); ``regime`` the data the case was
-    judged on (known once it ran; None before); ``data`` the facts its kernel tells of the inputs
-    it was judged on (kernel registry ``facts``: an Lp normalization's largest squared norm),
-    empty before it ran."""
-
-    id: str
-    kind: str
-    operator: str
-    level: FeatureLevel
-    data_type: str | None = None
-    nodeid: str = ""
-    regime: str | None = None
-    relation: str | None = None
-    rule: str | None = None
-    expected: str | None = None
-    reduction_length: int | None = None
-    #: the input axes the kernel reduces (or windows) over, sorted; () over none
-    reduction_axes: tuple[int, ...] | None = None
-    #: the input's dimension count
-    dimension_count: int | None = None
-    members: Mapping[str, Any] = field(default_factory=dict)
-    data: Mapping[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls,
-        case: Any,
-        nodeid: str = "",
-        regime: str | None = None,
-        *,
-        spec: Spec,
-        inputs: Mapping[str, Any] | None = None,
-    ) -> CaseFacts:
-        """The facts of a ``runner.cases.Case`` (``regime``: the one its inputs came from;
-        ``inputs``: what it was judged on, for its kernel's data facts)."""
-
-        ran = apply_when(case.desc, case.relation) if case.relation else case.desc
-        length = elements_and_length(ran, spec)[1] if case.kind != "validation" else None
-        axes, dims = _axes_and_dims(ran, spec) if case.kind != "validation" else (None, None)
-        return cls(
-            id=case.id,
-            kind=case.kind,
-            operator=case.operator,
-            level=case.level,
-            data_type=case.data_type,
-            nodeid=nodeid,
-            regime=regime or case.regime,
-            relation=case.relation.id if case.relation else None,
-            rule=case.rule,
-            expected=case.expected,
-            reduction_length=length,
-            reduction_axes=axes,
-            dimension_count=dims,
-            members=dict(ran.members),
-            data=DataFacts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
-        )
-
-    def value(self, name: str) -> Any:
-        """A predicate's subject: a case field, else the desc member (``_ABSENT`` if omitted)."""
-        if name == "feature_level":
-            return self.level
-        if name in CASE_FIELDS:
-            return getattr(self, name)
-        if name in self.data:
-            return self.data[name]
-        return self.members.get(name, _ABSENT)
-
-
-def _axes_and_dims(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | None]:
-    """(the reduced axes, the input's dimension count) of a desc, None where it has none."""
-    try:
-        inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
-        dims = len(inp.sizes) if isinstance(inp, TensorDesc) else None
-        return (reduction_axes(desc, spec) if dims is not None else None), dims
-    except (ValueError, KeyError, TypeError, IndexError):
-        return None, None
-
-
-class DataFacts(Mapping[str, float]):
-    """The facts the case's kernel tells of its inputs, computed on the first look at one: most
-    cases are settled by predicates that never ask, and a fact costs a pass over the inputs
-    (2^26 elements in the stress tier). Which facts there are is known without computing them."""
-
-    def __init__(self, desc: Any, inputs: Mapping[str, Any], spec: Spec) -> None:
-        self._desc, self._inputs, self._spec = desc, inputs, spec
-        self._entry = kernels.kernel_of(desc, spec)
-        self._values: dict[str, float] | None = None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._entry.fact_names
-
-    def __getitem__(self, name: str) -> float:
-        if self._values is None:
-            compute = kernels.resolve(self._entry.facts) if self._entry.facts else None
-            self._values = dict(compute(self._desc, dict(self._inputs), self._spec)) if compute else {}
-        return self._values[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entry.fact_names)
-
-    def __len__(self) -> int:
-        return len(self._entry.fact_names)
-
-
-_ABSENT = object()
-
-
-# ------------------------------------------------------------------------------------------
-# Values of predicates
-
-
-@dataclass(frozen=True)
-class Test:
-    """One predicate's test of a value: ``how`` is one of ``any_of`` (``values``), ``parity``,
-    ``fractional`` (a number that is not a whole one), ``range`` (``low``, ``high``; levels by
-    their order), ``presence``, ``glob``."""
-
-    how: str
-    values: tuple[Any, ...] = ()
-    low: Any = None
-    high: Any = None
-
-    def __call__(self, value: Any) -> bool:
-        if self.how == "presence":
-            return (value is not _ABSENT and value is not None) == self.values[0]
-        if value is _ABSENT or value is None:
-            return False
-        if self.how == "glob":
-            return any(_compile(str(p)).fullmatch(str(value)) for p in self.values)
-        if self.how == "parity":
-            return _is_int(value) and int(value) % 2 == self.values[0]
-        if self.how == "fractional":
-            return _is_number(value) and math.isfinite(value) and value != math.floor(value)
-        if self.how == "range":
-            try:
-                return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
-            except (TypeError, ValueError, KeyError):
-                return False
-        return any(_same(value, want) for want in self.values)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _same(value: Any, want: Any) -> bool:
-    """Equality as a file means it: 1 is 1.0, a sequence equals a list, bool is not 1."""
-    if isinstance(value, FeatureLevel):  # its ``value`` is DirectML's number, not a file's name
-        return value == want
-    if isinstance(value, ActivationDesc):  # a fused activation is named by its type
-        return value.type == want
-    if isinstance(value, bool) or isinstance(want, bool):
-        return isinstance(value, bool) and isinstance(want, bool) and value == want
-    if isinstance(value, (tuple, list)):
-        return isinstance(want, list) and list(value) == want
-    if hasattr(value, "value") and not isinstance(value, (int, float, str)):
-        value = value.value  # an enum-like member value
-    return value == want
-
-
-# ------------------------------------------------------------------------------------------
-# The two kinds of expectation
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """A line of a case-id file: ``pattern`` (an id or glob) and its reason. A failure of a
-    case it names is expected, whatever the failure."""
-
-    pattern: str
-    reason: str
-    line: int
-    source: str = ""
-
-    fails = True
-    meets: ToleranceOptions | None = None
-    message: re.Pattern[str] | None = None
-    nan = True
-
-    @property
-    def finding(self) -> str | None:
-        """The finding id a reason starts with (``F1: ...``), or None."""
-        m = _FINDING_PREFIX.match(self.reason)
-        return m.group(1) if m else None
-
-    @property
-    def where(self) -> str:
-        return f"{self.source}:{self.line}"
-
-    def matches(self, test_id: str, nodeid: str = "") -> bool:
-        rx = _compile(self.pattern)
-        return bool(
-            rx.fullmatch(test_id)
-            or (nodeid and (rx.fullmatch(nodeid) or nodeid.endswith("::" + self.pattern)))
-        )
-
-    def covers(self, facts: CaseFacts) -> bool:
-        return self.matches(facts.id, facts.nodeid)
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A finding of a YAML file: the cases it covers (``when``: any of these predicate sets,
-    each a mapping of name -> :class:`Test`) and what they must still do: fail (``fails``,
-    optionally only with a ``message`` matching) or meet the tolerance overrides ``meets``."""
-
-    finding: str
-    reason: str
-    when: tuple[Mapping[str, Test], ...]
-    line: int
-    source: str = ""
-    fails: bool = False
-    meets: ToleranceOptions | None = None
-    message: re.Pattern[str] | None = None
-    #: ``nan: false``: the bug's wrong values are never NaN, so a NaN where the reference is a
-    #: number is another failure, which the entry does not take
-    nan: bool = True
-
-    @property
-    def where(self) -> str:
-        return f"{self.source}:{self.line}"
-
-    def covers(self, facts: CaseFacts) -> bool:
-        return any(all(test(facts.value(name)) for name, test in cond.items()) for cond in self.when)
-
-
-AnyExpectation = Expectation | Bound
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    # fnmatch treats [...] as a character class; escape brackets so ids match literally.
-    escaped = pattern.replace("[", "\0L").replace("]", "\0R")
-    rx = fnmatch.translate(escaped).replace("\0L", r"\[").replace("\0R", r"\]")
-    return re.compile(rx)
+#: what a case is matched against and the expectations, declared in runner/finding_match.py
+__all__ = ["AnyExpectation", "Bound", "CaseFacts", "DataFacts", "Expectation", "Test"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -337,17 +100,25 @@ def _compile(pattern: str) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class Settled:
     """What becomes of a case: ``outcome`` passed | failed | xfailed | xpassed, the message
-    (a failure outside its bound says which finding and model it broke) and the finding hit."""
+    (a failure outside its bound says which finding and model it broke), the finding hit, and
+    ``excused``: what a ``fails`` finding excused (results.json ``excused``: the elements of a
+    per-slice finding's slices, or the whole case and why), None where none did."""
 
     outcome: str
     message: str | None = None
     finding: str | None = None
     expectation: AnyExpectation | None = None
+    excused: dict[str, Any] | None = None
 
 
 #: Judges a case's outputs under tolerance options: (passed, failure message), or None when the
 #: case compared nothing a tolerance judges (a rejected desc, a wrong shape)
 Rejudge = Callable[[ToleranceOptions], "tuple[bool, str | None] | None"]
+
+#: why a ``fails`` finding takes a whole case when its file says nothing
+WHOLE_CASE = "the finding names no slices"
+#: why a per-slice finding takes a metamorphic case whole
+RELATION_WHOLE = "a relation compares two runs: its elements are not mapped to slices"
 
 
 def settle(
@@ -357,6 +128,7 @@ def settle(
     message: str | None,
     rejudge: Rejudge | None = None,
     nan: bool = False,
+    outputs: JudgedOutputs | None = None,
 ) -> Settled:
     """The outcome of a case that ended ``status`` (passed | failed | skipped) with ``message``.
 
@@ -366,7 +138,11 @@ def settle(
     it, the message says which bound it broke. A pass under a ``fails`` expectation without a
     ``message`` is xpassed (the entry may be stale), under any other simply passed. ``nan``: the
     outputs hold a NaN where the reference is a number, which a ``nan: false`` entry does not
-    explain."""
+    explain.
+
+    A ``fails`` finding scoped to slices, on a numeric case whose ``outputs`` were compared,
+    explains only the elements of its slices: the others are judged again without them, under
+    the run's model and then each covering ``meets`` bound; a failure there is not its."""
     covering = [e for e in expectations if e.covers(facts)]
     if not covering or status == "skipped":
         return Settled(status, message)
@@ -375,30 +151,130 @@ def settle(
         # says how its cases fail when they do (F12: some descs of the kind are refused), and a
         # ``meets`` one how far they may err: a pass is a pass there
         first = covering[0]
-        stale = first.fails and first.message is None
+        # ``nan: only`` says how they fail when they do, as ``message`` does (F5: NaN)
+        stale = first.fails and first.message is None and first.nan != "only"
         return Settled("xpassed" if stale else "passed", None, None, first)
     broken: list[str] = []
+    excused: dict[str, Any] | None = None
+    bounds = [e for e in covering if not e.fails]
     for e in covering:
-        if e.fails:
+        if e.fails and e.scope == "slices" and facts.kind == "numeric":
+            assert isinstance(e, Bound)
+            done, why, record = _settle_slices(e, facts, message, outputs, bounds)
+            if done is not None:
+                return done
+            broken.append(why)
+            excused = excused or record
+            bounds = []  # judged on the elements outside its slices, and failed: not again whole
+        elif e.fails:
             if nan and not e.nan:
                 broken.append(f"its failure is not {e.finding}'s (a NaN where the reference is a number)")
+            elif e.nan == "only" and not nan:
+                broken.append(f"its failure is not {e.finding}'s (no NaN where the reference is a number)")
             elif e.message is None or (message and e.message.search(message)):
-                return Settled("xfailed", message, e.finding, e)
+                why = RELATION_WHOLE if e.scope == "slices" else (e.scope_reason or WHOLE_CASE)
+                return Settled("xfailed", message, e.finding, e, whole_case(e.finding, why))
             else:
                 broken.append(f"its failure is not {e.finding}'s (message must match /{e.message.pattern}/)")
-            continue
-        assert e.meets is not None
-        verdict = rejudge(e.meets) if rejudge else None
-        label = e.meets.label()
-        if verdict is None:
-            broken.append(f"{e.finding} bounds it by the {label} model, which judges no outputs here")
-        elif verdict[0]:
-            return Settled("xfailed", f"{message} (within {e.finding}'s bound: meets {label})", e.finding, e)
-        else:
-            broken.append(f"outside {e.finding}'s bound: fails the {label} model too: {verdict[1]}")
+        elif any(e is b for b in bounds):
+            assert e.meets is not None
+            verdict = rejudge(e.meets) if rejudge else None
+            label = e.meets.label()
+            if verdict is None:
+                broken.append(f"{e.finding} bounds it by the {label} model, which judges no outputs here")
+            elif verdict[0]:
+                return Settled(
+                    "xfailed", f"{message} (within {e.finding}'s bound: meets {label})", e.finding, e
+                )
+            else:
+                broken.append(f"outside {e.finding}'s bound: fails the {label} model too: {verdict[1]}")
     return Settled(
-        "failed", f"{message}; known finding does not explain it: {'; '.join(broken)}", None, covering[0]
+        "failed",
+        f"{message}; known finding does not explain it: {'; '.join(broken)}",
+        None,
+        covering[0],
+        excused,
     )
+
+
+def _settle_slices(
+    e: Bound,
+    facts: CaseFacts,
+    message: str | None,
+    outputs: JudgedOutputs | None,
+    bounds: list[AnyExpectation],
+) -> tuple[Settled | None, str, dict[str, Any] | None]:
+    """A per-slice finding on a numeric case: (the xfailed outcome when the elements outside its
+    slices meet the run's model or a covering bound, else None; why not; the excused record)."""
+    if outputs is None:
+        return None, f"{e.finding} explains the values of its slices, and this case compared none", None
+    sizes = outputs.sizes()
+    nans = outputs.nan_where_number()
+    masks = restricted(e.excused_elements(facts), sizes)
+    if masks is None:  # every element of every output
+        masks = {k: np.ones(np.shape(m), dtype=bool) for k, m in nans.items()}
+    masks = {k: np.broadcast_to(m, np.shape(nans[k])) for k, m in masks.items()}
+    if e.nan == "only":
+        masks = {k: m & nans[k] for k, m in masks.items()}
+    ex = Excused(e.finding, masks, sizes)
+    record = ex.record()
+    named = "the NaN elements of the slices it names" if e.nan == "only" else "the slices it names"
+    if e.nan is False:
+        inside = sum(int(np.count_nonzero(m & nans[k])) for k, m in masks.items())
+        if inside:
+            return (
+                None,
+                (
+                    f"{e.finding} excuses {ex.text()}, but {inside} of them {'is' if inside == 1 else 'are'} NaN "
+                    f"where the reference is a number ({e.finding}'s wrong values are finite)"
+                ),
+                record,
+            )
+    verdict = outputs.judge_outside(NO_OPTIONS, dict(masks))
+    if verdict is None:
+        return None, f"{e.finding} explains the values of its slices, and this case compared none", record
+    if verdict[0]:
+        said = f"{message} ({e.finding} excuses {ex.text()}, {named}; the others meet the model)"
+        return Settled("xfailed", said, e.finding, e, record), "", record
+    outside = verdict[1]
+    for b in bounds:
+        assert b.meets is not None
+        within = outputs.judge_outside(b.meets, dict(masks))
+        label = b.meets.label()
+        if within is not None and within[0]:
+            said = (
+                f"{message} ({e.finding} excuses {ex.text()}, {named}; the others within "
+                f"{b.finding}'s bound: meet {label})"
+            )
+            return Settled("xfailed", said, e.finding, e, record), "", record
+    beyond = "; ".join(f"{b.finding}'s ({b.meets.label()})" for b in bounds if b.meets is not None)
+    return (
+        None,
+        (
+            f"{e.finding} excuses {ex.text()} ({named}), but outside them: {outside}"
+            + (f" (and beyond every bound that covers it: {beyond})" if beyond else "")
+        ),
+        record,
+    )
+
+
+def settle_result(
+    expectations: list[AnyExpectation], case: Any, nodeid: str, result: Any, spec: Spec
+) -> Settled:
+    """:func:`settle` for a case the runner ran (``runner.checks.run_case``'s result): the run's
+    cases, ``replay`` and ``shrink`` settle a result the same way."""
+    if not expectations:
+        return Settled(result.status, result.message)
+
+    def rejudge(options: ToleranceOptions) -> tuple[bool, str | None] | None:
+        judged = result.judge_under(options)
+        if judged is None:
+            return None
+        return judged[0], None if judged[0] else failure_message(judged[1])
+
+    facts = CaseFacts.of(case, nodeid, result.regime, spec=spec, inputs=result.inputs)
+    nan = result.nan_where_number()
+    return settle(expectations, facts, result.status, result.message, rejudge, nan, result.compared)
 
 
 def first_covering(expectations: Iterable[AnyExpectation], facts: CaseFacts) -> AnyExpectation | None:
@@ -478,9 +354,11 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> _Lined:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message", "nan", "explained", "reproducer")
+FINDING_KEYS += ("scope", "scope_reason")
 #: ``explained`` (the page and section that explain a finding) and ``reproducer`` (its
 #: reproducer under cases/) are for readers: the implementations table links them
 #: (``dmlconform implementations``); the verdict does not read them
+SCOPES = ("slices", "case")
 
 
 #: where the built-in backends' known findings live: ``<backend name>.yaml``, in the package (a
@@ -586,10 +464,13 @@ def _bound(raw: Any, source: str, spec: Any, parent_line: int) -> Bound:
         except re.error as exc:
             raise err("message", f"finding {fid}: message is not a regular expression: {exc}") from None
     nan = raw.get("nan", True)
-    if nan is not True and (nan is not False or meets is not None):
+    if nan is not True and (nan not in (False, "only") or meets is not None):
         raise err(
-            "nan", f"finding {fid}: 'nan: false' (a bug that never makes a NaN) goes with 'fails: true'"
+            "nan",
+            f"finding {fid}: 'nan: false' (a bug that never makes a NaN) or 'nan: only' (one whose wrong "
+            "values are NaN) goes with 'fails: true'",
         )
+    scope, scope_reason = _scope(raw, fid, conds, meets is None, nan, message, err)
     if meets is None and message is None:
         for cond in conds:
             if set(cond) <= BROAD:
@@ -599,7 +480,52 @@ def _bound(raw: Any, source: str, spec: Any, parent_line: int) -> Bound:
                     "narrow 'when' (a member, reduction_length, regime, relation, rule or id), or bound it "
                     "with 'message:' or 'meets: MODEL'",
                 )
-    return Bound(fid, reason.strip(), tuple(conds), at, source, meets is None, meets, message, nan)
+    return Bound(
+        fid, reason.strip(), tuple(conds), at, source, meets is None, meets, message, nan, scope, scope_reason
+    )
+
+
+def _scope(
+    raw: Mapping[str, Any],
+    fid: str,
+    conds: list[dict[str, Test]],
+    fails: bool,
+    nan: Any,
+    message: Any,
+    err: Callable[[str | None, str], ExpectError],
+) -> tuple[str, str | None]:
+    """A finding's scope, explicit: ``slices`` where it says so or a ``fails`` finding names its
+    slices by a per-slice fact (and ``scope: case`` is not written), else ``case``; refused where
+    it cannot hold (a bound judges whole cases; a per-slice finding names its slices, or excuses
+    NaN elements only)."""
+    named = [any(t.per_slice for t in cond.values()) for cond in conds]
+    scope = raw.get("scope", "slices" if fails and any(named) else "case")
+    if scope not in SCOPES:
+        raise err("scope", f"finding {fid}: scope is one of {', '.join(SCOPES)}, not {scope!r}")
+    reason = raw.get("scope_reason")
+    if reason is not None and (scope != "case" or not isinstance(reason, str) or not reason.strip()):
+        raise err(
+            "scope_reason", f"finding {fid}: scope_reason is the text that says why it takes whole cases"
+        )
+    if scope == "slices":
+        if not fails:
+            raise err(
+                "scope",
+                f"finding {fid}: a bound (meets) judges whole cases: 'scope: slices' goes with 'fails: true'",
+            )
+        if message is not None:
+            raise err(
+                "message",
+                f"finding {fid}: 'message:' narrows a whole case's failure; a per-slice finding names its elements "
+                "by its predicates (and 'nan: only' for NaN elements)",
+            )
+        if nan != "only" and not all(named):
+            raise err(
+                "when",
+                f"finding {fid}: 'scope: slices' names its slices by a per-slice fact in every alternative of "
+                f"'when' ({', '.join(_slice_fact_names())}), or excuses NaN elements only ('nan: only')",
+            )
+    return scope, reason.strip() if isinstance(reason, str) else None
 
 
 def _wide(cond: Mapping[str, Test]) -> str:
@@ -661,9 +587,14 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
             *_facts_of(spec, operators),
         ):
             cond[key] = _value_test(value, key, bad)
+        elif key in _facts_of(spec, operators, per_slice=True):
+            cond[key] = _slice_test(value, key, bad)
         else:
             where = "the named operators" if operators else "any operator"
-            raise bad(key, f"not a case field ({', '.join(CASE_FIELDS)}), a member or a data fact of {where}")
+            raise bad(
+                key,
+                f"not a case field ({', '.join(CASE_FIELDS)}), a member or a data fact of {where} (case-wide or per slice)",
+            )
     return cond
 
 
@@ -683,10 +614,26 @@ def _members_of(spec: Any, operators: list[Any] | None) -> set[str]:
     return {m.name for op in (operators or spec.operators.values()) for m in op.members}
 
 
-def _facts_of(spec: Any, operators: list[Any] | None) -> set[str]:
-    """The data facts (kernel registry ``fact_names``) of the operators' kernels."""
+def _facts_of(spec: Any, operators: list[Any] | None, *, per_slice: bool = False) -> set[str]:
+    """The data facts (kernel registry ``fact_names``, or ``slice_fact_names``: one value per
+    slice) of the operators' kernels and the variants they hand descs to."""
     named = {kernel_named(op) for op in (operators or spec.operators.values())}
-    return {f for name in named if name in kernels.KERNELS for f in kernels.KERNELS[name].fact_names}
+    entries = [kernels.KERNELS[name] for name in named if name in kernels.KERNELS]
+    entries += [kernels.KERNELS[v] for e in entries for v in e.variants if v in kernels.KERNELS]
+    return {f for e in entries for f in (e.slice_fact_names if per_slice else e.fact_names)}
+
+
+def _slice_fact_names() -> list[str]:
+    return sorted({f for e in kernels.KERNELS.values() for f in e.slice_fact_names})
+
+
+def _slice_test(value: Any, key: str, bad: Callable[[str, str], ExpectError]) -> Test:
+    """A per-slice fact's test: a range or a list of numbers, tested on every slice."""
+    test = _value_test(value, key, bad)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in test.values)
+    if test.how not in ("range", "any_of") or not numbers:
+        raise bad(key, "a per-slice fact takes a range {min: A, max: B} or numbers")
+    return Test(test.how, test.values, test.low, test.high, per_slice=True)
 
 
 def _names(value: Any, known: set[str], key: str, bad: Callable[[str, str], ExpectError]) -> tuple[str, ...]:

@@ -20,7 +20,8 @@ import numpy as np
 from dmlconform.errors import Rejected
 from dmlconform.kernels import execute
 from dmlconform.report.classes import LADDER, NONE
-from dmlconform.runner.error_record import errors_from
+from dmlconform.runner.error_record import errors_from, failure_message
+from dmlconform.runner.slice_scope import substituted
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance import compare as compare_outputs
@@ -36,7 +37,9 @@ NO_CLASS = NONE
 #: Models that change a verdict only for these data types (others meet them as they meet default).
 MODEL_DATA_TYPES = {"fp16-statistics": ("FLOAT16",)}
 
-Rejudge = Callable[[ToleranceOptions], tuple[bool, dict[str, Any]]]
+#: judges the outputs again under other options; ``excused`` (member -> element mask): the
+#: elements a per-slice finding explains, left out (runner/slice_scope.py)
+Rejudge = Callable[..., tuple[bool, dict[str, Any]]]
 
 
 @dataclass
@@ -61,6 +64,9 @@ class CaseResult:
     #: judges the same outputs under other tolerance options, (passed, errors) (None: nothing
     #: compared): what an expectation's ``meets`` bound asks; held only while the case is settled
     rejudge: Rejudge | None = field(default=None, repr=False, compare=False)
+    #: a numeric case's compared outputs, held only while the case is settled: what a per-slice
+    #: finding's excused elements are read from and left out of
+    compared: ComparedOutputs | None = field(default=None, repr=False, compare=False)
 
     def nan_where_number(self) -> bool:
         """Whether the worst output element is a NaN where the reference is a number, what an
@@ -81,6 +87,32 @@ class CaseResult:
         passed, errors = self.rejudge(options)
         self.models[options.label()] = passed
         return passed, errors
+
+
+@dataclass
+class ComparedOutputs:
+    """A numeric case's outputs as compared (the backend's, the reference's) and their
+    rejudge: what a per-slice finding is settled on (``runner.slice_scope.JudgedOutputs``)."""
+
+    actual: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    rejudge: Rejudge
+
+    def sizes(self) -> dict[str, int]:
+        return {k: int(np.size(v)) for k, v in self.actual.items()}
+
+    def nan_where_number(self) -> dict[str, np.ndarray]:
+        out = {}
+        for k, got in self.actual.items():
+            ref = np.broadcast_to(np.asarray(self.expected[k], dtype=np.float64), np.shape(got))
+            out[k] = np.isnan(np.asarray(got, dtype=np.float64)) & ~np.isnan(ref)
+        return out
+
+    def judge_outside(
+        self, options: ToleranceOptions, excused: dict[str, np.ndarray]
+    ) -> tuple[bool, str | None]:
+        passed, errors = self.rejudge(options, excused)
+        return passed, None if passed else failure_message(errors)
 
 
 class _Fail(Exception):
@@ -249,10 +281,14 @@ def rejudger(
     tolerance: ToleranceOptions,
 ) -> Rejudge:
     """A function judging these outputs again under other options (the run's, with the given
-    ones on top): the backend runs once, whatever models the case is judged under."""
+    ones on top): the backend runs once, whatever models the case is judged under. ``excused``:
+    elements left out (the reference's value in their place, rounded to the output's type)."""
 
-    def rejudge(options: ToleranceOptions) -> tuple[bool, dict[str, Any]]:
-        return compare(spec, desc, actual, expected, inputs, tolerance.merged(options), scale, also_inputs)
+    def rejudge(
+        options: ToleranceOptions, excused: dict[str, np.ndarray] | None = None
+    ) -> tuple[bool, dict[str, Any]]:
+        got = substituted(actual, expected, excused) if excused else actual
+        return compare(spec, desc, got, expected, inputs, tolerance.merged(options), scale, also_inputs)
 
     return rejudge
 

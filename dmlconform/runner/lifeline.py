@@ -1,10 +1,7 @@
-"""What keeps a run's report truthful when the run does not end normally.
-
-- :class:`SigtermTrap`: SIGTERM (what CI cancellation and ``timeout`` send) handled as SIGINT is:
-  KeyboardInterrupt in the main thread, so pytest ends the session as interrupted and the
-  report of the cases that ran is written, saying it was terminated.
-- :class:`Lifeline`: the journal and the watcher process (``runner/watch.py``) that write that
-  report when the process dies before it can (a segfault in an in-process backend, a SIGKILL).
+"""What keeps a run's report truthful when its process dies: :class:`Lifeline`, the journal and
+the watcher process (``runner/watch.py``) that write the report of the cases that ran when the
+process dies before it can (a segfault in an in-process backend, a SIGKILL). Signals the process
+can handle (SIGINT, SIGTERM) are runner/stops.py's.
 """
 
 from __future__ import annotations
@@ -12,43 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from dmlconform.runner import watch
-
-
-class SigtermTrap:
-    """SIGTERM raises KeyboardInterrupt in the main thread, once: ``timeout`` signals the process
-    and then its whole group, so the same termination can arrive twice, and a second interrupt
-    would cut short the report the first one started."""
-
-    def __init__(self) -> None:
-        self.signal_name: str | None = None
-        self._previous: Any = None
-        self._installed = False
-
-    def install(self) -> None:
-        sigterm = getattr(signal, "SIGTERM", None)
-        if sigterm is None or threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread (an embedding caller)
-        self._previous = signal.signal(sigterm, self._on_signal)
-        self._installed = True
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.signal_name is not None:
-            return
-        self.signal_name = signal.Signals(signum).name
-        raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
-            self._installed = False
 
 
 class Lifeline:

@@ -206,12 +206,14 @@ OPTIONS: tuple[RunOption, ...] = (
         "per line; default: none; docs/running.md)",
         metavar="FILE",
         path=True,
+        commands=frozenset({"run", "replay"}),
     ),
     RunOption(
         "no-known-findings",
         "judge without the backend's shipped known findings (dmlconform/known_findings/<backend>.yaml)",
         type=None,
         default=False,
+        commands=frozenset({"run", "replay"}),
     ),
     RunOption(
         "timeout",

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from dmlconform.errors import Rejected, Unsupported
+from dmlconform.report.junit_file import write_junit
 from dmlconform.report.record import CaseRecord
 from dmlconform.runner.backend_loading import OpenedBackend, guard_for
 from dmlconform.runner.cases import collect, in_shard, operator_data_types, selected_operators
@@ -36,26 +37,27 @@ from dmlconform.runner.checks import run_case
 from dmlconform.runner.completion import judge_completion
 from dmlconform.runner.console import (
     header_lines,
+    incomplete_line,
     write_incomplete,
     write_known_findings,
     write_reports,
     write_skip_reasons,
 )
-from dmlconform.runner.expect import CaseFacts, Settled, settle
-from dmlconform.runner.junit_xml import junit_classname, mark_junit_incomplete
-from dmlconform.runner.lifeline import Lifeline, SigtermTrap
+from dmlconform.runner.expect import Settled, settle_result
+from dmlconform.runner.junit_xml import junit_classname, mark_junit_incomplete, rewrite_junit
+from dmlconform.runner.lifeline import Lifeline
 from dmlconform.runner.node_ids import SUITE_DIR, SUITE_FILE, show_case_ids, suite_argument
 from dmlconform.runner.options import SettingsError, add_pytest_options, given
 from dmlconform.runner.report_directory import clear_earlier_run, discard_report
 from dmlconform.runner.settings import Settings
 from dmlconform.runner.settings import resolve_settings as resolve
+from dmlconform.runner.stops import COLLECTING, DONE, REPORTING, RUNNING, StopTrap
 from dmlconform.runner.tiers import max_elements_for
 from dmlconform.specification.spec import load_spec
-from dmlconform.tolerance.options import ToleranceOptions
 
 PLUGIN_NAME = "dmlconform-session"
-#: The signal that ended the last session ("SIGTERM"), or None: ``dmlconform run`` exits 143 for it
-terminated_by: str | None = None
+#: The run's StopTrap, and whether this plugin installed it (then it also restores it)
+STOPS_KEY = pytest.StashKey[tuple[StopTrap, bool]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -119,10 +121,23 @@ def resolve_settings(config: pytest.Config) -> tuple[Settings, Any]:
         raise pytest.UsageError(str(exc)) from None
 
 
+def stop_trap(config: pytest.Config) -> StopTrap:
+    """The run's StopTrap: the one ``dmlconform run`` passed in as a plugin object (installed for
+    the whole command), or else one of this process's own, installed here (plain pytest, and
+    every xdist worker)."""
+    if STOPS_KEY not in config.stash:
+        given_trap = next((p for p in config.pluginmanager.get_plugins() if isinstance(p, StopTrap)), None)
+        trap = given_trap or StopTrap()
+        trap.install()
+        config.stash[STOPS_KEY] = (trap, given_trap is None)
+    return config.stash[STOPS_KEY][0]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("dml_backend", None):
         return
+    stop_trap(config)  # first: the backend may take seconds to load, and a Ctrl-C then is a stop too
     try:
         settings, handle = resolve_settings(config)
     except pytest.UsageError as exc:
@@ -153,6 +168,37 @@ def pytest_configure(config: pytest.Config) -> None:
     session.targeted = targeted
     config.pluginmanager.register(session, PLUGIN_NAME)
     show_case_ids(config)
+
+
+@pytest.hookimpl(trylast=True)  # after the session's, which may still write a report
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A signal before the session existed (pytest starting, the backend loading): the report
+    says so, as a later one's would (``dmlconform run`` writes it for signals before this plugin
+    ran). Then the handlers this plugin installed are restored."""
+    if STOPS_KEY not in config.stash:
+        return
+    trap, owned = config.stash[STOPS_KEY]
+    if owned and trap.cut_short() and trap.completion is None and not _is_worker(config):
+        report = config.getoption("dml_report", None)
+        if report:
+            from dmlconform.runner.unstarted import write_unstarted_report
+
+            backend = config.getoption("dml_backend", None) or "?"
+            command = shlex.join(["pytest", *map(str, config.invocation_params.args)])
+            trap.completion = write_unstarted_report(Path(report).resolve(), backend, command, trap)
+            print(f"{incomplete_line(trap.completion)}; report written to {report}", file=sys.stderr)
+    if owned:
+        trap.restore()
+
+
+def quiet_interrupt(config: pytest.Config) -> None:
+    """Keep pytest from showing the interrupt it kept (its ``!!! KeyboardInterrupt !!!`` banner and
+    the line the run happened to be at). pytest has no public way to: its terminal reporter shows
+    the interrupt through this method (at the session's end, or at unconfigure), so this
+    reporter's is replaced; a pytest without it shows the interrupt as before, and nothing breaks."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and hasattr(reporter, "_report_keyboardinterrupt"):
+        reporter._report_keyboardinterrupt = lambda: None
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -217,6 +263,7 @@ class ConformanceItem(pytest.Item):
         self.record = case_record(self.case, self.nodeid, result, spec=session.spec)
         self.record.message = settled.message
         self.record.known_finding = settled.finding
+        self.record.excused = settled.excused
         s = session.settings
         if result.status == "failed" and s.report_dir is not None:
             try:
@@ -235,22 +282,9 @@ class ConformanceItem(pytest.Item):
             pytest.skip(result.message or "skipped")
 
     def settle(self, expectations: list[Any], result: Any, spec: Any) -> Settled:
-        """The case's outcome under the run's expectations (``runner.expect.settle``); sets
-        :attr:`expectation` to the reason of the one that covered it."""
-        if not expectations:
-            return Settled(result.status, result.message)
-        from dmlconform.runner.error_record import failure_message
-
-        def rejudge(options: ToleranceOptions) -> tuple[bool, str | None] | None:
-            judged = result.judge_under(options)
-            if judged is None:
-                return None
-            return judged[0], None if judged[0] else failure_message(judged[1])
-
-        facts = CaseFacts.of(self.case, self.nodeid, result.regime, spec=spec, inputs=result.inputs)
-        settled = settle(
-            expectations, facts, result.status, result.message, rejudge, result.nan_where_number()
-        )
+        """The case's outcome under the run's expectations (``runner.expect.settle_result``);
+        sets :attr:`expectation` to the reason of the one that covered it."""
+        settled = settle_result(expectations, self.case, self.nodeid, result, spec)
         if settled.expectation is not None:
             self.expectation = settled.expectation.reason
         return settled
@@ -267,7 +301,11 @@ class ConformanceItem(pytest.Item):
 class ConformanceFile(pytest.File):
     def collect(self) -> list[ConformanceItem]:
         session: ConformanceSession = self.config.pluginmanager.get_plugin(PLUGIN_NAME)
-        cases = in_shard(collect(session.spec, session.selection()), session.settings.shard)
+        try:
+            cases = list(in_shard(collect(session.spec, session.selection()), session.settings.shard))
+        except Exception as exc:  # pytest shows it as a collection error; the report names it
+            session.collection_error = f"{type(exc).__name__}: {exc}"
+            raise
         # The node id spelled out as a string: pytest 9.2 parses the ids of its --lf / --ff cache
         # into (names, params) at the first "[", and a plain string id is parsed the same way,
         # whereas an id derived from the name keeps "numeric[...]" whole and never matches.
@@ -291,17 +329,27 @@ class ConformanceSession:
         self.t0 = time.monotonic()
         self.results_path: Path | None = None
         self.report_paths: list[Path] = []
+        self.report_error: str | None = None  # why the pages were not written
+        self.summary: dict[str, int] = {}
         self.collected: int | None = None  # cases of the run's selection; None until collection ends
         self.deselected = 0  # of those, how many -k / -m / --deselect / --lf / case ids left out
         self.targeted = False  # the command line named cases (node ids): a part of the selection
         self.completion: dict[str, Any] = {}
         self.session_started = False
         self.discard = False  # the run ended in a usage error: no report (see discard_report)
-        self.sigterm = SigtermTrap()  # SIGTERM ends the run as Ctrl-C does, report written
+        self.collection_error: str | None = None  # what stopped collection (an exception)
+        self.stops = stop_trap(config)  # SIGINT and SIGTERM: the report of the cases that ran, saying so
+        self.judged_signal: str | None = None  # the signal the completion was judged with
         self.lifeline = Lifeline()  # the report of a run whose process dies before writing it
         controller_with_workers = getattr(config.option, "numprocesses", None) and not _is_worker(config)
         if controller_with_workers and hasattr(handle, "close"):
             handle.close()  # the controller of an xdist run runs no case
+
+    def enter(self, phase: str) -> None:
+        """The run is now in ``phase`` (runner/stops.py): a signal's meaning, and the journal's
+        word on where a crash came."""
+        self.stops.enter(phase)
+        self.lifeline.write({"phase": phase})
 
     def selection(self) -> Any:
         """The ``runner.cases.Selection`` of this run: what collection covers (before --shard)."""
@@ -330,16 +378,18 @@ class ConformanceSession:
 
         from dmlconform.report.results_file import write_results_file
 
-        global terminated_by
-        terminated_by = None
         self.session_started = True
-        self.sigterm.install()
         report_dir = self.settings.report_dir
         if _is_worker(self.config) or report_dir is None:
             return
         clear_earlier_run(report_dir, getattr(self.config.option, "xmlpath", None))
         write_results_file(report_dir, self.placeholder())
-        meta = {**asdict(self.run_meta()), "started_epoch": time.time()}
+        xml = getattr(self.config.option, "xmlpath", None)
+        meta = {
+            **asdict(self.run_meta()),
+            "started_epoch": time.time(),
+            "junit": xml and str(Path(xml).resolve()),
+        }
         self.lifeline.start(report_dir, meta, self.settings.isolate_flag)
 
     def placeholder(self) -> dict[str, Any]:
@@ -367,23 +417,56 @@ class ConformanceSession:
         """How many cases the run's selection (and shard) holds, before any narrowing."""
         return sum(1 for _ in in_shard(collect(self.spec, self.selection()), self.settings.shard))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self, session: pytest.Session) -> Any:
+        """Collection, and whether it finished: pytest calls pytest_collection_finish in a
+        ``finally``, so a collection cut short by a signal (or stopped by an error) would count
+        the cases collected so far, or none, as the run's; the count stays unknown (None)."""
+        self.enter(COLLECTING)
+        try:
+            result = yield
+        except BaseException:
+            self.collected = None
+            raise
+        if self.collection_error:
+            self.collected = None
+        elif self.collected is not None:  # counted (serially: xdist's controller counts later)
+            self.lifeline.write({"collected": self.collected})
+            self.enter(RUNNING)
+        return result
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if sys.exc_info()[1] is not None:
+            return  # collection was cut short (pytest calls this in a finally): nothing to count
         selected = sum(1 for item in session.items if isinstance(item, ConformanceItem))
         if self.targeted:
             self.collected = max(self.whole_selection(), selected)
             self.deselected = self.collected - selected
         else:
             self.collected = selected + self.deselected
-        self.lifeline.write({"collected": self.collected})
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # The controller of an xdist run collects nothing itself; every worker reports the same
         # ids, after its own deselection, so the run's whole selection is counted here.
-        if self.collected is None:
-            self.collected = max(self.whole_selection(), len(ids))
+        if self.collected is None and self.collection_error is None:
+            try:
+                whole = self.whole_selection()
+            except Exception as exc:  # the workers met it too: their collection error says so
+                self.collection_error = f"{type(exc).__name__}: {exc}"
+                return
+            self.collected = max(whole, len(ids))
             self.deselected = self.collected - len(ids)
             self.lifeline.write({"collected": self.collected})
+            self.enter(RUNNING)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A collection error of the suite file: in an xdist run the workers' come here, to the
+        controller (a serial run's collector records its own, in plainer words)."""
+        if report.failed and self.collection_error is None and not _is_worker(self.config):
+            lines = [line.strip() for line in str(report.longrepr).splitlines() if line.strip()]
+            errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
+            self.collection_error = (errors or lines or ["a collection error"])[-1]
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self.lifeline.write({"start": nodeid})  # the case a crash will be blamed on
@@ -424,57 +507,100 @@ class ConformanceSession:
         self.records[report.nodeid] = finish_record(record, outcome, message, report.duration)
         self.lifeline.write({"record": self.records[report.nodeid]})
 
-    @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: see mark_junit_incomplete
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    # The innermost wrapper: before it yields, the completion is judged and junit.xml's properties
+    # set (junitxml writes its file in the yield) and the report written; after, inside the
+    # terminal reporter's wrapper, which prints the summary once this one is done.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        """Write the report. A signal from here on is held (StopTrap): the report is finished,
+        and when the signal changes what it must say (a complete run is now an interrupted one),
+        every file is written again saying so, junit.xml included."""
+        self.enter(REPORTING)
         if self._guard is not None:
             self._guard.close()
         elif hasattr(self._handle, "close"):
             self._handle.close()
         if _is_worker(self.config):
-            return
-        self.completion = judge_completion(
-            session,
+            return (yield)
+        try:
+            self.finish(session, exitstatus)
+            result = yield
+            if self.stops.signal_name != self.judged_signal and not self.discard:
+                before = self.completion
+                self.finish(session, exitstatus)
+                if self.completion != before:
+                    rewrite_junit(self.config)
+            return result
+        finally:
+            self.stops.enter(DONE)
+            self.stops.completion = dict(self.completion) if self.completion and not self.discard else None
+            self.lifeline.stop()
+
+    def judge(self, stop_early: Any, exitstatus: int) -> dict[str, Any]:
+        """The run's completion fields as of now (runner/completion.py)."""
+        stops = self.stops
+        self.judged_signal = stops.signal_name
+        return judge_completion(
+            stop_early,
             exitstatus,
             ran=len(self.records),
             collected=self.collected,
             deselected=self.deselected,
-            signal_name=self.sigterm.signal_name,
+            signal_cause=stops.cause() if stops.cut_short() else None,
+            signal_moment=stops.moment,
+            collection_error=self.collection_error,
         )
+
+    def finish(self, session: pytest.Session | None, exitstatus: int) -> None:
+        """Judge the completion, mark junit.xml and write the report (or, after a usage error,
+        mark the report directory for removal)."""
+        stop_early = (session.shouldfail or session.shouldstop) if session is not None else None
+        self.completion = self.judge(stop_early, exitstatus)
+        if session is not None and self.completion["exit_status"] != int(exitstatus):
+            session.exitstatus = self.completion["exit_status"]  # interrupted while the report was written
         mark_junit_incomplete(self.config, self.completion)
         if self.settings.report_dir is None:
             return
         if self.settings.created_dirs and self.usage_error(exitstatus):
             self.discard = True  # removed at unconfigure, once junitxml has written its file too
-            self.lifeline.stop()
             return
-        try:
-            self.write(session)
-        finally:
-            self.lifeline.stop()
+        self.write()
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter has kept the interrupt to show it
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        """A run ended by SIGTERM is not a Ctrl-C: pytest would show the KeyboardInterrupt that
-        :class:`SigtermTrap` raises, with the trap's own line as the place it stopped (noise, to
-        someone who sent a signal on purpose). The summary says the run was terminated, and
-        ``dmlconform run`` prints one line; a Ctrl-C is left to pytest as ever."""
-        if self.sigterm.signal_name is None:
+        """A run ended by a signal it caught (StopTrap) says so in one line: pytest would show the
+        KeyboardInterrupt the trap raises, with wherever the run happened to be as the place it
+        stopped (noise, to someone who pressed Ctrl-C or sent a signal on purpose). The summary
+        says the run was interrupted, and ``dmlconform run`` prints one line; any other interrupt
+        (a collection error, ``pytest.exit``) is left to pytest."""
+        if self.stops.signal_name is None:
             return
-        # pytest has no public way to keep quiet about an interrupt: its reporter shows the one it
-        # kept through this method (at the session's end, or at unconfigure), so this reporter's
-        # is replaced; a pytest without it shows the interrupt as before, and nothing breaks
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None and hasattr(reporter, "_report_keyboardinterrupt"):
-            reporter._report_keyboardinterrupt = lambda: None
+        quiet_interrupt(self.config)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        global terminated_by
-        terminated_by = self.sigterm.signal_name
-        self.sigterm.restore()
         self.lifeline.stop()  # a session that never finished (a usage error after it started)
         s = self.settings
-        if s.report_dir is not None and s.created_dirs and (self.discard or not self.session_started):
+        if self.stops.cut_short() and self.results_path is None and not _is_worker(config):
+            # a signal before the session reached its end (while pytest configured, or the session
+            # started): no hook wrote the report, and an earlier run's may be in the directory
+            self.write_unstarted()
+        elif s.report_dir is not None and s.created_dirs and (self.discard or not self.session_started):
             discard_report(s.report_dir, s.created_dirs)
+
+    def write_unstarted(self) -> None:
+        """The report of a run a signal stopped before its session's end hook: no case, the
+        cause, the earlier run's files cleared; junit.xml written here (junitxml writes its own
+        only at the session's end)."""
+        self.completion = self.judge(None, pytest.ExitCode.INTERRUPTED)
+        report_dir = self.settings.report_dir
+        self.stops.completion = dict(self.completion)
+        if report_dir is None:
+            return
+        xml = getattr(self.config.option, "xmlpath", None)
+        clear_earlier_run(report_dir, xml)
+        self.write()
+        if xml:
+            write_junit(Path(xml), self.completion, list(self.records.values()))
 
     def usage_error(self, exitstatus: int) -> bool:
         """Whether the session ended in a usage error: pytest's own (a pasted id that names no
@@ -519,11 +645,12 @@ class ConformanceSession:
             max_elements=max_elements_for(sel.tier, sel.max_elements),
         )
 
-    def write(self, session: pytest.Session) -> None:
+    def write(self) -> None:
         from dmlconform.report.results_file import write_results_file
         from dmlconform.runner.results import build_results
 
         s = self.settings
+        self.report_error = None
         results = build_results(self.run_meta(), self.spec, list(self.records.values()))
         assert s.report_dir is not None
         self.results_path = write_results_file(s.report_dir, results)
@@ -557,7 +684,7 @@ class ConformanceSession:
         if not done or done["complete"]:
             tr.section("dmlconform")
         xml = getattr(self.config.option, "xmlpath", None)
-        write_reports(tr, self.report_paths, xml, getattr(self, "report_error", None), self.summary)
+        write_reports(tr, self.report_paths, xml, self.report_error, self.summary)
         write_known_findings(tr, self.records.values())
         write_skip_reasons(tr, self.records.values())
 

@@ -71,7 +71,7 @@ def resolve_settings(
     selection = resolve_selection(spec, values, level, prefix, validation=validates)
     require_supported_data_types(spec, selection)
     notes += _tier_notes(selection, spelled("cases"))
-    expectations, note = _expectations(spec, values, opened.info)
+    expectations, note = expectations_for(spec, values, opened.info)
     notes += [note] if note else []
     tolerance = _tolerance(spec, values, opened.info)
     report_dir = Path(values["report"]).resolve() if values.get("report") else None
@@ -142,16 +142,17 @@ def _level_and_notes(
     return level, notes
 
 
-def _expectations(spec: Any, values: Mapping[str, Any], info: Any) -> tuple[list[Any], str | None]:
+def expectations_for(spec: Any, values: Mapping[str, Any], info: Any) -> tuple[list[Any], str | None]:
     """(the ``--expect`` file's expectations, then the backend's shipped known findings unless
-    ``--no-known-findings``; the header's note on those findings); SettingsError with file:line."""
+    ``--no-known-findings``; the header's note on those findings); SettingsError with file:line.
+    A run's, and a saved case's judged again (replay, shrink)."""
     expectations: list[Any] = []
     note = None
     try:
         if values.get("expect"):
             expectations = load_expectations(values["expect"], spec)
         if not values.get("no_known_findings"):
-            known, note = shipped_findings(info.name or values["backend"], info.versions, spec=spec)
+            known, note = shipped_findings(info.name or values.get("backend"), info.versions, spec=spec)
             expectations += known
     except ExpectError as exc:
         raise SettingsError(str(exc)) from None

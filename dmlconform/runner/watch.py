@@ -29,13 +29,17 @@ JOURNAL = ".dmlconform-journal.jsonl"
 DONE = b"done\n"
 
 
-def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int | None, str | None]:
+def read_journal(
+    path: Path,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int | None, str | None, str | None]:
     """(run settings, records by node id, collected count, the case that started last and has no
-    record): what the journal says. A line cut short by the crash is skipped."""
+    record, the phase the run was in last): what the journal says. A line cut short by the crash
+    is skipped."""
     meta: dict[str, Any] = {}
     records: dict[str, dict[str, Any]] = {}
     collected: int | None = None
     running: str | None = None
+    phase: str | None = None
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             try:
@@ -52,7 +56,9 @@ def read_journal(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
                 running = entry["start"]
             elif "collected" in entry:
                 collected = entry["collected"]
-    return meta, records, collected, running
+            elif "phase" in entry:
+                phase = entry["phase"]
+    return meta, records, collected, running, phase
 
 
 def crash_of(dump: str) -> str | None:
@@ -61,22 +67,35 @@ def crash_of(dump: str) -> str | None:
     return found.group(1).strip() if found else None
 
 
-def stop_reason(crash: str | None, running: str | None, isolate_flag: str) -> str:
-    where = f" during {running.split('::')[-1]}" if running else ""
+#: Where a run whose journal names no running case was, by its last phase (runner/stops.py's names).
+WHERE = {
+    "starting": " before collection began",
+    "collecting": " before collection finished",
+    "reporting": " while the report was written",
+}
+
+
+def stop_reason(crash: str | None, running: str | None, isolate_flag: str, phase: str | None = None) -> str:
+    """Why the run stopped: the crash (or a kill), where (the case that was running, or the
+    phase), and, for a crash in a case, the option that keeps a backend's crash from taking the
+    run down (a crash outside a case is not the backend's: isolating it would change nothing)."""
+    where = f" during {running.split('::')[-1]}" if running else WHERE.get(phase or "", "")
     isolate = (
         f"{isolate_flag}: it runs the backend in a worker process whose crash fails that case and not the run"
     )
     if crash:
-        return f"the run's process crashed ({crash}){where}; re-run with {isolate}"
+        advice = f"; re-run with {isolate}" if running or phase in (None, "running") else ""
+        return f"the run's process crashed ({crash}){where}{advice}"
     return (
         f"the run's process ended{where} before writing its report (killed, e.g. by SIGKILL or for "
         f"lack of memory, or a crash Python could not report; for a crash, re-run with {isolate})"
     )
 
 
-def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
-    """Write the report of the cases the journal holds; returns the stop reason (None when the
-    run had already written its own results, or left no journal)."""
+def finalize(report_dir: Path, dump: str, isolate_flag: str) -> dict[str, Any] | None:
+    """Write the report of the cases the journal holds (results.json, the pages, junit.xml);
+    returns its completion fields (None when the run had already written its own results, or
+    left no journal)."""
     journal = report_dir / JOURNAL
     if not journal.is_file():
         return None
@@ -87,16 +106,18 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
     if status != "running":  # the run wrote its results and died later: they stand
         journal.unlink(missing_ok=True)
         return None
-    meta, records, collected, running = read_journal(journal)
+    meta, records, collected, running, phase = read_journal(journal)
     if not meta:
         return None
     from dmlconform.report import write_reports
+    from dmlconform.report.junit_file import write_junit
     from dmlconform.report.results_file import write_results_file
     from dmlconform.runner.results import RunMeta, build_results
     from dmlconform.specification.spec import load_spec
 
-    reason = stop_reason(crash_of(dump), running, isolate_flag)
+    reason = stop_reason(crash_of(dump), running, isolate_flag, phase)
     started_epoch = meta.pop("started_epoch", None)
+    xml = meta.pop("junit", None)
     meta.update(
         finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         duration_s=max(0.0, time.time() - float(started_epoch)) if started_epoch else 0.0,
@@ -115,8 +136,10 @@ def finalize(report_dir: Path, dump: str, isolate_flag: str) -> str | None:
         write_reports(report_dir)
     except Exception as exc:  # results.json is what matters; say why the pages are missing
         print(f"dmlconform: HTML/markdown report not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if xml:  # pytest writes junit.xml at the session's end, which this run never reached
+        write_junit(Path(xml), meta["completion"], results["cases"])
     journal.unlink(missing_ok=True)
-    return reason
+    return meta["completion"]
 
 
 def main(argv: list[str]) -> int:
@@ -134,10 +157,11 @@ def main(argv: list[str]) -> int:
     if dump.strip():
         sys.stderr.write(dump)  # faulthandler's dump, which would have gone to the terminal
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    reason = finalize(report_dir, dump, isolate_flag)
-    if reason:
-        print(f"dmlconform: INCOMPLETE RUN: {reason}", file=sys.stderr)
-        print(f"dmlconform: results of the cases that ran in {report_dir}", file=sys.stderr)
+    completion = finalize(report_dir, dump, isolate_flag)
+    if completion:
+        from dmlconform.runner.console import incomplete_line
+
+        print(f"{incomplete_line(completion)}; report written to {report_dir}", file=sys.stderr)
     return 0
 
 

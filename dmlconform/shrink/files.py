@@ -8,13 +8,15 @@ fails the candidate, never the shrink).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dmlconform.runner.backend_loading import open_saved_backend
 from dmlconform.runner.checks import run_case
-from dmlconform.runner.settings import saved_tolerance
+from dmlconform.runner.expect import settle_result
+from dmlconform.runner.settings import expectations_for, saved_tolerance
 from dmlconform.shrink.search import NotFailing, Shrunk, shrink
 from dmlconform.specification.spec import load_spec
 
@@ -30,10 +32,14 @@ def shrink_dir(
     max_seconds: float = 60.0,
     progress: Callable[[str], None] | None = None,
     tolerance_overrides: list[str] | None = None,
+    expect: str | None = None,
+    no_known_findings: bool = False,
 ) -> tuple[Shrunk, str, dict[str, Any]]:
     """Shrink the case in ``case_dir`` and write the result into ``out``; returns it, the
     backend's name and the shrunk case's record (as in case.json). ``tolerance_overrides``:
-    ``--tolerance`` pairs over the tolerance the case was judged under. ValueError (one line)
+    ``--tolerance`` pairs over the tolerance the case was judged under; the backend's known
+    findings (``expect`` adds a file, ``no_known_findings`` drops them) judge each candidate as a
+    run does: one a finding explains is not the failure being shrunk. ValueError (one line)
     for an unusable reproducer, tolerance or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
     from dmlconform.runner.results import case_record, finish_record, load_case_dir, save_reproducer
@@ -44,10 +50,19 @@ def shrink_dir(
     tolerance = judged_by.pairs() or None
     guard, opened = open_saved_backend(meta, backend, options, isolate, timeout)
     info, name, options = opened.info, opened.name, opened.options
+    judging = {"expect": expect, "no_known_findings": no_known_findings, "backend": name}
+    expectations, _ = expectations_for(spec, judging, info)
     data = inputs if case.kind != "validation" else None
 
     def run(c: Any, inp: Any) -> Any:
-        return run_case(c, guard, spec, judged_by, inputs=inp)
+        result = run_case(c, guard, spec, judged_by, inputs=inp)
+        if expectations and result.status == "failed":
+            settled = settle_result(expectations, c, c.id, result, spec)
+            if settled.outcome == "xfailed":  # explained: not the failure being shrunk
+                return dataclasses.replace(
+                    result, status="passed", message=f"known finding {settled.finding}"
+                )
+        return result
 
     try:
         found = shrink(case, data, run, spec, max_seconds, progress)
