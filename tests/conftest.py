@@ -75,6 +75,8 @@ def native_modules_loaded() -> None:
         "onnxruntime",
         "dmlconform.backends.torch_backend",
         "dmlconform.backends.onnxruntime_backend",
+        "openvino",
+        "dmlconform.backends.openvino_backend",
     ):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)

@@ -418,7 +418,12 @@ def test_load_errors_are_one_line(spec: str, options: dict[str, str], message: s
 
 
 @pytest.mark.parametrize(
-    ("name", "package", "extra"), [("onnxruntime", "onnxruntime", "ort"), ("torch", "torch", "torch")]
+    ("name", "package", "extra"),
+    [
+        ("onnxruntime", "onnxruntime", "ort"),
+        ("torch", "torch", "torch"),
+        ("openvino", "openvino", "openvino"),
+    ],
 )
 def test_missing_extra_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, name: str, package: str, extra: str

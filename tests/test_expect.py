@@ -479,3 +479,62 @@ def test_tight_reuses_the_default_verdict_only_where_their_budgets_are_equal(n: 
         for m in ("default", "tight")
     ]
     assert np.array_equal(*budgets) == same
+
+
+# ------------------------------------------------------------------------------------------
+# fractional values, activations by type, the reduced axes and the dimension count
+
+
+def _bound(when: str) -> Any:
+    return one(f"findings:\n  - id: X1\n    reason: r\n    fails: true\n    when: {when}\n")
+
+
+@given(st.floats(-1e6, 1e6, allow_nan=False))
+def test_fractional_holds_for_exactly_the_numbers_that_are_not_whole(value: float) -> None:
+    bound = _bound("{operator: LRN, Bias: fractional}")
+    f = facts(operator="LOCAL_RESPONSE_NORMALIZATION", members={"Bias": value})
+    assert bound.covers(f) == (value != int(value))
+
+
+def test_fractional_takes_no_bool_string_or_absent_value() -> None:
+    bound = _bound("{operator: LRN, Bias: fractional}")
+    for members in ({"Bias": True}, {"Bias": "0.5"}, {}, {"Bias": 2}):
+        assert not bound.covers(facts(operator="LOCAL_RESPONSE_NORMALIZATION", members=members))
+    assert bound.covers(facts(operator="LOCAL_RESPONSE_NORMALIZATION", members={"Bias": 0.5}))
+
+
+def mvn1_case(sizes: list[int], axes: list[int], activation: dict[str, Any] | None = None) -> Case:
+    tensor = {"DataType": "FLOAT32", "Sizes": sizes}
+    members: dict[str, Any] = {
+        "InputTensor": tensor,
+        "OutputTensor": tensor,
+        "AxisCount": len(axes),
+        "Axes": axes,
+    }
+    members |= {"NormalizeVariance": True, "Epsilon": 1e-5}
+    if activation is not None:
+        members["FusedActivation"] = activation
+    desc = parse_desc({"type": "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1", "desc": members})
+    return Case("numeric", "MEAN_VARIANCE_NORMALIZATION1", SPEC.level("6_4"), "FLOAT32", 0, desc)
+
+
+def test_a_fused_activation_is_matched_by_its_type() -> None:
+    bound = _bound("{FusedActivation: [ACTIVATION_SOFTPLUS, ACTIVATION_PARAMETRIC_SOFTPLUS]}")
+    softplus = mvn1_case([2, 3], [1], {"Type": "ACTIVATION_SOFTPLUS", "Steepness": 2.0})
+    assert bound.covers(CaseFacts.of(softplus, spec=SPEC))
+    for other in (mvn1_case([2, 3], [1], {"Type": "ACTIVATION_ELU"}), mvn1_case([2, 3], [1])):
+        assert not bound.covers(CaseFacts.of(other, spec=SPEC))
+
+
+def test_reduction_axes_and_dimension_count_are_the_desc_that_ran() -> None:
+    bound = _bound("{operator: MVN1, reduction_axes: [[]], dimension_count: [2, 6]}")
+    none_2d = CaseFacts.of(mvn1_case([2, 3], []), spec=SPEC)
+    assert (none_2d.reduction_axes, none_2d.dimension_count) == ((), 2)
+    assert bound.covers(none_2d)
+    assert not bound.covers(CaseFacts.of(mvn1_case([2, 3, 4], []), spec=SPEC))  # 3-D
+    one_axis = CaseFacts.of(mvn1_case([2, 1], [1]), spec=SPEC)  # one element per slice, but an axis
+    assert one_axis.reduction_length == 1 and one_axis.reduction_axes == (1,)
+    assert not bound.covers(one_axis)
+    assert _bound("{operator: MVN1, reduction_axes: [[0, 2]]}").covers(
+        CaseFacts.of(mvn1_case([2, 3, 4], [2, 0]), spec=SPEC)
+    )

@@ -149,6 +149,7 @@ def _explained(report: Path) -> None:
         ("numpy", ["--dml-expect", str(EXAMPLES / "expect-example.txt"), "--dml-cases=1"]),
         ("onnxruntime", list(QUARTER)),  # its known findings (dmlconform/known_findings/) apply by default
         ("torch", list(QUARTER)),
+        ("openvino", list(QUARTER)),
     ],
 )
 def test_real_backends_fail_only_with_explained_findings(

@@ -90,6 +90,13 @@ def execute(
     )
 
 
+def facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
+    """The smallest Variance given (float64): where an Epsilon the implementation drops would
+    show (OpenVINO's FLOAT16 graphs round an Epsilon under 2^-25 to 0: OV6)."""
+    plan = build_plan(desc, spec)
+    return {"smallest_variance": float(np.min(np.asarray(inputs[plan.variance], dtype=np.float64)))}
+
+
 KERNEL = Kernel(
     name="given_statistics",
     summary="normalization with given mean and variance (inference batch norm)",
@@ -99,5 +106,7 @@ KERNEL = Kernel(
     model="pointwise",
     relations=SAME_OUTPUT_RELATIONS,
     judge="dmlconform.tolerance.judge:given_plan_for",
+    facts=facts,
+    fact_names=("smallest_variance",),
     bytes_per_element=88,
 )

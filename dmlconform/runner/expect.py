@@ -17,12 +17,14 @@ not by their ids, and bounds them::
 
 ``when`` is a mapping of predicates (all must hold; a list of mappings: any of them): the case's
 ``operator`` (full or short name), ``data_type``, ``kind``, ``regime``, ``feature_level``,
-``reduction_length``, ``relation``, ``rule``, ``expected``, ``id`` (a glob), any desc member
-by name (``LocalSize: even``, ``P: 1``, ``Epsilon: {max: 0}``, ``ScaleTensor: absent``), and the
-data facts of the operator's kernel (``largest_squared_norm: {min: 65520}``; known once the case
-ran, from the inputs it was judged on, and computed only when a predicate asks). A value is
-one value, a list (any of), ``even`` / ``odd``, ``{min: A, max: B}`` (inclusive) or ``present`` /
-``absent``. ``meets: MODEL`` (or a mapping of tolerance overrides) says the cases must still meet
+``reduction_length``, ``reduction_axes`` (``[[]]``: none), ``dimension_count``, ``relation``,
+``rule``, ``expected``, ``id`` (a glob), any desc member by name (``LocalSize: even``, ``P: 1``,
+``Epsilon: {max: 0}``, ``ScaleTensor: absent``, ``FusedActivation: ACTIVATION_SOFTPLUS``: an
+activation by its type), and the data facts of the operator's kernel (``largest_squared_norm:
+{min: 65520}``; known once the case ran, from the inputs it was judged on, and computed only
+when a predicate asks). A value is one value, a list (any of), ``even`` / ``odd``,
+``fractional`` (not a whole number: ``Bias: fractional``), ``{min: A, max: B}`` (inclusive) or
+``present`` / ``absent``. ``meets: MODEL`` (or a mapping of tolerance overrides) says the cases must still meet
 that tolerance model: a case that fails the run's model is judged again under it, and is a known
 finding (xfailed, naming the finding) within it and a failure outside it. ``fails: true`` says
 the cases fail (a bug); ``message: REGEX`` narrows that to failures whose message matches, and
@@ -577,7 +579,13 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
             cond[key] = Test("any_of", _names(value, known, key, bad))
         elif key == "id":
             cond[key] = Test("glob", tuple(str(v) for v in (value if isinstance(value, list) else [value])))
-        elif key == "reduction_length" or key in members or key in _facts_of(spec, operators):
+        elif key in (
+            "reduction_length",
+            "reduction_axes",
+            "dimension_count",
+            *members,
+            *_facts_of(spec, operators),
+        ):
             cond[key] = _value_test(value, key, bad)
         elif key in _facts_of(spec, operators, per_slice=True):
             cond[key] = _slice_test(value, key, bad)
@@ -665,6 +673,8 @@ def _range_keys(value: dict[str, Any], key: str, bad: Callable[[str, str], Expec
 def _value_test(value: Any, key: str, bad: Callable[[str, str], ExpectError]) -> Test:
     if value in ("even", "odd"):
         return Test("parity", (0 if value == "even" else 1,))
+    if value == "fractional":
+        return Test("fractional")
     if value in ("present", "absent"):
         return Test("presence", (value == "present",))
     if isinstance(value, dict):

@@ -7,6 +7,7 @@ a value, and the two kinds of expectation, a case-id line and a finding of a YAM
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -15,16 +16,18 @@ from typing import Any
 import numpy as np
 
 from dmlconform import kernels
+from dmlconform.kernels.base import input_member, reduction_axes
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.slice_scope import SliceData, slice_mask
 from dmlconform.runner.tiers import elements_and_length
+from dmlconform.specification.desc import ActivationDesc, TensorDesc
 from dmlconform.specification.spec import FeatureLevel, Spec
 from dmlconform.tolerance.options import ToleranceOptions
 
 #: the finding id at the start of a case-id line's reason (``# F1: ...``), for reports
 _FINDING_PREFIX = re.compile(r"^\s*([A-Z][A-Za-z]*\d+[a-z]?)\s*:")
 CASE_FIELDS = ("operator", "data_type", "kind", "regime", "feature_level", "reduction_length", "relation")
-CASE_FIELDS += ("rule", "expected", "id")
+CASE_FIELDS += ("rule", "expected", "id", "reduction_axes", "dimension_count")
 
 
 # ------------------------------------------------------------------------------------------
@@ -50,6 +53,10 @@ class CaseFacts:
     rule: str | None = None
     expected: str | None = None
     reduction_length: int | None = None
+    #: the input axes the kernel reduces (or windows) over, sorted; () over none
+    reduction_axes: tuple[int, ...] | None = None
+    #: the input's dimension count
+    dimension_count: int | None = None
     members: Mapping[str, Any] = field(default_factory=dict)
     data: Mapping[str, float] = field(default_factory=dict)
     #: the per-slice facts of the inputs judged (``runner.slice_scope.SliceData``), None before
@@ -71,6 +78,7 @@ class CaseFacts:
 
         ran = apply_when(case.desc, case.relation) if case.relation else case.desc
         length = elements_and_length(ran, spec)[1] if case.kind != "validation" else None
+        axes, dims = _axes_and_dims(ran, spec) if case.kind != "validation" else (None, None)
         return cls(
             id=case.id,
             kind=case.kind,
@@ -83,6 +91,8 @@ class CaseFacts:
             rule=case.rule,
             expected=case.expected,
             reduction_length=length,
+            reduction_axes=axes,
+            dimension_count=dims,
             members=dict(ran.members),
             data=DataFacts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
             slices=SliceData(ran, inputs, spec) if inputs and case.kind != "validation" else None,
@@ -97,6 +107,16 @@ class CaseFacts:
         if name in self.data:
             return self.data[name]
         return self.members.get(name, _ABSENT)
+
+
+def _axes_and_dims(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | None]:
+    """(the reduced axes, the input's dimension count) of a desc, None where it has none."""
+    try:
+        inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
+        dims = len(inp.sizes) if isinstance(inp, TensorDesc) else None
+        return (reduction_axes(desc, spec) if dims is not None else None), dims
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None, None
 
 
 class DataFacts(Mapping[str, float]):
@@ -135,7 +155,8 @@ _ABSENT = object()
 @dataclass(frozen=True)
 class Test:
     """One predicate's test of a value: ``how`` is one of ``any_of`` (``values``), ``parity``,
-    ``range`` (``low``, ``high``; levels by their order), ``presence``, ``glob``."""
+    ``fractional`` (a number that is not a whole one), ``range`` (``low``, ``high``; levels by
+    their order), ``presence``, ``glob``."""
 
     how: str
     values: tuple[Any, ...] = ()
@@ -153,6 +174,8 @@ class Test:
             return any(_compile(str(p)).fullmatch(str(value)) for p in self.values)
         if self.how == "parity":
             return _is_int(value) and int(value) % 2 == self.values[0]
+        if self.how == "fractional":
+            return _is_number(value) and math.isfinite(value) and value != math.floor(value)
         if self.how == "range":
             try:
                 return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
@@ -165,10 +188,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _same(value: Any, want: Any) -> bool:
     """Equality as a file means it: 1 is 1.0, a sequence equals a list, bool is not 1."""
     if isinstance(value, FeatureLevel):  # its ``value`` is DirectML's number, not a file's name
         return value == want
+    if isinstance(value, ActivationDesc):  # a fused activation is named by its type
+        return value.type == want
     if isinstance(value, bool) or isinstance(want, bool):
         return isinstance(value, bool) and isinstance(want, bool) and value == want
     if isinstance(value, (tuple, list)):
