@@ -87,7 +87,7 @@ KERNELS: dict[str, Kernel] = {
             uncentred="rms_normalization",
             judge="dmlconform.tolerance.judge:plan_for",
             facts="dmlconform.reference.numpy_ref:normalization_facts",
-            fact_names=("largest_variance",),
+            fact_names=("largest_variance", "smallest_variance"),
         ),
         Kernel(
             name="rms_normalization",
@@ -101,7 +101,7 @@ KERNELS: dict[str, Kernel] = {
             relations=_SAME,
             judge="dmlconform.tolerance.judge:rms_plan_for",
             facts="dmlconform.reference.numpy_ref:normalization_facts",
-            fact_names=("largest_variance",),
+            fact_names=("largest_variance", "smallest_variance"),
         ),
         Kernel(
             name="given_statistics",
@@ -114,6 +114,8 @@ KERNELS: dict[str, Kernel] = {
             model="pointwise",
             relations=_SAME,
             judge="dmlconform.tolerance.judge:given_plan_for",
+            facts="dmlconform.reference.more:given_statistics_facts",
+            fact_names=("largest_variance", "smallest_variance"),
         ),
         Kernel(
             name="normalization_grad",
@@ -128,7 +130,7 @@ KERNELS: dict[str, Kernel] = {
             relations=(*_SAME, "directional_derivative"),
             derivative="dmlconform.tolerance.derivatives:normalization_domain",
             facts="dmlconform.reference.more:normalization_grad_facts",
-            fact_names=("largest_centred_gradient_sum",),
+            fact_names=("largest_centred_gradient_sum", "largest_variance", "smallest_variance"),
         ),
         Kernel(
             name="local_response",
@@ -141,7 +143,7 @@ KERNELS: dict[str, Kernel] = {
             model="local_response",
             relations=("same_output_as", "chained"),
             facts="dmlconform.reference.local:local_response_facts",
-            fact_names=("largest_window_square_sum",),
+            fact_names=("largest_window_square_sum", "largest_denominator"),
         ),
         Kernel(
             name="local_response_grad",
@@ -155,7 +157,7 @@ KERNELS: dict[str, Kernel] = {
             relations=("same_output_as", "chained", "directional_derivative"),
             derivative="dmlconform.tolerance.derivatives:local_response_domain",
             facts="dmlconform.reference.local:local_response_facts",
-            fact_names=("largest_window_square_sum",),
+            fact_names=("largest_window_square_sum", "largest_denominator"),
         ),
         Kernel(
             name="lp_normalization",

@@ -31,7 +31,7 @@ LAZY_BY_ROLE = (
     "dmlconform.runner.plugin",
     "dmlconform.runner.watch",
 )
-HEAVY_LIBRARIES = {"numba", "jinja2", "torch", "onnxruntime", "hypothesis"}
+HEAVY_LIBRARIES = {"numba", "jinja2", "torch", "onnxruntime", "jax", "hypothesis"}
 
 
 @functools.cache

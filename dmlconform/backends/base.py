@@ -49,11 +49,12 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "gpu-style": "dmlconform.backends.gpu_style:GpuStyleBackend",
     "onnxruntime": "dmlconform.backends.onnxruntime_backend:OnnxRuntimeBackend",
     "torch": "dmlconform.backends.torch_backend:TorchBackend",
+    "jax": "dmlconform.backends.jax_backend:JaxBackend",
     "directml": "dmlconform.backends.directml.backend:DirectMLBackend",
 }
 
 #: Third-party packages a backend may need, and the pip extra that installs them.
-EXTRA_FOR_PACKAGE: dict[str, str] = {"onnxruntime": "ort", "onnx": "ort", "torch": "torch"}
+EXTRA_FOR_PACKAGE: dict[str, str] = {"onnxruntime": "ort", "onnx": "ort", "torch": "torch", "jax": "jax", "jaxlib": "jax"}
 
 DEFAULT_FEATURE_LEVEL = "6_4"
 

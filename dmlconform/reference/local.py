@@ -48,15 +48,20 @@ def local_response_terms(plan: LocalResponsePlan, x: np.ndarray) -> np.ndarray:
 
 
 def local_response_facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict[str, float]:
-    """The largest window sum of squares of the case's input, in float64 (the registry's ``facts``
-    part of both local-response kernels; its ``fact_names`` are these keys).
+    """The largest window sum of squares of the case's input and the largest denominator
+    (Bias + Alpha / divisor * that sum)^Beta, what an element is divided by, in float64 (the
+    registry's ``facts`` part of both local-response kernels; its ``fact_names`` are these keys).
 
-    An expectation names by it the cases whose windows leave a narrower type's range: DirectML's
+    An expectation names by them the cases whose windows leave a narrower type's range: DirectML's
     FLOAT16 gradient holds the sum in FLOAT16, which saturates past 65504 (and a square past
-    it is infinite, the output 0)."""
+    it is infinite, the output 0); JAX's derivative of the quotient squares the denominator,
+    which leaves the range past its square root (cases/jax/quotient-vjp-squares-denominator)."""
     plan = make_local_response_plan(desc, spec)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
-    return {"largest_window_square_sum": float(np.max(region_sum(x * x, plan)))}
+    sums = region_sum(x * x, plan)
+    with np.errstate(over="ignore"):
+        denominator = np.power(plan.bias + (plan.alpha / plan.divisor) * np.max(sums), plan.beta)
+    return {"largest_window_square_sum": float(np.max(sums)), "largest_denominator": float(denominator)}
 
 
 def local_response(plan: LocalResponsePlan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

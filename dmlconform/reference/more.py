@@ -127,20 +127,38 @@ def normalization_grad(plan: semantics.GradPlan, arrays: dict[str, np.ndarray]) 
     }
 
 
+def _variance_facts(variance: Any) -> dict[str, float]:
+    v = np.asarray(variance, dtype=np.float64)
+    return {"largest_variance": float(np.max(v)), "smallest_variance": float(np.min(v))}
+
+
+def given_statistics_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
+    """The largest and smallest value of the Variance input, in float64 (the registry's ``facts``
+    part of the given-statistics kernel; its ``fact_names``): what the kernel divides by, before
+    Epsilon. An expectation names by them the cases where Variance + Epsilon leaves a narrower
+    type's range (JAX's float16 rounds an Epsilon under 2^-25 to 0: cases/jax/)."""
+    return _variance_facts(inputs[semantics.make_given_plan(desc, spec).variance])
+
+
 def normalization_grad_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
     """The largest |sum of InputGradient * (Input - Mean)| over the case's channels, in float64:
-    the sum the scale gradient divides by the standard deviation (the registry's ``facts`` part
-    of the normalization-gradient kernel; its ``fact_names``).
+    the sum the scale gradient divides by the standard deviation, and the largest and smallest
+    value of the Variance input (the registry's ``facts`` part of the normalization-gradient
+    kernel; its ``fact_names``).
 
-    An expectation names by it the cases whose sum leaves FLOAT16's range: DirectML's FLOAT16
+    An expectation names by them the cases whose sum leaves FLOAT16's range: DirectML's FLOAT16
     BATCH_NORMALIZATION_GRAD holds it in FLOAT16, saturated at 65504
-    (cases/directml/bng-fp16-gradient-sum)."""
+    (cases/directml/bng-fp16-gradient-sum); and those whose Variance + Epsilon puts a derivative
+    of 1 / sqrt(Variance + Epsilon) out of FLOAT16's normal range (cases/jax/)."""
     plan = semantics.make_grad_plan(desc, spec)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     products = (x - np.asarray(inputs[plan.mean], dtype=np.float64)) * np.asarray(
         inputs[plan.input_gradient], dtype=np.float64
     )
-    return {"largest_centred_gradient_sum": float(np.max(np.abs(np.sum(products, axis=plan.axes))))}
+    return {
+        "largest_centred_gradient_sum": float(np.max(np.abs(np.sum(products, axis=plan.axes)))),
+        **_variance_facts(inputs[plan.variance]),
+    }
 
 
 def input_members(desc: OperatorDesc, spec: Spec) -> tuple[str, ...]:

@@ -105,15 +105,18 @@ def execute(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str,
 
 
 def normalization_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
-    """The largest variance of the case's slices, in float64, about 0 where the kernel does not
-    centre (the registry's ``facts`` part of both normalization kernels; its ``fact_names``).
+    """The largest and smallest variance of the case's slices, in float64, about 0 where the
+    kernel does not centre (the registry's ``facts`` part of both normalization kernels; its
+    ``fact_names``).
 
-    An expectation names by it the cases whose variance leaves FLOAT16's range: DirectML holds a
-    FLOAT16 variance in FLOAT16, saturated at 65504 past it in some shaders (F1;
-    cases/directml/mvn1-fp16-variance-saturates). Below FLOAT16's normal range the
-    ``fp16-statistics`` model itself holds the variance to FLOAT16's subnormal spacing."""
+    An expectation names by them the cases whose variance leaves FLOAT16's range: DirectML holds
+    a FLOAT16 variance in FLOAT16, saturated at 65504 past it in some shaders (F1;
+    cases/directml/mvn1-fp16-variance-saturates); JAX's float16 variance is infinite there, and
+    0 under 2^-25, where a float16 Epsilon under 2^-25 is 0 too (cases/jax/). Below FLOAT16's
+    normal range the ``fp16-statistics`` model itself holds the variance to FLOAT16's subnormal
+    spacing."""
     plan = make_plan(desc, spec, uncentred_ok=True)
     slices = to_slices(np.asarray(inputs[plan.input], dtype=np.float64), plan.axes)
     # what the kernel divides out: the second moment about the mean, or about 0 (uncentred)
     divided = np.var(slices, axis=1) if plan.center else np.mean(slices * slices, axis=1)
-    return {"largest_variance": float(np.max(divided))}
+    return {"largest_variance": float(np.max(divided)), "smallest_variance": float(np.min(divided))}
