@@ -8,7 +8,7 @@ real run) the largest stress-tier size case up to ``--max-elements``: among thos
 the longest reduction, or with ``--regime`` the one with the most members and a fused activation,
 on that regime. It prints the peak resident memory (``getrusage`` max RSS) above the process's
 resident memory just before the case, per input element, and the kernel that served it
-(``dmlconform/kernels.py`` holds each kernel's worst figure plus 25%). Measure at 2^24 elements or
+(each ``dmlconform/kernels/`` module holds its kernel's worst figure plus 25%). Measure at 2^24 elements or
 more: below that, glibc keeps freed tensors in its heap and the figure measures the allocator.
 """
 

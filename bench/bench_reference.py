@@ -27,7 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dmlconform.reference import buffers, execute
+from dmlconform.kernels import execute
+from dmlconform.reference import buffers
 from dmlconform.reference.compiled import parallel_copy
 from dmlconform.specification.desc import parse_desc
 

@@ -1,14 +1,25 @@
 """dmlconform: conformance suite and spec-driven validator for DirectML operators.
 
-The public API (see README): ``load_desc``, ``parse_desc``, ``validate``, ``execute``,
-``load_spec``, and the backend exceptions ``Rejected`` / ``Unsupported``.
+The public API (see README and docs/backends.md): ``load_desc``, ``parse_desc``, ``validate``,
+``execute``, ``load_spec``; ``plan`` and the kernels' plan types (what a backend reads a desc
+through); the backend exceptions ``Rejected`` / ``Unsupported``; ``PlanError``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from dmlconform.errors import Rejected, Unsupported, Violation
+from dmlconform.errors import PlanError, Rejected, Unsupported, Violation
+from dmlconform.kernels import (
+    GivenStatisticsPlan,
+    KernelPlan,
+    LocalResponseGradPlan,
+    LocalResponsePlan,
+    LpNormalizationPlan,
+    NormalizationGradPlan,
+    NormalizationPlan,
+    RmsNormalizationPlan,
+    execute,
+    plan,
+)
 from dmlconform.specification.desc import (
     ActivationDesc,
     DescError,
@@ -25,8 +36,17 @@ __version__ = "0.1.0"
 __all__ = [
     "ActivationDesc",
     "DescError",
+    "GivenStatisticsPlan",
+    "KernelPlan",
+    "LocalResponseGradPlan",
+    "LocalResponsePlan",
+    "LpNormalizationPlan",
+    "NormalizationGradPlan",
+    "NormalizationPlan",
     "OperatorDesc",
+    "PlanError",
     "Rejected",
+    "RmsNormalizationPlan",
     "Spec",
     "SpecError",
     "TensorDesc",
@@ -36,12 +56,6 @@ __all__ = [
     "load_desc",
     "load_spec",
     "parse_desc",
+    "plan",
     "validate",
 ]
-
-
-def execute(desc: OperatorDesc, inputs: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """Run the float64 reference executor (imported lazily: numba start-up is not free)."""
-    from dmlconform.reference import execute as _execute
-
-    return _execute(desc, inputs, **kwargs)

@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 VERBS = (
-    "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "spec_diff", "dxdispatch",
-    "directml",
+    "validate", "spec", "generate", "execute", "run", "replay", "shrink", "report", "implementations",
+    "spec_diff", "dxdispatch", "directml",
 )  # fmt: skip
 
 
@@ -29,6 +29,7 @@ EXIT_STATUS = {
     "replay": "1 the case still fails",
     "shrink": "1 the case does not fail on this backend",
     "report": "diff: 1 regressions or lost cases",
+    "implementations": "1 a run did not finish",
     "spec_diff": "with --exit-code: 1 there are differences",
     "dxdispatch": "check: 1 a case failed or errored",
     "directml": "setup, info: 1 the self-test failed",

@@ -66,3 +66,9 @@ def hresult_hex(hresult: int) -> str:
 
 class Unsupported(Exception):
     """Raised by a backend for a desc it does not implement: the case is skipped, not failed."""
+
+
+class PlanError(ValueError):
+    """A desc lacks what its kernel's plan needs (a member missing or malformed): an illegal desc
+    that the validator also rejects. Raised where a desc is read into a plan
+    (:func:`dmlconform.plan`), once, so nothing downstream checks members again."""

@@ -49,7 +49,7 @@ def native_modules_loaded() -> None:
     which test first imports a library depends on how xdist spreads the tests over workers."""
     import numpy as np
 
-    from dmlconform.reference import execute
+    from dmlconform.kernels import execute
     from dmlconform.specification.desc import parse_desc
 
     t = {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 2]}

@@ -16,7 +16,7 @@ from helpers import SPEC
 
 import dmlconform as dc
 from dmlconform.backends import BackendError, list_backends, load_backend
-from dmlconform.backends.base import Option, make_plan
+from dmlconform.backends.base import Option
 from dmlconform.backends.broken import BROKEN_BACKENDS
 from dmlconform.backends.numpy_backend import NumpyBackend
 
@@ -437,7 +437,7 @@ def test_missing_extra_says_what_to_install(
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_plan_reads_axes_from_semantics(case: Case) -> None:
-    plan = make_plan(case.desc, SPEC)
+    plan = dc.plan(case.desc, SPEC)
     assert plan.axes == case.axes
     assert plan.normalize_variance == case.normalize_variance
 

@@ -8,7 +8,6 @@ Skipped whole without jax. Shapes are small and each lowering is jitted once for
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import numpy as np
@@ -57,7 +56,12 @@ def test_normalization_is_the_two_pass_formula_with_scale_bias_add_and_activatio
     add = f32(RNG.standard_normal((3, 4, 5)))
     fn = jax.jit(
         lambda *a: low.normalization(
-            *a, axes=(0, 2), normalize_variance=True, epsilon=1e-3, activation="ACTIVATION_ELU", params={"Alpha": 0.5}
+            *a,
+            axes=(0, 2),
+            normalize_variance=True,
+            epsilon=1e-3,
+            activation="ACTIVATION_ELU",
+            params={"Alpha": 0.5},
         )
     )
     y, mean, var = fn(x, scale, bias, add)
@@ -82,10 +86,14 @@ def test_standardize_path_is_jax_nn_standardize_and_its_one_pass_variance() -> N
     path's is not."""
     kw = dict(axes=(1,), normalize_variance=True, epsilon=1e-5, activation=None, params={})
     x = f32(RNG.standard_normal((2, 256)))
-    close(low.normalization(x, None, None, None, standardize=True, **kw)[0], _mvn64(x, (1,), 1e-5)[0], atol=1e-5)
+    close(
+        low.normalization(x, None, None, None, standardize=True, **kw)[0], _mvn64(x, (1,), 1e-5)[0], atol=1e-5
+    )
     offset = f32(1000 + RNG.standard_normal((2, 256)))
     want = _mvn64(offset, (1,), 1e-5)[0]
-    fast = np.abs(np.asarray(low.normalization(offset, None, None, None, standardize=True, **kw)[0]) - want).max()
+    fast = np.abs(
+        np.asarray(low.normalization(offset, None, None, None, standardize=True, **kw)[0]) - want
+    ).max()
     two_pass = np.abs(np.asarray(low.normalization(offset, None, None, None, **kw)[0]) - want).max()
     assert fast > 1e-2 > 1e-3 > two_pass
 
@@ -134,7 +142,9 @@ def test_normalization_grad_is_the_vjp_with_the_spec_statistics(batch: bool, cen
     mean = f32(x.astype(np.float64).mean(axis=axes, keepdims=True) + (0.01 if centre_member else 0.0))
     var = f32(x.astype(np.float64).var(axis=axes, keepdims=True) * 1.01)
     scale = f32(RNG.standard_normal((1, 3, 1)))
-    fn = jitted(low.normalization_grad, axes=axes, epsilon=1e-3, batch=batch, centre_on_mean_member=centre_member)
+    fn = jitted(
+        low.normalization_grad, axes=axes, epsilon=1e-3, batch=batch, centre_on_mean_member=centre_member
+    )
     got = fn(x, dy, mean, var, scale)
     for g, w in zip(got, _grad64(x, dy, mean, var, scale, axes, 1e-3, batch, centre_member), strict=True):
         close(g, w, rtol=2e-5, atol=2e-5)
@@ -148,7 +158,9 @@ def _window64(v: np.ndarray, axis: int, below: int, above: int) -> np.ndarray:
     return out
 
 
-def _lrn64(x: np.ndarray, axes: tuple[int, ...], below: int, above: int, a: float, b: float, k: float) -> np.ndarray:
+def _lrn64(
+    x: np.ndarray, axes: tuple[int, ...], below: int, above: int, a: float, b: float, k: float
+) -> np.ndarray:
     s = x.astype(np.float64) ** 2
     for axis in axes:
         s = _window64(s, axis, below, above)
@@ -172,8 +184,10 @@ def test_local_response_and_its_gradient(axes: tuple[int, ...], below: int, abov
     close(jitted(low.local_response_grad, **kw)(x, g), want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("p", "eps", "path"), [(1, 0.0, "linalg_norm"), (1, 1e-3, "squared_norm"),
-                                                (2, 0.0, "linalg_norm"), (2, 1e-3, "squared_norm")])
+@pytest.mark.parametrize(
+    ("p", "eps", "path"),
+    [(1, 0.0, "linalg_norm"), (1, 1e-3, "squared_norm"), (2, 0.0, "linalg_norm"), (2, 1e-3, "squared_norm")],
+)
 def test_lp_normalization(p: int, eps: float, path: str) -> None:
     x = f32(RNG.standard_normal((3, 7)))
     y, took = low.lp_normalization(jnp.asarray(x), axes=(1,), p=p, epsilon=eps)
@@ -270,14 +284,29 @@ KERNEL_DESCS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
     "local_response": (
         "LOCAL_RESPONSE_NORMALIZATION",
-        {"InputTensor": T(S), "OutputTensor": T(S), "CrossChannel": False, "LocalSize": 3,
-         "Alpha": 1.0, "Beta": 0.75, "Bias": 1.0},
+        {
+            "InputTensor": T(S),
+            "OutputTensor": T(S),
+            "CrossChannel": False,
+            "LocalSize": 3,
+            "Alpha": 1.0,
+            "Beta": 0.75,
+            "Bias": 1.0,
+        },
         "reduce_window",
     ),
     "local_response_grad": (
         "LOCAL_RESPONSE_NORMALIZATION_GRAD",
-        {"InputTensor": T(S), "InputGradientTensor": T(S), "OutputGradientTensor": T(S),
-         "CrossChannel": True, "LocalSize": 2, "Alpha": 1.0, "Beta": 0.75, "Bias": 1.0},
+        {
+            "InputTensor": T(S),
+            "InputGradientTensor": T(S),
+            "OutputGradientTensor": T(S),
+            "CrossChannel": True,
+            "LocalSize": 2,
+            "Alpha": 1.0,
+            "Beta": 0.75,
+            "Bias": 1.0,
+        },
         "vjp_reduce_window",
     ),
     "lp_normalization": (
@@ -324,7 +353,9 @@ def test_float16_is_native_by_default_and_float32_on_request() -> None:
     """Native: the computation in float16 (MVN1 over a slice 60 deviations off 0 shows it); the
     option: float32 within, FLOAT16 at the ends, within one FLOAT16 rounding of the answer."""
     operator, body, _ = KERNEL_DESCS["normalization"]
-    desc = _desc(operator, {k: (T(v["Sizes"], "FLOAT16") if isinstance(v, dict) else v) for k, v in body.items()})
+    desc = _desc(
+        operator, {k: (T(v["Sizes"], "FLOAT16") if isinstance(v, dict) else v) for k, v in body.items()}
+    )
     x = (60 + np.random.default_rng(1).standard_normal(S)).astype(np.float16)
     want = dc.execute(desc, {"InputTensor": x}, float64=True)["OutputTensor"]
     native, upcast = load_backend("jax"), load_backend("jax", {"float16": "float32"})
@@ -356,7 +387,9 @@ def test_supports_gives_the_reason_for_what_is_left_out() -> None:
     reason = standardize.supports(_desc(operator, {**body, "NormalizeVariance": False}))
     assert isinstance(reason, str) and "NormalizeVariance FALSE" in reason
     with pytest.raises(dc.Unsupported, match="NormalizeVariance FALSE"):
-        standardize.execute(_desc(operator, {**body, "NormalizeVariance": False}), {"InputTensor": np.zeros(S, np.float32)})
+        standardize.execute(
+            _desc(operator, {**body, "NormalizeVariance": False}), {"InputTensor": np.zeros(S, np.float32)}
+        )
     assert load_backend("jax").supports(_desc(operator, {**body, "NormalizeVariance": False})) is True
 
 

@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 import dmlconform as dc
 from dmlconform import kernels, tolerance
+from dmlconform.errors import PlanError
 from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
-from dmlconform.specification.semantics import SemanticsError
+from dmlconform.kernels.base import kernel_named
 from dmlconform.specification.structure_builder import model_for, operators_and_levels
 from dmlconform.tolerance import judge
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
@@ -40,7 +41,7 @@ def judged_pairs() -> list[tuple[str, str]]:
     out = []
     for op, level in operators_and_levels(SPEC):
         model = model_for(op, level, SPEC)
-        kernel = kernels.KERNELS.get(SPEC.operator(op).semantics.get("kernel"))
+        kernel = kernels.KERNELS.get(kernel_named(SPEC.operator(op)))
         if model.available and kernel is not None and kernel.judge is not None:
             out.append((op, level))
     return out
@@ -85,7 +86,7 @@ def kernel_and_model(desc, inputs, got=None, overrides=None, exact=False):
     ref = dc.execute(desc, inputs)
     jp = judge_plan(desc, ref, inputs)
     if jp is None:
-        kernels.part(desc, SPEC, "plan")(desc, SPEC)  # raises the SemanticsError that refused it
+        kernels.plan(desc, SPEC)  # raises the PlanError that refused it
     assert jp is not None
     model = kernels.part(desc, SPEC, "budgets")(
         desc, ref, inputs, SPEC, ToleranceOptions.parse(overrides)
@@ -142,7 +143,7 @@ def test_kernel_budgets_equal_the_numpy_model_on_drawn_cases(case, overrides):
         return  # nonfinite inputs: reported as information, never judged
     try:
         kernel, model, ref = kernel_and_model(desc, inputs, overrides=overrides)
-    except SemanticsError:
+    except PlanError:
         return
     assert_budgets_agree(kernel, model, ref)
 
@@ -150,7 +151,7 @@ def test_kernel_budgets_equal_the_numpy_model_on_drawn_cases(case, overrides):
 def verdicts(desc, inputs, got_main, overrides=None):
     """(kernel comparison, numpy comparison) of the same outputs."""
     ref = dc.execute(desc, inputs)
-    main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
+    main = kernels.plan(desc, SPEC).output
     got = {**ref, main: got_main(ref[main])}
     with compiled_everywhere():
         assert compare_module._judge_plan(desc, got, ref, inputs, SPEC) is not None
@@ -182,7 +183,7 @@ def test_kernel_verdicts_equal_the_numpy_models(case, wrong, overrides):
     desc, inputs = case
     try:
         fast, slow, main = verdicts(desc, inputs, WRONGS[wrong], overrides)
-    except SemanticsError:
+    except PlanError:
         return
     assert fast.passed == slow.passed
     a, b = fast.outputs[main], slow.outputs[main]
@@ -203,7 +204,7 @@ def _residual_noise(desc, inputs, got_main, overrides) -> float:
     for answers far outside their budgets (an all-zeros answer: 1e-2 of the figure on a slice
     of four), which fail on the shift and scale figures anyway."""
     ref = dc.execute(desc, inputs)
-    main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
+    main = kernels.plan(desc, SPEC).output
     budget = kernels.part(desc, SPEC, "budgets")(
         desc, ref, inputs, SPEC, ToleranceOptions.parse(overrides)
     ).by_member[main]
@@ -378,7 +379,7 @@ def test_the_figures_are_the_same_bits_whatever_the_thread_count(monkeypatch, op
     desc = dc.parse_desc({"type": operator, "desc": body})
     inputs = data.make_inputs(desc, "standard_normal", seed=5, spec=SPEC)
     ref = dc.execute(desc, inputs)
-    main = kernels.part(desc, SPEC, "plan")(desc, SPEC).output
+    main = kernels.plan(desc, SPEC).output
     noise = np.random.default_rng(1).integers(-3, 4, size=n).astype(np.int32).reshape(ref[main].shape)
     got = {**ref, main: (ref[main].view(np.int32) + noise).view(np.float32)}
     seen = []
@@ -415,7 +416,7 @@ def test_given_statistics_slice_per_channel_where_the_slices_are_long():
     per-element index); statistics that vary along nearly every axis: the tensor is one slice."""
     plan = PER_CHANNEL["given"]("FLOAT32")
     inputs = data.make_inputs(plan, "standard_normal", seed=1, spec=SPEC)
-    given = kernels.part(plan, SPEC, "plan")(plan, SPEC)
+    given = kernels.plan(plan, SPEC)
     assert judge.given_slicing(given, inputs).axes == (0, 2, 3)
     inputs["VarianceTensor"] = np.ones((2, 1, 96, 1), np.float32)
     assert judge.given_slicing(given, inputs).axes == (0, 1, 2, 3)
@@ -442,7 +443,7 @@ def test_the_reduced_outputs_budgets_and_verdicts_equal_the_models(model, regime
     assert set(fast) == set(slow) == set(ref)
     for name in ref:
         assert_budgets_agree(fast[name], slow[name])
-    plan = kernels.part(desc, SPEC, "plan")(desc, SPEC)
+    plan = kernels.plan(desc, SPEC)
     others = [name for name in ref if name != plan.output]
     assert others
     for name in others:
@@ -462,14 +463,16 @@ def test_the_batch_gradient_centred_on_the_batch_mean_gives_the_models_budgets(m
     batch mean and the centring term e_xc = max(c_mean u g mean|x|, |Mean - mean(x)|)."""
     import dataclasses
 
-    from dmlconform.specification import semantics
+    from dmlconform.kernels import normalization_grad
+    from dmlconform.tolerance import gradients
 
     desc = PER_CHANNEL["gradient-batch"]("FLOAT32")
     inputs = data.make_inputs(desc, "standard_normal", seed=6, spec=SPEC)
     inputs["MeanTensor"] = (inputs["MeanTensor"] + np.float32(0.25)).astype(np.float32)
-    plan = dataclasses.replace(semantics.make_grad_plan(desc, SPEC), centre_with="input")
+    plan = dataclasses.replace(kernels.plan(desc, SPEC), centre_with="input")
     assert not plan.centres_on_mean
-    monkeypatch.setattr(semantics, "make_grad_plan", lambda d, s=None: plan)  # the numpy model's plan
+    for module in (normalization_grad, gradients):  # the reference's and the numpy model's plan
+        monkeypatch.setattr(module, "build_plan", lambda d, s=None: plan)
     ref = dc.execute(desc, inputs)
     jp = judge.CompiledCase(plan, judge._gradient_terms)
     out = ref["OutputGradientTensor"]

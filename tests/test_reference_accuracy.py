@@ -10,9 +10,9 @@ import pytest
 from helpers import SPEC
 
 from dmlconform import reference
-from dmlconform.reference import execute
+from dmlconform.kernels import execute
+from dmlconform.kernels import plan as make_plan
 from dmlconform.specification.desc import parse_desc
-from dmlconform.specification.semantics import make_plan
 
 mp = mpmath.mp
 

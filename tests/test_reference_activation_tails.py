@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dmlconform import reference
-from dmlconform.reference import execute
+from dmlconform.kernels import execute
 from dmlconform.specification.desc import parse_desc
 
 mpmath.mp.dps = 50

@@ -7,7 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from dmlconform.reference import buffers, execute
+from dmlconform.kernels import execute
+from dmlconform.reference import buffers
 from dmlconform.specification.desc import parse_desc
 
 BIG = (buffers.MIN_BYTES // 4 + 1024,)  # float32 elements just above the recycling threshold

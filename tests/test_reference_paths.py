@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmlconform import reference
-from dmlconform.reference import compiled, execute, mirror
+from dmlconform.kernels import execute
+from dmlconform.reference import compiled, mirror
 from dmlconform.specification.desc import parse_desc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,13 +14,11 @@ import pytest
 
 import dmlconform as dc
 from dmlconform import kernels
-from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.backends.numpy_local import window_sum
+from dmlconform.backends.numpy_backend import NumpyBackend, window_sum
 from dmlconform.backends.reference import ReferenceBackend
 from dmlconform.runner.cases import Selection, collect
 from dmlconform.runner.checks import run_case
 from dmlconform.runner.guard import ThreadGuard
-from dmlconform.specification import semantics
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.tolerance.options import NO_OPTIONS
 
@@ -37,7 +35,7 @@ class LrnGradForwardWindow(NumpyBackend):
     def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if desc.operator != LRNG:
             return super().execute(desc, inputs)
-        p = semantics.make_local_response_plan(desc, SPEC)
+        p = dc.plan(desc, SPEC)
         x = np.asarray(inputs[p.input], dtype=np.float64)
         g = np.asarray(inputs[p.input_gradient], dtype=np.float64)
 
@@ -58,7 +56,7 @@ class LrnLocalSizeAsRadius(NumpyBackend):
 
     name: ClassVar[str] = "test:LrnLocalSizeAsRadius"
 
-    def lrn_window(self, plan: semantics.LocalResponsePlan) -> tuple[int, int]:
+    def lrn_window(self, plan: dc.LocalResponsePlan) -> tuple[int, int]:
         return plan.local_size, plan.local_size
 
 
@@ -107,7 +105,7 @@ def test_the_forward_window_gradient_fails_the_derivative_relation():
     results = _statuses(LrnGradForwardWindow(), cases)
 
     def visible(desc: OperatorDesc) -> bool:
-        p = semantics.make_local_response_plan(desc, SPEC)
+        p = dc.plan(desc, SPEC)
         longest = max(p.shape[a] for a in p.axes)
         return p.local_size % 2 == 0 and p.alpha >= 1 and longest > p.local_size
 

@@ -124,3 +124,11 @@ def test_sequential_sums_replay_under_the_model_their_reproducer_names(tmp_path:
     (case_dir / "case.json").write_text(json.dumps(meta))
     proc = dmlconform("replay", str(case_dir), cwd=tmp_path)
     assert proc.returncode == 1 and "result:  FAILED" in proc.stdout, proc.stdout + proc.stderr
+    # the same case, the model asked for on the command line, as a run takes it
+    again = dmlconform("replay", str(case_dir), "--tolerance", "model=lenient", cwd=tmp_path)
+    assert again.returncode == 0 and "result:  PASSED" in again.stdout, again.stdout + again.stderr
+    assert "tolerance: model=lenient" in again.stdout
+    shrunk = dmlconform("shrink", str(case_dir), "--tolerance", "model=lenient", "-q", cwd=tmp_path)
+    assert shrunk.returncode == 1 and "does not fail" in shrunk.stderr, shrunk.stdout + shrunk.stderr
+    bad = dmlconform("replay", str(case_dir), "--tolerance", "ulp_scale=-1", cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

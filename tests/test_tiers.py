@@ -482,3 +482,17 @@ def test_accuracy_chart_one_colour_per_operator(tmp_path: Path) -> None:
         "FLOAT32",
         "FLOAT16",
     ]
+
+
+def test_the_smoke_tier_says_in_one_line_that_it_keeps_its_own_number_of_cases(tmp_path: Path) -> None:
+    from helpers import dmlconform
+
+    args = ["run", "--backend", "reference", "--operators", "LP", "--dtypes", "FLOAT32", "--kinds", "numeric"]
+    proc = dmlconform(*args, "--tier", "smoke", "--cases", "3", "--report", "r", cwd=tmp_path)
+    notes = [ln for ln in proc.stdout.splitlines() if "the smoke tier runs" in ln]
+    assert proc.returncode == 0 and len(notes) == 1, proc.stdout[-2000:]
+    assert "2 numeric and metamorphic cases per group, not the 3 of --cases" in notes[0]
+    cases = json.loads((tmp_path / "r" / "results.json").read_text())["cases"]
+    assert max(c["index"] for c in cases) == 1  # two per group, as the note says
+    quiet = dmlconform(*args, "--tier", "smoke", "--cases", "2", "--report", "q", cwd=tmp_path)
+    assert "the smoke tier runs" not in quiet.stdout

@@ -1,9 +1,10 @@
-"""Backends: the protocol the runner calls, the loader behind ``--dml-backend``, and the
-built-in implementations (``reference``, ``numpy``, ``onnxruntime``, ``torch``).
+"""Backends: the protocol the runner calls, the loader behind ``--dml-backend``, the base class
+and options a backend author builds on, and the built-in implementations.
 
-Only the protocol, base class and loader are imported here; each backend module is imported on
-demand by :func:`load_backend`, so that a missing optional extra (onnxruntime, torch) costs
-nothing until that backend is asked for.
+What a backend author uses from here (docs/backends.md): :class:`BackendBase`, :class:`Option`,
+``FEATURE_LEVEL_OPTION`` and :func:`validate_or_reject`, beside ``dmlconform`` itself (``plan``
+and the plan types). Each backend module is imported on demand by :func:`load_backend`, so that
+a missing optional extra (onnxruntime, torch, ...) costs nothing until that backend is asked for.
 """
 
 from __future__ import annotations
@@ -11,25 +12,25 @@ from __future__ import annotations
 from dmlconform.backends.base import (
     BUILTIN_BACKENDS,
     ENTRY_POINT_GROUP,
+    FEATURE_LEVEL_OPTION,
     Backend,
     BackendBase,
     BackendError,
-    NormalizationPlan,
     Option,
     list_backends,
     load_backend,
-    make_plan,
+    validate_or_reject,
 )
 
 __all__ = [
     "BUILTIN_BACKENDS",
     "ENTRY_POINT_GROUP",
+    "FEATURE_LEVEL_OPTION",
     "Backend",
     "BackendBase",
     "BackendError",
-    "NormalizationPlan",
     "Option",
     "list_backends",
     "load_backend",
-    "make_plan",
+    "validate_or_reject",
 ]

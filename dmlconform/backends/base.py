@@ -1,5 +1,4 @@
-"""Backend protocol, an optional base class, the semantics plan every built-in backend shares,
-and the loader behind ``--dml-backend``.
+"""Backend protocol, an optional base class, and the loader behind ``--dml-backend``.
 
 A backend is anything with ``name``, ``feature_level`` and ``execute(desc, inputs)`` (and,
 optionally, ``supports(desc)`` and, with ``validates = True``, ``check(desc)``: see
@@ -8,12 +7,8 @@ this module. :class:`BackendBase` exists because every built-in backend needs th
 keyword options given as strings on the command line (validated, with a clear error for an
 unknown one), the details of the last case for the report (``last_info``), and version strings.
 
-:class:`NormalizationPlan` is the backends' view of a desc: the reference's
-:class:`dmlconform.specification.semantics.Plan` (which member is the input, the scale, the statistics outputs,
-which axes are reduced, whether the variance is normalized, the epsilon and the fused activation
-with its parameter defaults, as the C FLOATs an implementation receives) plus the tensor descs,
-dtypes and the layout questions a backend asks. The numpy, ONNX Runtime and PyTorch backends
-are all driven by it, so none of them names an operator.
+A backend reads a desc through its kernel's plan (``dmlconform.plan``: docs/backends.md), the
+public API every built-in backend is written against.
 """
 
 from __future__ import annotations
@@ -22,39 +17,24 @@ import contextlib
 import importlib
 import importlib.metadata
 import inspect
-import math
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 import dmlconform
-from dmlconform import kernels
-from dmlconform.errors import Rejected, Unsupported
-from dmlconform.specification import semantics
-from dmlconform.specification.desc import OperatorDesc, TensorDesc
+from dmlconform.distribution import ENTRY_POINT_GROUP, builtin_backends, extra_for_package
+from dmlconform.errors import Rejected
+from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, load_spec
 from dmlconform.specification.validate import validate
 
-ENTRY_POINT_GROUP = "dmlconform.backends"
-
-#: Built-in backends, used when the package is not installed (a source checkout) and as the
-#: fallback when entry points are unavailable. Mirrors ``[project.entry-points]`` in pyproject.
-BUILTIN_BACKENDS: dict[str, str] = {
-    "reference": "dmlconform.backends.reference:ReferenceBackend",
-    "numpy": "dmlconform.backends.numpy_backend:NumpyBackend",
-    "gpu-style": "dmlconform.backends.gpu_style:GpuStyleBackend",
-    "onnxruntime": "dmlconform.backends.onnxruntime_backend:OnnxRuntimeBackend",
-    "torch": "dmlconform.backends.torch_backend:TorchBackend",
-    "jax": "dmlconform.backends.jax_backend:JaxBackend",
-    "directml": "dmlconform.backends.directml.backend:DirectMLBackend",
-}
-
-#: Third-party packages a backend may need, and the pip extra that installs them.
-EXTRA_FOR_PACKAGE: dict[str, str] = {"onnxruntime": "ort", "onnx": "ort", "torch": "torch", "jax": "jax", "jaxlib": "jax"}
+#: The built-in backends, name -> ``module:Class``: pyproject.toml's entry points, the one
+#: declaration (``dmlconform.distribution``), read the same in a source checkout
+BUILTIN_BACKENDS: dict[str, str] = builtin_backends()
 
 DEFAULT_FEATURE_LEVEL = "6_4"
 
@@ -201,211 +181,16 @@ def validate_or_reject(desc: OperatorDesc, level: str | FeatureLevel, spec: Spec
 
 
 # --------------------------------------------------------------------------------------------
-# The semantics plan shared by the built-in backends
-
-
-@dataclass(frozen=True)
-class NormalizationPlan:
-    """A desc read through its operator's ``semantics:`` block (kernel ``normalization``).
-
-    ``scale``/``bias``/``fused_add`` are member names, or None when the desc leaves them null
-    (null Scale means 1, null Bias 0). ``axes`` are the reduced axes, sorted and non-negative.
-    ``stats_outputs`` maps ``"mean"``/``"variance"`` to output member names present in the desc.
-    """
-
-    operator: str
-    input: str
-    output: str
-    input_desc: TensorDesc
-    tensors: dict[str, TensorDesc]
-    scale: str | None
-    bias: str | None
-    fused_add: str | None
-    stats_outputs: dict[str, str]
-    axes: tuple[int, ...]
-    normalize_variance: bool
-    epsilon: float
-    activation: str | None
-    activation_params: dict[str, float] = field(default_factory=dict)
-    dtypes: dict[str, np.dtype] = field(default_factory=dict)
-
-    @property
-    def rank(self) -> int:
-        return len(self.input_desc.sizes)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.input_desc.sizes
-
-    @property
-    def reduction_length(self) -> int:
-        """How many elements each statistic is computed over."""
-        return math.prod(self.shape[a] for a in self.axes)
-
-    @property
-    def outputs(self) -> tuple[str, ...]:
-        return (self.output, *self.stats_outputs.values())
-
-    def sizes(self, member: str) -> tuple[int, ...]:
-        return self.tensors[member].sizes
-
-    def aligned_sizes(self, member: str) -> tuple[int, ...]:
-        """``member``'s sizes right-aligned to the input's rank (numpy broadcasting rules)."""
-        sizes = self.sizes(member)
-        return (1,) * (self.rank - len(sizes)) + tuple(sizes)
-
-    def per_channel(self, member: str | None) -> bool:
-        """True when ``member`` is null or varies at most along axis 1 (the channel), the shape
-        that per-channel library kernels (instance/batch norm) accept as a 1-D weight."""
-        if member is None:
-            return True
-        if self.rank < 2:
-            return False
-        sizes = self.aligned_sizes(member)
-        return all(s == 1 for i, s in enumerate(sizes) if i != 1)
-
-    def within(self, member: str | None, first_axis: int) -> bool:
-        """True when ``member`` is null or varies only along axes >= ``first_axis``."""
-        if member is None:
-            return True
-        return all(s == 1 for s in self.aligned_sizes(member)[:first_axis])
-
-    def trailing_axis(self) -> int | None:
-        """k when the reduced axes are exactly k..rank-1 (a layer-norm shape), else None."""
-        if not self.axes:
-            return None
-        k = self.axes[0]
-        return k if self.axes == tuple(range(k, self.rank)) else None
-
-    def fits_instance_norm(self) -> bool:
-        return (
-            self.normalize_variance
-            and self.rank >= 3
-            and self.axes == tuple(range(2, self.rank))
-            and self.per_channel(self.scale)
-            and self.per_channel(self.bias)
-        )
-
-    def fits_batch_norm(self) -> bool:
-        return (
-            self.normalize_variance
-            and self.rank >= 2
-            and self.axes == (0, *range(2, self.rank))
-            and self.per_channel(self.scale)
-            and self.per_channel(self.bias)
-        )
-
-    def fits_layer_norm(self) -> bool:
-        k = self.trailing_axis()
-        return (
-            self.normalize_variance
-            and k is not None
-            and self.within(self.scale, k)
-            and self.within(self.bias, k)
-        )
-
-    def structure_key(self) -> tuple[Any, ...]:
-        """What a compiled graph depends on: rank, dtypes, axes, which scale/bias/add dims
-        broadcast, attributes. Not the sizes, so one compiled graph serves many shapes."""
-
-        def pattern(member: str | None) -> tuple[bool, ...] | None:
-            if member is None:
-                return None
-            return tuple(s == 1 for s in self.aligned_sizes(member))
-
-        return (
-            self.rank,
-            tuple((m, str(d)) for m, d in sorted(self.dtypes.items())),
-            self.axes,
-            pattern(self.scale),
-            pattern(self.bias),
-            pattern(self.fused_add),  # the graph pins FusedAdd's size-1 dims (_aligned_shape)
-            tuple(sorted(self.stats_outputs.items())),
-            self.normalize_variance,
-            self.epsilon,
-            self.activation,
-            tuple(sorted(self.activation_params.items())),
-        )
-
-
-def numpy_dtype(data_type: str, spec: Spec) -> np.dtype:
-    dt = spec.data_types.get(data_type)
-    if dt is None or dt.numpy is None:
-        raise Unsupported(f"data type {data_type} has no numpy equivalent")
-    return np.dtype(dt.numpy)
-
-
-def lowering(
-    table: Mapping[str, Callable[..., Any]], desc: OperatorDesc, spec: Spec, who: str
-) -> Callable[..., Any]:
-    """The entry of a backend's ``LOWERINGS`` (kernel name -> lowering) for ``desc``'s kernel in
-    the registry (dmlconform/kernels.py); Unsupported where the backend has none."""
-    try:
-        name = kernels.kernel_name(desc, spec)
-    except kernels.UnknownKernel as exc:
-        raise Unsupported(str(exc)) from None
-    fn = table.get(name)
-    if fn is None:
-        raise Unsupported(f"{desc.operator}: kernel {name!r} is not implemented by {who}")
-    return fn
-
-
-def make_plan(desc: OperatorDesc, spec: Spec) -> NormalizationPlan:
-    """Read ``desc`` through its operator's semantics (:func:`dmlconform.specification.semantics.make_plan`,
-    the reading the reference uses too). Raises Unsupported for a kernel other than
-    ``normalization`` and ValueError for a desc too broken to compute."""
-    op = spec.operator(desc.operator)
-    if op.semantics.get("kernel") != "normalization":
-        raise Unsupported(
-            f"{op.name}: kernel {op.semantics.get('kernel')!r} is not implemented by this backend"
-        )
-    plan = semantics.make_plan(desc, spec)
-    tensors = desc.tensors()
-    stats = {k: m for k, m in (("mean", plan.mean_output), ("variance", plan.variance_output)) if m}
-    return NormalizationPlan(
-        operator=op.name,
-        input=plan.input,
-        output=plan.output,
-        input_desc=tensors[plan.input],
-        tensors=tensors,
-        scale=plan.scale,
-        bias=plan.bias,
-        fused_add=plan.fused_add,
-        stats_outputs=stats,
-        axes=plan.axes,
-        normalize_variance=plan.normalize_variance,
-        epsilon=plan.epsilon,
-        activation=plan.activation,
-        activation_params=plan.activation_params,
-        dtypes={name: numpy_dtype(t.data_type, spec) for name, t in tensors.items()},
-    )
-
-
-def finish_outputs(plan: NormalizationPlan, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Shape each computed output to its member's Sizes and DataType (statistics computed with
-    keepdims, or as 1-D per-channel vectors, are reshaped to the declared Sizes)."""
-    out = {}
-    for member in plan.outputs:
-        value = np.asarray(values[member])
-        sizes = plan.sizes(member)
-        if value.shape != sizes:
-            same_count = value.size == math.prod(sizes)
-            value = value.reshape(sizes) if same_count else np.broadcast_to(value, sizes)
-        with np.errstate(over="ignore"):  # beyond FLOAT16's range a value rounds to inf, as IEEE says
-            out[member] = np.ascontiguousarray(value, dtype=plan.dtypes[member])
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # Loader
 
 
 def list_backends() -> dict[str, str]:
-    """Registered backend names -> ``module:Class`` (entry points over the built-in table)."""
+    """Registered backend names -> ``module:Class``: the built-in ones and every other package's
+    entry point in the group (which may not shadow a built-in name)."""
     names = dict(BUILTIN_BACKENDS)
     try:
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            names[ep.name] = ep.value
+            names.setdefault(ep.name, ep.value)
     except Exception:  # a broken installation must not hide the built-ins
         pass
     return names
@@ -435,7 +220,7 @@ def _import_target(target: str, label: str, from_cwd: bool = False) -> type:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]
-        extra = EXTRA_FOR_PACKAGE.get(missing)
+        extra = extra_for_package(missing)
         if extra is not None:
             raise BackendError(
                 f"backend {label!r} needs {missing}, which is not installed: pip install dmlconform[{extra}]"

@@ -18,11 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from dmlconform.backends.base import NormalizationPlan
-from dmlconform.backends.numpy_backend import NumpyBackend, reduce_sum
-from dmlconform.specification import semantics
-from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.slices import to_slices
+import dmlconform as dc
+from dmlconform.backends.numpy_backend import NumpyBackend, reduce_sum, slice_rows
 from dmlconform.tolerance.degenerate import unchanged_inputs
 
 
@@ -47,7 +44,7 @@ class EpsilonOutsideSqrt(NumpyBackend):
     name: ClassVar[str] = "broken:EpsilonOutsideSqrt"
 
     def normalize(
-        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: dc.NormalizationPlan
     ) -> np.ndarray:
         d = x - mean
         if not plan.normalize_variance:
@@ -79,7 +76,7 @@ class IgnoredActivation(NumpyBackend):
 
     name: ClassVar[str] = "broken:IgnoredActivation"
 
-    def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
+    def activate(self, y: np.ndarray, plan: dc.NormalizationPlan) -> np.ndarray:
         return y
 
 
@@ -92,7 +89,7 @@ class ScaleReversed(NumpyBackend):
     name: ClassVar[str] = "broken:ScaleReversed"
 
     def scale_bias(
-        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan
     ) -> np.ndarray:
         if plan.scale is not None:
             scale = self.load(inputs, plan, plan.scale)
@@ -124,7 +121,7 @@ class OneSidedBiasIgnored(NumpyBackend):
     name: ClassVar[str] = "broken:OneSidedBiasIgnored"
 
     def scale_bias(
-        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan
     ) -> np.ndarray:
         if plan.scale is None:
             return y
@@ -139,7 +136,7 @@ class BatchAxisIncluded(NumpyBackend):
 
     name: ClassVar[str] = "broken:BatchAxisIncluded"
 
-    def reduce_axes(self, plan: NormalizationPlan) -> tuple[int, ...]:
+    def reduce_axes(self, plan: dc.NormalizationPlan) -> tuple[int, ...]:
         return tuple(sorted({0, *plan.axes}))
 
 
@@ -151,7 +148,7 @@ class FusedAddAfterActivation(NumpyBackend):
     name: ClassVar[str] = "broken:FusedAddAfterActivation"
 
     def add_and_activate(
-        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan
     ) -> np.ndarray:
         y = self.activate(y, plan)
         return y if plan.fused_add is None else y + self.load(inputs, plan, plan.fused_add)
@@ -179,7 +176,7 @@ class ActivationParametersIgnored(NumpyBackend):
 
     name: ClassVar[str] = "broken:ActivationParametersIgnored"
 
-    def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
+    def activate(self, y: np.ndarray, plan: dc.NormalizationPlan) -> np.ndarray:
         if plan.activation is None:
             return y
         act = self.spec.activations[plan.activation]
@@ -195,7 +192,7 @@ class EpsilonIgnored(NumpyBackend):
     name: ClassVar[str] = "broken:EpsilonIgnored"
 
     def normalize(
-        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: dc.NormalizationPlan
     ) -> np.ndarray:
         return super().normalize(x, mean, var, replace(plan, epsilon=0.0))
 
@@ -215,7 +212,7 @@ class SequentialSumStatistics(NumpyBackend):
 
 def sequential_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Two passes, each a float32 running sum in element order (np.cumsum is sequential)."""
-    rows = to_slices(x, axes).astype(np.float32)
+    rows = slice_rows(x, axes).astype(np.float32)
     stat = [1 if i in axes else s for i, s in enumerate(x.shape)]
     n = np.float32(rows.shape[1])
     mean = np.cumsum(rows, axis=1, dtype=np.float32)[:, -1:] / n
@@ -256,7 +253,7 @@ class OutputScaled(NumpyBackend):
     FACTOR: ClassVar[float] = 1.0 + 2.0**-8
 
     def add_and_activate(
-        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan
     ) -> np.ndarray:
         return super().add_and_activate(y, inputs, plan) * self.compute_dtype(self.FACTOR)
 
@@ -279,7 +276,7 @@ class Zeros(NumpyBackend):
 
     name: ClassVar[str] = "broken:Zeros"
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {k: np.zeros_like(v) for k, v in super().execute(desc, inputs).items()}
 
 
@@ -291,7 +288,7 @@ class Negated(NumpyBackend):
 
     name: ClassVar[str] = "broken:Negated"
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {k: -v for k, v in super().execute(desc, inputs).items()}
 
 
@@ -304,7 +301,7 @@ class InputUnchanged(NumpyBackend):
 
     name: ClassVar[str] = "broken:InputUnchanged"
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return unchanged_inputs(desc, super().execute(desc, inputs), inputs, self.spec)
 
 
@@ -317,7 +314,7 @@ class LrnWindowBelow(NumpyBackend):
 
     name: ClassVar[str] = "broken:LrnWindowBelow"
 
-    def lrn_window(self, plan: semantics.LocalResponsePlan) -> tuple[int, int]:
+    def lrn_window(self, plan: dc.LocalResponsePlan) -> tuple[int, int]:
         return plan.local_size // 2, (plan.local_size - 1) // 2
 
 
@@ -329,7 +326,7 @@ class LrnAlphaNotDivided(NumpyBackend):
 
     name: ClassVar[str] = "broken:LrnAlphaNotDivided"
 
-    def lrn_alpha(self, plan: semantics.LocalResponsePlan, dt: type) -> np.floating:
+    def lrn_alpha(self, plan: dc.LocalResponsePlan, dt: type) -> np.floating:
         return dt(plan.alpha)
 
 
@@ -341,7 +338,7 @@ class LpWithoutAbs(NumpyBackend):
 
     name: ClassVar[str] = "broken:LpWithoutAbs"
 
-    def lp_norm(self, x: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+    def lp_norm(self, x: np.ndarray, plan: dc.LpNormalizationPlan, dt: type) -> np.ndarray:
         if plan.p == 1:
             return reduce_sum(x, plan.axes, dt)
         return super().lp_norm(x, plan, dt)
@@ -355,7 +352,7 @@ class LpEpsilonOutsideRoot(NumpyBackend):
 
     name: ClassVar[str] = "broken:LpEpsilonOutsideRoot"
 
-    def lp_denominator(self, norm: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+    def lp_denominator(self, norm: np.ndarray, plan: dc.LpNormalizationPlan, dt: type) -> np.ndarray:
         return norm + dt(plan.epsilon)
 
 

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dmlconform.backends.base import FEATURE_LEVEL_OPTION, NormalizationPlan, Option
-from dmlconform.backends.numpy_backend import NumpyBackend
-from dmlconform.specification.slices import to_slices
+import dmlconform as dc
+from dmlconform.backends import FEATURE_LEVEL_OPTION, Option
+from dmlconform.backends.numpy_backend import NumpyBackend, slice_rows
 
 F32 = np.float32
 
@@ -100,14 +100,14 @@ class GpuStyleBackend(NumpyBackend):
         Option("statistics", "float32", "the type statistics are kept in", choices=("float32", "input")),
     )
 
-    def load(self, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan, member: str) -> np.ndarray:
+    def load(self, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan, member: str) -> np.ndarray:
         if member == plan.input:
             self._input_dtype = np.asarray(inputs[member]).dtype
         return super().load(inputs, plan, member)
 
     def _sum(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         o = self.options
-        rows = np.ascontiguousarray(to_slices(x, axes), dtype=F32)
+        rows = np.ascontiguousarray(slice_rows(x, axes), dtype=F32)
         total = gpu_sum(rows, o["threads"], o["chains"], o["groups"])
         return total.reshape([1 if i in axes else s for i, s in enumerate(x.shape)])
 
@@ -122,7 +122,7 @@ class GpuStyleBackend(NumpyBackend):
         return mean, var
 
     def normalize(
-        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: dc.NormalizationPlan
     ) -> np.ndarray:
         if plan.normalize_variance and self.options["normalize"] == "rsqrt":
             return (x - mean) * (F32(1.0) / np.sqrt(var + F32(plan.epsilon)))

@@ -57,23 +57,12 @@ import jax
 import jaxlib
 import numpy as np
 
-import dmlconform
-from dmlconform.backends import BackendBase, Option
-from dmlconform.backends.base import FEATURE_LEVEL_OPTION  # TEMPORARY until dmlconform.backends exports it
+import dmlconform as dc
+from dmlconform.backends import FEATURE_LEVEL_OPTION, BackendBase, Option
 from dmlconform.backends import jax_lowering as low
 
 PATHS = ("mean_var", "standardize")
 COMPUTE_TYPES = (np.dtype(np.float32), np.dtype(np.float16))
-
-from dmlconform.backends._jax_interim_plan import plan as _interim_plan  # noqa: E402  TEMPORARY
-
-
-def _plan(desc: Any, spec: Any) -> Any:
-    return _interim_plan(desc, spec)
-
-
-def _static(params: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
-    return tuple(sorted(params.items()))
 
 
 class JaxBackend(BackendBase):
@@ -106,19 +95,19 @@ class JaxBackend(BackendBase):
 
     # -- protocol ---------------------------------------------------------------------------
 
-    def supports(self, desc: Any) -> bool | str:
+    def supports(self, desc: dc.OperatorDesc) -> bool | str:
         try:
-            plan = _plan(desc, self.spec)
-        except Exception:  # an unreadable desc fails in execute, with its own message
+            plan = dc.plan(desc)
+        except dc.PlanError:  # a desc its kernel cannot read fails in execute, with the reason
             return True
         reason = self._unsupported(plan)
         return True if reason is None else reason
 
-    def execute(self, desc: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        plan = _plan(desc, self.spec)
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        plan = dc.plan(desc)
         reason = self._unsupported(plan)
         if reason is not None:
-            raise dmlconform.Unsupported(reason)
+            raise dc.Unsupported(reason)
         io = np.dtype(plan.dtype(plan.input))
         compute = np.dtype(np.float32) if self.options["float16"] == "float32" else io
         arrays = {
@@ -147,7 +136,7 @@ class JaxBackend(BackendBase):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _unsupported(self, plan: Any) -> str | None:
+    def _unsupported(self, plan: dc.KernelPlan) -> str | None:
         """The reason this backend leaves ``plan`` out, or None."""
         if plan.kernel not in LOWERINGS:
             return f"{plan.operator}: kernel {plan.kernel!r} has no JAX lowering in this backend"
@@ -158,17 +147,29 @@ class JaxBackend(BackendBase):
             return f"fused activation {plan.activation} has no JAX mapping"
         if plan.kernel == "lp_normalization" and plan.epsilon_placement != "squared_norm":
             return f"Lp normalization's epsilon_placement {plan.epsilon_placement!r} has no JAX lowering here"
-        if plan.kernel == "normalization" and self.options["path"] == "standardize" and not plan.normalize_variance:
+        if (
+            plan.kernel == "normalization"
+            and self.options["path"] == "standardize"
+            and not plan.normalize_variance
+        ):
             return "path=standardize: jax.nn.standardize always divides by the deviation (NormalizeVariance FALSE)"
         return None
 
-    def _jitted(self, key: tuple[Any, ...], make: Callable[[], Callable[..., Any]]) -> tuple[Callable[..., Any], bool]:
+    def _jitted(
+        self, key: tuple[Any, ...], make: Callable[[], Callable[..., Any]]
+    ) -> tuple[Callable[..., Any], bool]:
         """The compiled function of a structure, and whether it was already there."""
         fn = self._compiled.get(key)
         if fn is not None:
             return fn, True
         fn = self._compiled[key] = jax.jit(make())
         return fn, False
+
+
+#: the input arrays a lowering gets (aligned to the input's rank, in the compute type), and what
+#: it returns: the outputs by member, the path taken, whether the compiled function was reused
+Arrays = Mapping[str, np.ndarray]
+Lowered = tuple[dict[str, Any], str, bool]
 
 
 def _member(arrays: Mapping[str, np.ndarray], member: str | None) -> np.ndarray | None:
@@ -179,7 +180,9 @@ def _presence(*members: str | None) -> tuple[bool, ...]:
     return tuple(m is not None for m in members)
 
 
-def _normalization(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
+def _normalization(
+    backend: JaxBackend, plan: dc.NormalizationPlan, arrays: Arrays, compute: np.dtype
+) -> Lowered:
     standardize = backend.options["path"] == "standardize"
     path = "standardize" if standardize else "mean_var"
     static = dict(
@@ -201,7 +204,7 @@ def _normalization(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarr
     return values, path, reused
 
 
-def _rms(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
+def _rms(backend: JaxBackend, plan: dc.RmsNormalizationPlan, arrays: Arrays, compute: np.dtype) -> Lowered:
     static = dict(
         axes=tuple(plan.axes),
         normalize_variance=bool(plan.normalize_variance),
@@ -215,15 +218,17 @@ def _rms(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compu
     return {plan.output: y}, ("rsqrt_mean_square" if plan.normalize_variance else "identity"), reused
 
 
-def _given(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
-    static = dict(epsilon=float(plan.epsilon), activation=plan.activation, params=dict(plan.activation_params))
+def _given(backend: JaxBackend, plan: dc.GivenStatisticsPlan, arrays: Arrays, compute: np.dtype) -> Lowered:
+    static = dict(
+        epsilon=float(plan.epsilon), activation=plan.activation, params=dict(plan.activation_params)
+    )
     key = ("given", compute.name, _presence(plan.scale, plan.bias), *_key(static))
     fn, reused = backend._jitted(key, lambda: functools.partial(low.given_statistics, **static))
     members = (plan.input, plan.mean, plan.variance, plan.scale, plan.bias)
     return {plan.output: fn(*(_member(arrays, m) for m in members))}, "rsqrt_affine", reused
 
 
-def _grad(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
+def _grad(backend: JaxBackend, plan: dc.NormalizationGradPlan, arrays: Arrays, compute: np.dtype) -> Lowered:
     batch = plan.statistics == "batch"
     static = dict(
         axes=tuple(plan.axes),
@@ -239,7 +244,7 @@ def _grad(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], comp
     return values, ("vjp_batch" if batch else "vjp_given"), reused
 
 
-def _lrn_static(plan: Any) -> dict[str, Any]:
+def _lrn_static(plan: dc.LocalResponsePlan) -> dict[str, Any]:
     return dict(
         axes=tuple(plan.axes),
         below=int(plan.below),
@@ -250,7 +255,7 @@ def _lrn_static(plan: Any) -> dict[str, Any]:
     )
 
 
-def _lrn(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
+def _lrn(backend: JaxBackend, plan: dc.LocalResponsePlan, arrays: Arrays, compute: np.dtype) -> Lowered:
     static = _lrn_static(plan)
     fn, reused = backend._jitted(
         ("lrn", compute.name, *_key(static)), lambda: functools.partial(low.local_response, **static)
@@ -258,15 +263,18 @@ def _lrn(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compu
     return {plan.output: fn(arrays[plan.input])}, "reduce_window", reused
 
 
-def _lrn_grad(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
+def _lrn_grad(
+    backend: JaxBackend, plan: dc.LocalResponseGradPlan, arrays: Arrays, compute: np.dtype
+) -> Lowered:
     static = _lrn_static(plan)
     fn, reused = backend._jitted(
-        ("lrn_grad", compute.name, *_key(static)), lambda: functools.partial(low.local_response_grad, **static)
+        ("lrn_grad", compute.name, *_key(static)),
+        lambda: functools.partial(low.local_response_grad, **static),
     )
     return {plan.output: fn(arrays[plan.input], arrays[plan.input_gradient])}, "vjp_reduce_window", reused
 
 
-def _lp(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], compute: np.dtype) -> Any:
+def _lp(backend: JaxBackend, plan: dc.LpNormalizationPlan, arrays: Arrays, compute: np.dtype) -> Lowered:
     static = dict(axes=tuple(plan.axes), p=int(plan.p), epsilon=float(plan.epsilon))
     path = "linalg_norm" if static["epsilon"] == 0 else "squared_norm"
 
@@ -278,7 +286,10 @@ def _lp(backend: JaxBackend, plan: Any, arrays: Mapping[str, np.ndarray], comput
 
 
 def _key(static: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple((k, _static(v) if isinstance(v, dict) else v) for k, v in sorted(static.items()))
+    """The static arguments as a cache key (the activation's parameters as sorted pairs)."""
+    return tuple(
+        (k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in sorted(static.items())
+    )
 
 
 #: This backend's lowering of each registered kernel (plan.kernel): (backend, plan, input arrays

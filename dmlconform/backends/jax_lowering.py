@@ -73,7 +73,9 @@ def activate(y: Array, activation: str | None, params: Mapping[str, float]) -> A
     return y if activation is None else ACTIVATIONS[activation](y, params)
 
 
-def _affine(x: Array, mean: Array, var: Array | None, epsilon: float, scale: Array | None, bias: Array | None) -> Array:
+def _affine(
+    x: Array, mean: Array, var: Array | None, epsilon: float, scale: Array | None, bias: Array | None
+) -> Array:
     """(x - mean) * (rsqrt(var + epsilon) * scale) + bias, flax's ``_normalize`` order; no
     rsqrt where ``var`` is None (NormalizeVariance FALSE)."""
     mul = None if var is None else lax.rsqrt(var + epsilon)
@@ -203,7 +205,14 @@ def window_sum(values: Array, axes: tuple[int, ...], below: int, above: int) -> 
 
 
 def local_response(
-    x: Array, *, axes: tuple[int, ...], below: int, above: int, alpha_over_divisor: float, beta: float, bias: float
+    x: Array,
+    *,
+    axes: tuple[int, ...],
+    below: int,
+    above: int,
+    alpha_over_divisor: float,
+    beta: float,
+    bias: float,
 ) -> Array:
     """x / (Bias + Alpha / divisor * window sum of x^2) ** Beta."""
     d = bias + alpha_over_divisor * window_sum(jnp.square(x), axes, below, above)
@@ -225,7 +234,13 @@ def local_response_grad(
 
     def forward(x: Array) -> Array:
         return local_response(
-            x, axes=axes, below=below, above=above, alpha_over_divisor=alpha_over_divisor, beta=beta, bias=bias
+            x,
+            axes=axes,
+            below=below,
+            above=above,
+            alpha_over_divisor=alpha_over_divisor,
+            beta=beta,
+            bias=bias,
         )
 
     _, vjp = jax.vjp(forward, x)

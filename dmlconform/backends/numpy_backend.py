@@ -3,9 +3,10 @@
 It is independent of the float64 reference (no shared kernels, different precision), so the
 suite has something realistic to measure: inputs are cast to float32, the mean and the
 population variance are computed by numpy in float32 (two passes) over the reduce axes, then
-normalize, scale, bias, fused add, activation, and a cast to the output type. Everything is
-driven by the operator's ``semantics:`` (through :class:`NormalizationPlan`); no operator is
-named here.
+normalize, scale, bias, fused add, activation, and a cast to the output type. The other kernels
+(given statistics, the gradients, local response, Lp) are their documented formulas in the same
+plain float32 style, with their own window sums and norms. Every lowering reads the desc through
+the public plan (``dc.plan``); no operator is named here.
 
 Each step is a method so that the deliberately broken backends (``broken.py``) can each replace
 exactly one of them.
@@ -15,26 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from dmlconform.backends import numpy_local
-from dmlconform.backends.base import (
-    FEATURE_LEVEL_OPTION,
-    BackendBase,
-    NormalizationPlan,
-    Option,
-    finish_outputs,
-    lowering,
-    make_plan,
-    validate_or_reject,
-)
-from dmlconform.errors import Unsupported
-from dmlconform.specification import semantics
-from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.slices import to_slices
-from dmlconform.specification.spec import Spec
+import dmlconform as dc
+from dmlconform.backends import FEATURE_LEVEL_OPTION, BackendBase, Option, validate_or_reject
 
 F32 = np.float32
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -97,6 +84,12 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, Mapping[str, float]], np.ndarray]] 
 }
 
 
+def slice_rows(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``x`` as (slices, elements per slice): the reduced axes moved last and flattened."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    return np.transpose(x, keep + list(axes)).reshape(-1, math.prod(x.shape[a] for a in axes))
+
+
 def reduce_sum(x: np.ndarray, axes: tuple[int, ...], dtype: type, mean: bool = False) -> np.ndarray:
     """Sum (or mean) over ``axes``, kept as 1s, summed pairwise.
 
@@ -107,7 +100,7 @@ def reduce_sum(x: np.ndarray, axes: tuple[int, ...], dtype: type, mean: bool = F
     x = np.asarray(x)
     if not axes:
         return x.astype(dtype)
-    rows = np.ascontiguousarray(to_slices(x, axes))
+    rows = np.ascontiguousarray(slice_rows(x, axes))
     total = rows.mean(axis=1, dtype=dtype) if mean else rows.sum(axis=1, dtype=dtype)
     return total.reshape([1 if i in axes else s for i, s in enumerate(x.shape)])
 
@@ -124,54 +117,55 @@ class NumpyBackend(BackendBase):
 
     # -- protocol ---------------------------------------------------------------------------
 
-    def check(self, desc: OperatorDesc) -> None:
+    def check(self, desc: dc.OperatorDesc) -> None:
         """Rejected (with the rule ids) for a desc illegal at this backend's feature level."""
         validate_or_reject(desc, self.feature_level, self.spec)
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return lowering(LOWERINGS, desc, self.spec, "the numpy backend")(self, desc, inputs)
-
-    def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The centred normalization, one overridable step per method."""
-        plan = make_plan(desc, self.spec)
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        plan = dc.plan(desc, self.spec)
         with np.errstate(all="ignore"):
-            x = self.load(inputs, plan, plan.input)
-            axes = self.reduce_axes(plan)
-            mean, var = self.statistics(x, axes)
-            y = self.normalize(x, mean, var, plan)
-            y = self.scale_bias(y, inputs, plan)
-            y = self.add_and_activate(y, inputs, plan)
-            mean, var = self.reported_statistics(mean, var, x, axes)
+            values = LOWERINGS[plan.kernel](self, plan, inputs)
+        self._last_info = {"path": f"numpy-{plan.kernel}", "compute_dtype": np.dtype(self.compute_dtype).name}
+        if isinstance(plan, dc.NormalizationPlan):
+            self._last_info.update(path="numpy", axes=list(self.reduce_axes(plan)))
+        return plan.finish(values)
+
+    def _normalization(
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        """The centred normalization, one overridable step per method."""
+        x = self.load(inputs, plan, plan.input)
+        axes = self.reduce_axes(plan)
+        mean, var = self.statistics(x, axes)
+        y = self.normalize(x, mean, var, plan)
+        y = self.scale_bias(y, inputs, plan)
+        y = self.add_and_activate(y, inputs, plan)
+        mean, var = self.reported_statistics(mean, var, x, axes)
         values: dict[str, np.ndarray] = {plan.output: y}
-        if "mean" in plan.stats_outputs:
-            values[plan.stats_outputs["mean"]] = mean
-        if "variance" in plan.stats_outputs:
-            values[plan.stats_outputs["variance"]] = var
-        self._last_info = {
-            "path": "numpy",
-            "compute_dtype": np.dtype(self.compute_dtype).name,
-            "axes": list(axes),
-        }
-        return finish_outputs(plan, values)
+        if plan.mean_output:
+            values[plan.mean_output] = mean
+        if plan.variance_output:
+            values[plan.variance_output] = var
+        return values
 
-    # -- the neighbourhood and norm kernels (numpy_local.py reads these) ---------------------
+    # -- the neighbourhood and norm kernels' steps -------------------------------------------
 
-    def lrn_window(self, plan: semantics.LocalResponsePlan) -> tuple[int, int]:
-        """(below, above): how far the window reaches on each side (semantics.window)."""
+    def lrn_window(self, plan: dc.LocalResponsePlan) -> tuple[int, int]:
+        """(below, above): how far the window reaches on each side (the plan's)."""
         return plan.below, plan.above
 
-    def lrn_alpha(self, plan: semantics.LocalResponsePlan, dt: type) -> np.floating:
-        """What the window's sum of squares is multiplied by: Alpha / LocalSize."""
+    def lrn_alpha(self, plan: dc.LocalResponsePlan, dt: type) -> np.floating:
+        """What the window's sum of squares is multiplied by: Alpha / the plan's divisor."""
         return dt(plan.alpha) / dt(plan.divisor)
 
-    def lp_norm(self, x: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
+    def lp_norm(self, x: np.ndarray, plan: dc.LpNormalizationPlan, dt: type) -> np.ndarray:
         """The slices' P-norms along the plan's axes (keepdims), sums pairwise."""
         if plan.p == 1:
             return reduce_sum(np.abs(x), plan.axes, dt)
         return np.sqrt(reduce_sum(x * x, plan.axes, dt))
 
-    def lp_denominator(self, norm: np.ndarray, plan: semantics.LpPlan, dt: type) -> np.ndarray:
-        """Epsilon placed as semantics.epsilon_placement says."""
+    def lp_denominator(self, norm: np.ndarray, plan: dc.LpNormalizationPlan, dt: type) -> np.ndarray:
+        """Epsilon placed as the plan's epsilon_placement says."""
         eps = dt(plan.epsilon)
         if plan.epsilon_placement == "squared_norm":
             return np.sqrt(norm * norm + eps)
@@ -179,7 +173,7 @@ class NumpyBackend(BackendBase):
             return np.maximum(norm, eps)
         if plan.epsilon_placement == "add":
             return norm + eps
-        raise Unsupported(
+        raise dc.Unsupported(
             f"epsilon_placement {plan.epsilon_placement!r} is not implemented by the numpy backend"
         )
 
@@ -188,7 +182,7 @@ class NumpyBackend(BackendBase):
 
     # -- steps (one per method, so that a broken backend can replace one) ----------------------
 
-    def load(self, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan, member: str) -> np.ndarray:
+    def load(self, inputs: Mapping[str, np.ndarray], plan: dc.KernelPlan, member: str) -> np.ndarray:
         """The input as a compute-dtype array of its Sizes (views may be strided: fine)."""
         if member not in inputs:
             raise KeyError(f"input {member} was not provided")
@@ -200,7 +194,7 @@ class NumpyBackend(BackendBase):
             arr = arr.reshape(sizes)
         return arr.astype(self.compute_dtype, copy=False)
 
-    def reduce_axes(self, plan: NormalizationPlan) -> tuple[int, ...]:
+    def reduce_axes(self, plan: dc.NormalizationPlan) -> tuple[int, ...]:
         return plan.axes
 
     def statistics(self, x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +205,7 @@ class NumpyBackend(BackendBase):
         return mean, var
 
     def normalize(
-        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: NormalizationPlan
+        self, x: np.ndarray, mean: np.ndarray, var: np.ndarray, plan: dc.NormalizationPlan
     ) -> np.ndarray:
         d = x - mean
         if not plan.normalize_variance:
@@ -219,7 +213,7 @@ class NumpyBackend(BackendBase):
         return d / np.sqrt(var + self.compute_dtype(plan.epsilon))
 
     def scale_bias(
-        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan
     ) -> np.ndarray:
         """Null Scale is 1 and null Bias is 0; both broadcast (numpy rules, right-aligned)."""
         if plan.scale is not None:
@@ -229,7 +223,7 @@ class NumpyBackend(BackendBase):
         return y
 
     def add_and_activate(
-        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: NormalizationPlan
+        self, y: np.ndarray, inputs: Mapping[str, np.ndarray], plan: dc.NormalizationPlan
     ) -> np.ndarray:
         """FusedAdd, then the activation (the docs: the addition comes before it)."""
         if plan.fused_add is not None:
@@ -242,18 +236,13 @@ class NumpyBackend(BackendBase):
         """The statistics written to the mean / variance outputs: the ones normalized with."""
         return mean, var
 
-    def activate(self, y: np.ndarray, plan: NormalizationPlan) -> np.ndarray:
-        if plan.activation is None:
-            return y
-        fn = ACTIVATIONS.get(plan.activation)
-        if fn is None:
-            raise Unsupported(f"fused activation {plan.activation} is not implemented by the numpy backend")
-        return np.asarray(fn(y, plan.activation_params), dtype=self.compute_dtype)
+    def activate(self, y: np.ndarray, plan: dc.KernelPlan) -> np.ndarray:
+        return _act(y, plan.activation, plan.activation_params, self.compute_dtype)
 
 
 # --------------------------------------------------------------------------------------------
-# The kernels beside the centred normalization (semantics.kernel / semantics.center), in the
-# same plain float32 style: what a port computes from the documented formulas.
+# The kernels beside the centred normalization, in the same plain float32 style: what a port
+# computes from the documented formulas. Each is (backend, plan, inputs) -> {output: value}.
 
 
 def _arr(inputs: Mapping[str, np.ndarray], name: str | None, dtype: type) -> np.ndarray | None:
@@ -265,13 +254,13 @@ def _act(y: np.ndarray, act: str | None, params: Mapping[str, float], dtype: typ
         return y
     fn = ACTIVATIONS.get(act)
     if fn is None:
-        raise Unsupported(f"fused activation {act} is not implemented by the numpy backend")
+        raise dc.Unsupported(f"fused activation {act} is not implemented by the numpy backend")
     return np.asarray(fn(y, params), dtype=dtype)
 
 
-def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec) -> dict[str, np.ndarray]:
-    """center false: x / sqrt(mean(x^2) + Epsilon) (or x), Scale, Bias, activation."""
-    plan = semantics.make_plan(desc, spec, uncentred_ok=True)
+def _rms(backend: NumpyBackend, plan: dc.RmsNormalizationPlan, inputs: Mapping[str, np.ndarray]) -> dict:
+    """No mean step: x / sqrt(mean(x^2) + Epsilon) (or x), Scale, Bias, FusedAdd, activation."""
+    dt = backend.compute_dtype
     x = _arr(inputs, plan.input, dt)
     y = x
     if plan.normalize_variance:
@@ -283,11 +272,9 @@ def _rms(desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: S
     return {plan.output: _act(y, plan.activation, plan.activation_params, dt)}
 
 
-def _given(
-    desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec
-) -> dict[str, np.ndarray]:
+def _given(backend: NumpyBackend, plan: dc.GivenStatisticsPlan, inputs: Mapping[str, np.ndarray]) -> dict:
     """Scale * (x - Mean) / sqrt(Variance + Epsilon) + Bias, activation."""
-    plan = semantics.make_given_plan(desc, spec)
+    dt = backend.compute_dtype
     x = _arr(inputs, plan.input, dt)
     y = (x - _arr(inputs, plan.mean, dt)) / np.sqrt(_arr(inputs, plan.variance, dt) + dt(plan.epsilon))
     if plan.scale is not None:
@@ -297,11 +284,9 @@ def _given(
     return {plan.output: _act(np.broadcast_to(y, x.shape), plan.activation, plan.activation_params, dt)}
 
 
-def _grad(
-    desc: OperatorDesc, inputs: Mapping[str, np.ndarray], dt: type, spec: Spec
-) -> dict[str, np.ndarray]:
+def _grad(backend: NumpyBackend, plan: dc.NormalizationGradPlan, inputs: Mapping[str, np.ndarray]) -> dict:
     """The batch-norm gradients: sums over the axes where the statistics' sizes are 1."""
-    plan = semantics.make_grad_plan(desc, spec)
+    dt = backend.compute_dtype
     x, dy = _arr(inputs, plan.input, dt), _arr(inputs, plan.input_gradient, dt)
     mean, var = _arr(inputs, plan.mean, dt), _arr(inputs, plan.variance, dt)
     scale = _arr(inputs, plan.scale, dt)
@@ -319,47 +304,67 @@ def _grad(
     return {plan.output: dx, plan.scale_gradient_output: scale_grad, plan.bias_gradient_output: bias_grad}
 
 
-def _elementwise(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
-    """A lowering from a function of (desc, inputs, compute dtype, spec) to the desc's outputs."""
-    return _hooked(lambda backend, desc, inputs, dt: compute(desc, inputs, dt, backend.spec))
+def window_sum(values: np.ndarray, axis: int, below: int, above: int, dt: type) -> np.ndarray:
+    """out[c] = sum of values[c - below .. c + above] along ``axis`` (clipped), in ``dt``: one
+    shifted add per offset (a running sum's difference would cancel against far elements)."""
+    length = values.shape[axis]
+    moved = np.moveaxis(np.asarray(values, dtype=dt), axis, 0)
+    out = np.zeros_like(moved)
+    for k in range(-min(below, length - 1), min(above, length - 1) + 1):
+        out[max(-k, 0) : length - max(k, 0)] += moved[max(k, 0) : length + min(k, 0)]
+    return np.moveaxis(out, 0, axis)
 
 
-def _hooked(compute: Callable[..., dict[str, np.ndarray]]) -> Callable[..., dict[str, np.ndarray]]:
-    """A lowering from a function of (backend, desc, inputs, compute dtype): the local kernels
-    read the backend's hooks, so that a broken backend can replace one step."""
-
-    def lower(
-        backend: NumpyBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
-    ) -> dict[str, np.ndarray]:
-        with np.errstate(all="ignore"):
-            values = compute(backend, desc, inputs, backend.compute_dtype)
-        backend._last_info = {"path": f"numpy-{semantics.kernel(desc, backend.spec)}"}
-        return finish_desc_outputs(desc, values, backend.spec)
-
-    return lower
+def _region_sum(values: np.ndarray, axes: tuple[int, ...], below: int, above: int, dt: type) -> np.ndarray:
+    for axis in axes:
+        values = window_sum(values, axis, below, above, dt)
+    return values
 
 
-#: This backend's lowering of each registered kernel (dmlconform/kernels.py); the numpy backend,
-#: the independent implementation every kernel is cross-checked against, lowers all of them
+def _lrn_terms(backend: NumpyBackend, plan: dc.LocalResponsePlan, x: np.ndarray, dt: type) -> np.ndarray:
+    below, above = backend.lrn_window(plan)
+    return dt(plan.bias) + backend.lrn_alpha(plan, dt) * _region_sum(x * x, plan.axes, below, above, dt)
+
+
+def _local_response(
+    backend: NumpyBackend, plan: dc.LocalResponsePlan, inputs: Mapping[str, np.ndarray]
+) -> dict:
+    """x * (Bias + Alpha / LocalSize * window sum of x^2)^-Beta."""
+    dt = backend.compute_dtype
+    x = np.asarray(inputs[plan.input]).astype(dt)
+    return {plan.output: x * np.power(_lrn_terms(backend, plan, x, dt), dt(-plan.beta))}
+
+
+def _local_response_grad(
+    backend: NumpyBackend, plan: dc.LocalResponseGradPlan, inputs: Mapping[str, np.ndarray]
+) -> dict:
+    """g d^-Beta - 2 Alpha Beta / LocalSize * x * (the mirrored window's sum of g x d^(-Beta-1))."""
+    dt = backend.compute_dtype
+    x = np.asarray(inputs[plan.input]).astype(dt)
+    g = np.asarray(inputs[plan.input_gradient]).astype(dt)
+    d = _lrn_terms(backend, plan, x, dt)
+    below, above = backend.lrn_window(plan)
+    inner = _region_sum(g * x * np.power(d, dt(-plan.beta - 1.0)), plan.axes, above, below, dt)
+    coef = dt(2.0) * backend.lrn_alpha(plan, dt) * dt(plan.beta)
+    return {plan.output: g * np.power(d, dt(-plan.beta)) - coef * x * inner}
+
+
+def _lp(backend: NumpyBackend, plan: dc.LpNormalizationPlan, inputs: Mapping[str, np.ndarray]) -> dict:
+    """x / sqrt(norm^2 + Epsilon) (the spec's epsilon_placement), norm's sum taken pairwise."""
+    dt = backend.compute_dtype
+    x = np.asarray(inputs[plan.input]).astype(dt)
+    return {plan.output: x / backend.lp_denominator(backend.lp_norm(x, plan, dt), plan, dt)}
+
+
+#: This backend's lowering of each kernel (``plan.kernel``): the numpy backend, the independent
+#: implementation every kernel is cross-checked against, lowers all of them
 #: (tests/test_kernel_registry.py).
-LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
+LOWERINGS: dict[str, Callable[[Any, Any, Mapping[str, np.ndarray]], dict[str, np.ndarray]]] = {
     "normalization": NumpyBackend._normalization,
-    "rms_normalization": _elementwise(_rms),
-    "given_statistics": _elementwise(_given),
-    "normalization_grad": _elementwise(_grad),
-    **{name: _hooked(fn) for name, fn in numpy_local.KERNELS.items()},
+    "rms_normalization": _rms,
+    "given_statistics": _given,
+    "normalization_grad": _grad,
+    "local_response": _local_response,
+    "local_response_grad": _local_response_grad,
+    "lp_normalization": _lp,
 }
-
-
-def finish_desc_outputs(
-    desc: OperatorDesc, values: Mapping[str, np.ndarray], spec: Spec
-) -> dict[str, np.ndarray]:
-    """Each output broadcast to its Sizes and cast to its DataType (for the kernels that have no
-    NormalizationPlan; the other backends' mappings of them use it too)."""
-    out = {}
-    for name, value in values.items():
-        t = desc.get(name, spec)
-        arr = np.broadcast_to(np.asarray(value), tuple(t.sizes))
-        with np.errstate(over="ignore"):  # FLOAT16 overflow is inf, as the type says
-            out[name] = np.ascontiguousarray(arr, dtype=np.dtype(spec.data_types[t.data_type].numpy))
-    return out

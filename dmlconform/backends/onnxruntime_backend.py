@@ -7,7 +7,7 @@ get, so a desc is mapped onto the ONNX operator that a model exporter would emit
 fits, and onto a graph of primitive operators otherwise:
 
 ==========================  ===============================================================
-path                        used when (see :class:`NormalizationPlan`)
+path                        used when (see :class:`dc.NormalizationPlan`)
 ==========================  ===============================================================
 InstanceNormalization       NormalizeVariance, rank >= 3, axes = {2, ..., rank-1}, Scale and
                             Bias null or per-channel ({1, C, 1, ...})
@@ -63,22 +63,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from dmlconform import kernels
-from dmlconform.backends.base import (
-    FEATURE_LEVEL_OPTION,
-    BackendBase,
-    BackendError,
-    NormalizationPlan,
-    Option,
-    finish_outputs,
-    lowering,
-    make_plan,
-)
-from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.errors import Unsupported
-from dmlconform.specification import semantics
-from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.spec import Spec
+import dmlconform as dc
+from dmlconform.backends import FEATURE_LEVEL_OPTION, BackendBase, BackendError, Option
 
 PATHS = (
     "blocked",
@@ -101,7 +87,7 @@ MIN_OPSET = 13
 LONG_ROW = 16384
 
 _ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
-Feed = Callable[[NormalizationPlan, Mapping[str, np.ndarray]], np.ndarray]
+Feed = Callable[[dc.NormalizationPlan, Mapping[str, np.ndarray]], np.ndarray]
 
 
 def _parse_opset(text: str) -> int:
@@ -227,7 +213,7 @@ def _dims(rank: int) -> list[int | str]:
 def _aligned_feed(member: str) -> Feed:
     """The tensor right-aligned to the input's rank (the graph broadcasts it)."""
 
-    def feed(plan: NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    def feed(plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
         return np.asarray(inputs[member]).reshape(plan.aligned_sizes(member))
 
     return feed
@@ -236,7 +222,7 @@ def _aligned_feed(member: str) -> Feed:
 def _channel_feed(member: str | None, fill: float) -> Feed:
     """A per-channel tensor as the 1-D [C] vector instance/batch norm take (``fill`` if null)."""
 
-    def feed(plan: NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    def feed(plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
         channels = plan.shape[1]
         if member is None:
             return np.full(channels, fill, dtype=plan.dtypes[plan.input])
@@ -249,7 +235,7 @@ def _channel_feed(member: str | None, fill: float) -> Feed:
 def _trailing_feed(member: str | None, first_axis: int, fill: float) -> Feed:
     """The tensor broadcast to the normalized shape input.shape[k:] (layer norm's weight)."""
 
-    def feed(plan: NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    def feed(plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
         shape = plan.shape[first_axis:]
         if member is None:
             return np.full(shape, fill, dtype=plan.dtypes[plan.input])
@@ -259,7 +245,7 @@ def _trailing_feed(member: str | None, first_axis: int, fill: float) -> Feed:
     return feed
 
 
-def _aligned_shape(plan: NormalizationPlan, member: str) -> list[int | str]:
+def _aligned_shape(plan: dc.NormalizationPlan, member: str) -> list[int | str]:
     return [1 if s == 1 else f"d{i}" for i, s in enumerate(plan.aligned_sizes(member))]
 
 
@@ -323,17 +309,17 @@ _ACTIVATIONS: dict[str, Callable[[_Graph, str, Mapping[str, float]], str]] = {
 # Model for one plan
 
 
-def choose_path(plan: NormalizationPlan, opset: int) -> str:
+def choose_path(plan: dc.NormalizationPlan, opset: int) -> str:
     """The dedicated ONNX operator that fits the desc, else ``primitive`` (table above): the
     first path of :data:`PATHS`, which lists them in order of preference."""
     return next(p for p in PATHS if path_fits(plan, p, opset))
 
 
-def fits_mvn(plan: NormalizationPlan) -> bool:
+def fits_mvn(plan: dc.NormalizationPlan) -> bool:
     return plan.normalize_variance and bool(plan.axes) and plan.epsilon <= MVN_EPSILON_LIMIT
 
 
-def path_fits(plan: NormalizationPlan, path: str, opset: int) -> bool:
+def path_fits(plan: dc.NormalizationPlan, path: str, opset: int) -> bool:
     return {
         "InstanceNormalization": plan.fits_instance_norm,
         "BatchNormalization": lambda: opset >= 14 and plan.fits_batch_norm(),
@@ -344,7 +330,7 @@ def path_fits(plan: NormalizationPlan, path: str, opset: int) -> bool:
     }[path]()
 
 
-def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dtype, opset: int) -> _Graph:
+def build_graph(plan: dc.NormalizationPlan, path: str, io: np.dtype, compute: np.dtype, opset: int) -> _Graph:
     """The ONNX graph computing ``plan`` by ``path``; graph inputs carry their own feeders."""
     g = _Graph(io=io, compute=compute, opset=opset)
     x = g.add_input(plan.input, _dims(plan.rank), _aligned_feed(plan.input))
@@ -358,7 +344,8 @@ def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dt
     else:
         y, stats = _primitive_normalization(g, plan, path, x)
 
-    if plan.stats_outputs and not stats:  # dedicated op without statistics outputs
+    asked = [(k, m) for k, m in (("mean", plan.mean_output), ("variance", plan.variance_output)) if m]
+    if asked and not stats:  # dedicated op without statistics outputs
         mean = g.reduce_mean(x, plan.axes)
         d = g.node("Sub", [x, mean])
         stats = {"mean": mean, "variance": g.reduce_mean(g.node("Mul", [d, d]), plan.axes)}
@@ -368,21 +355,21 @@ def build_graph(plan: NormalizationPlan, path: str, io: np.dtype, compute: np.dt
     if plan.activation is not None:
         build = _ACTIVATIONS.get(plan.activation)
         if build is None:
-            raise Unsupported(f"fused activation {plan.activation} has no ONNX mapping")
+            raise dc.Unsupported(f"fused activation {plan.activation} has no ONNX mapping")
         y = build(g, y, plan.activation_params)
     g.add_output(plan.output, y)
-    for key, member in plan.stats_outputs.items():
+    for key, member in asked:
         g.add_output(member, stats[key])
     return g
 
 
-def _aligned_input(g: _Graph, plan: NormalizationPlan, member: str | None) -> str | None:
+def _aligned_input(g: _Graph, plan: dc.NormalizationPlan, member: str | None) -> str | None:
     if member is None:
         return None
     return g.add_input(member, _aligned_shape(plan, member), _aligned_feed(member))
 
 
-def _scale_bias(g: _Graph, plan: NormalizationPlan, y: str) -> str:
+def _scale_bias(g: _Graph, plan: dc.NormalizationPlan, y: str) -> str:
     """Scale and Bias applied after an operator that has none of its own (Mul, then Add)."""
     scale, bias = _aligned_input(g, plan, plan.scale), _aligned_input(g, plan, plan.bias)
     if scale is not None:
@@ -393,7 +380,7 @@ def _scale_bias(g: _Graph, plan: NormalizationPlan, y: str) -> str:
 
 
 def _channel_normalization(
-    g: _Graph, plan: NormalizationPlan, path: str, x: str
+    g: _Graph, plan: dc.NormalizationPlan, path: str, x: str
 ) -> tuple[str, dict[str, str]]:
     """InstanceNormalization or BatchNormalization with per-channel scale and bias; only
     BatchNormalization gives statistics (its running mean and variance, with momentum 0)."""
@@ -416,7 +403,7 @@ def _channel_normalization(
     return y, stats
 
 
-def _layer_normalization(g: _Graph, plan: NormalizationPlan, x: str) -> str:
+def _layer_normalization(g: _Graph, plan: dc.NormalizationPlan, x: str) -> str:
     k = plan.trailing_axis()
     assert k is not None
     r = plan.rank
@@ -428,7 +415,7 @@ def _layer_normalization(g: _Graph, plan: NormalizationPlan, x: str) -> str:
 
 
 def _primitive_normalization(
-    g: _Graph, plan: NormalizationPlan, path: str, x: str
+    g: _Graph, plan: dc.NormalizationPlan, path: str, x: str
 ) -> tuple[str, dict[str, str]]:
     """The ``primitive`` and ``blocked`` paths: the formula from ReduceMean (or blocked sums), Sub,
     Mul, Sqrt, Add and Div; its mean and variance are the statistics."""
@@ -495,19 +482,25 @@ class OnnxRuntimeBackend(BackendBase):
 
     # -- protocol ---------------------------------------------------------------------------
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return lowering(LOWERINGS, desc, self.spec, "the onnxruntime backend (ONNX has no operator for it)")(
-            self, desc, inputs
-        )
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        plan = dc.plan(desc, self.spec)
+        lower = LOWERINGS.get(plan.kernel)
+        if lower is None:
+            raise dc.Unsupported(
+                f"{desc.operator}: kernel {plan.kernel!r} is not implemented by the onnxruntime backend "
+                "(ONNX has no operator for it)"
+            )
+        return lower(self, plan, inputs)
 
-    def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        plan = make_plan(desc, self.spec)
-        io = plan.dtypes[plan.input]
+    def _normalization(
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        io = plan.dtype(plan.input)
         if io not in _ONNX_TYPE:
-            raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
+            raise dc.Unsupported(f"data type {io} is not mapped to ONNX by this backend")
         forced = self.options["path"]
         if forced != "auto" and not path_fits(plan, forced, self.opset):
-            raise Unsupported(f"path={forced} does not fit this desc")
+            raise dc.Unsupported(f"path={forced} does not fit this desc")
         path = forced if forced != "auto" else choose_path(plan, self.opset)
         key = (plan.structure_key(), path, tuple(plan.shape) if path == "blocked" else None)
         compiled = self._cache.get(key)
@@ -531,7 +524,7 @@ class OnnxRuntimeBackend(BackendBase):
         }
         if compiled.notes:
             self._last_info["notes"] = list(compiled.notes)
-        return finish_outputs(plan, dict(zip(compiled.output_names, results, strict=True)))
+        return plan.finish(dict(zip(compiled.output_names, results, strict=True)))
 
     def versions(self) -> dict[str, str]:
         return {**super().versions(), "onnx": onnx.__version__, "onnxruntime": ort.__version__}
@@ -543,16 +536,15 @@ class OnnxRuntimeBackend(BackendBase):
         )
 
     def _execute_other(
-        self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], build: Callable[..., Any]
+        self, plan: dc.KernelPlan, inputs: Mapping[str, np.ndarray], build: Callable[..., Any]
     ) -> dict[str, np.ndarray]:
-        """The kernels beside the centred normalization: ``build(desc, io, compute, opset, spec)``
+        """The kernels beside the centred normalization: ``build(plan, io, compute, opset)``
         gives the graph and its path."""
-        spec = self.spec
-        io = np.dtype(spec.data_types[desc.get(desc_input(desc, spec), spec).data_type].numpy or "V")
+        io = plan.dtypes.get(plan.input, np.dtype("V"))
         if io not in _ONNX_TYPE:
-            raise Unsupported(f"data type {io} is not mapped to ONNX by this backend")
+            raise dc.Unsupported(f"data type {io} is not mapped to ONNX by this backend")
         compute = np.dtype(np.float32) if self.options["float16"] == "float32" else io
-        g, path = build(desc, io, compute, self.opset, spec)
+        g, path = build(plan, io, compute, self.opset)
         session = self._session(g)
         feeds = {name: np.ascontiguousarray(feed(None, inputs), dtype=io) for name, feed in g.feeds}
         names = [o.name for o in g.outputs]
@@ -560,7 +552,7 @@ class OnnxRuntimeBackend(BackendBase):
         self._last_info = {"path": path, "compute_dtype": compute.name, "provider": self.provider}
         if g.notes:
             self._last_info["notes"] = list(g.notes)
-        return finish_desc_outputs(desc, dict(zip(names, results, strict=True)), spec)
+        return plan.finish(dict(zip(names, results, strict=True)))
 
     # -- compilation ------------------------------------------------------------------------
 
@@ -569,7 +561,9 @@ class OnnxRuntimeBackend(BackendBase):
             g.model().SerializeToString(), sess_options=self._session_options, providers=[self.provider]
         )
 
-    def _compile(self, plan: NormalizationPlan, path: str, io: np.dtype, allow_primitive: bool) -> _Compiled:
+    def _compile(
+        self, plan: dc.NormalizationPlan, path: str, io: np.dtype, allow_primitive: bool
+    ) -> _Compiled:
         """The first of (path, native dtype), (path, float32), and, when the path was chosen
         rather than forced, the same two for ``primitive``, that the provider accepts. With
         ``float16=float32`` the native float16 graph is not tried."""
@@ -592,11 +586,7 @@ class OnnxRuntimeBackend(BackendBase):
 
 
 # --------------------------------------------------------------------------------------------
-# The kernels beside the centred normalization (semantics.kernel, semantics.center)
-
-
-def desc_input(desc: OperatorDesc, spec: Spec) -> str:
-    return str(spec.operator(desc.operator).semantics["input"])
+# The kernels beside the centred normalization
 
 
 def _whole_feed(member: str) -> Feed:
@@ -619,15 +609,13 @@ def _per_channel(sizes: tuple[int, ...], rank: int) -> bool:
     return len(sizes) == rank and rank >= 2 and all(s == 1 for i, s in enumerate(sizes) if i != 1)
 
 
-def _given_graph(
-    p: Any, desc: OperatorDesc, spec: Spec, g: _Graph, inp: Callable[..., Any]
-) -> tuple[str, str, Any]:
+def _given_graph(p: dc.GivenStatisticsPlan, g: _Graph, inp: Callable[..., Any]) -> tuple[str, str]:
     """Given statistics: ONNX BatchNormalization in inference mode where Mean, Variance, Scale
     and Bias are per-channel, else its elementwise decomposition."""
     x = inp(p.input)
     rank = len(p.shape)
     members = (p.scale, p.bias, p.mean, p.variance)
-    if all(m is not None and _per_channel(tuple(desc.get(m, spec).sizes), rank) for m in members):
+    if all(m is not None and _per_channel(p.sizes(m), rank) for m in members):
         path = "BatchNormalization"
         ops = [g.add_input(f"__{m}", [p.shape[1]], _vector_feed(m, p.shape[1])) for m in members]  # type: ignore[arg-type]
         y = g.node("BatchNormalization", [x, *ops], epsilon=p.epsilon)
@@ -639,12 +627,10 @@ def _given_graph(
             y = g.node("Mul", [y, inp(p.scale)])
         if p.bias is not None:
             y = g.node("Add", [y, inp(p.bias)])
-    return y, path, p
+    return y, path
 
 
-def _rms_graph(
-    p: Any, desc: OperatorDesc, spec: Spec, g: _Graph, inp: Callable[..., Any]
-) -> tuple[str, str, Any]:
+def _rms_graph(p: dc.Rmsdc.NormalizationPlan, g: _Graph, inp: Callable[..., Any]) -> tuple[str, str]:
     """The second moment about zero: RMSNormalization's decomposition (ReduceMean(x * x), Sqrt,
     Div; the mean a blocked sum from LONG_ROW elements on, path "..., blocked")."""
     path = "RMSNormalization-decomposed"
@@ -663,11 +649,11 @@ def _rms_graph(
     for m in (p.bias, p.fused_add):
         if m is not None:
             y = g.node("Add", [y, inp(m)])
-    return y, path, p
+    return y, path
 
 
 def build_other_graph(
-    desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, spec: Spec, body: Callable[..., Any]
+    p: dc.KernelPlan, io: np.dtype, compute: np.dtype, opset: int, body: Callable[..., Any]
 ) -> tuple[_Graph, str]:
     """(graph, path) of a kernel beside the centred normalization: ``body`` (one of
     :data:`LOWERINGS`' graph builders) adds the kernel's nodes from its registry plan; the fused
@@ -677,14 +663,14 @@ def build_other_graph(
     def inp(member: str | None) -> str | None:
         if member is None:
             return None
-        return g.add_input(member, list(desc.get(member, spec).sizes), _whole_feed(member))
+        return g.add_input(member, list(p.sizes(member)), _whole_feed(member))
 
-    y, path, p = body(kernels.part(desc, spec, "plan")(desc, spec), desc, spec, g, inp)
+    y, path = body(p, g, inp)
     act, params, output = p.activation, p.activation_params, p.output
     if act is not None:
         build = _ACTIVATIONS.get(act)
         if build is None:
-            raise Unsupported(f"fused activation {act} has no ONNX mapping")
+            raise dc.Unsupported(f"fused activation {act} has no ONNX mapping")
         y = build(g, y, params)
     g.add_output(output, y)
     return g, path
@@ -695,15 +681,14 @@ def build_other_graph(
 # (no epsilon: Epsilon 0 only) or the decomposition x / sqrt(norm^2 + Epsilon)
 
 
-def _lrn_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
+def _lrn_graph(g: _Graph, p: dc.LocalResponsePlan) -> _Graph:
     """ONNX LRN: x / (bias + alpha / size * square_sum)^beta over channels c - floor((size-1)/2)
     to c + ceil((size-1)/2), the spec's window and divisor."""
-    p = semantics.make_local_response_plan(desc, spec)
     if p.axes != (1,):
-        raise Unsupported("ONNX LRN sums across channels only (CrossChannel FALSE has no ONNX operator)")
+        raise dc.Unsupported("ONNX LRN sums across channels only (CrossChannel FALSE has no ONNX operator)")
     if p.local_size % 2 == 0 or p.alpha <= 0:
         # lrn.h: "size_ % 2 == 1", "alpha_ > 0.0f" (the ONNX operator allows both)
-        raise Unsupported("ONNX Runtime's CPU LRN kernel takes an odd size and Alpha > 0 only")
+        raise dc.Unsupported("ONNX Runtime's CPU LRN kernel takes an odd size and Alpha > 0 only")
     x = g.add_input(p.input, list(p.shape), _whole_feed(p.input))
     y = g.node("LRN", [x], size=p.local_size, alpha=p.alpha, beta=p.beta, bias=p.bias)
     g.add_output(p.output, y)
@@ -711,13 +696,12 @@ def _lrn_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
     return g
 
 
-def _lp_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
+def _lp_graph(g: _Graph, p: dc.Lpdc.NormalizationPlan) -> _Graph:
     """LpNormalization where Epsilon is 0 (it has none); otherwise x / sqrt(s + Epsilon) with s
     the squared norm (ReduceSumSquare, or ReduceL1 squared), the sum blocked from LONG_ROW
     elements on (ONNX Runtime's long-row reductions are sequential)."""
-    p = semantics.make_lp_plan(desc, spec)
     if p.epsilon_placement != "squared_norm":
-        raise Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no ONNX mapping")
+        raise dc.Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no ONNX mapping")
     x = g.add_input(p.input, list(p.shape), _whole_feed(p.input))
     long_row = p.reduction_length >= LONG_ROW
     if p.epsilon == 0 and not long_row:
@@ -741,10 +725,8 @@ def _lp_graph(g: _Graph, desc: OperatorDesc, spec: Any) -> _Graph:
 def _other(body: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
     """A lowering whose graph :func:`build_other_graph` builds around ``body``'s nodes."""
 
-    def build(
-        desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, spec: Spec
-    ) -> tuple[_Graph, str]:
-        return build_other_graph(desc, io, compute, opset, spec, body)
+    def build(p: dc.KernelPlan, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
+        return build_other_graph(p, io, compute, opset, body)
 
     return _lowered(build)
 
@@ -752,25 +734,23 @@ def _other(body: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
 def _whole(graph: Callable[..., _Graph]) -> Callable[..., dict[str, np.ndarray]]:
     """A lowering whose ``graph`` builds the whole graph, inputs and outputs included."""
 
-    def build(
-        desc: OperatorDesc, io: np.dtype, compute: np.dtype, opset: int, spec: Spec
-    ) -> tuple[_Graph, str]:
-        g = graph(_Graph(io=io, compute=compute, opset=opset), desc, spec)
-        return g, g.notes[0] if g.notes else semantics.kernel(desc, spec)
+    def build(p: dc.KernelPlan, io: np.dtype, compute: np.dtype, opset: int) -> tuple[_Graph, str]:
+        g = graph(_Graph(io=io, compute=compute, opset=opset), p)
+        return g, g.notes[0] if g.notes else p.kernel
 
     return _lowered(build)
 
 
 def _lowered(build: Callable[..., tuple[_Graph, str]]) -> Callable[..., dict[str, np.ndarray]]:
     def lower(
-        backend: OnnxRuntimeBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
+        backend: OnnxRuntimeBackend, plan: dc.KernelPlan, inputs: Mapping[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
-        return backend._execute_other(desc, inputs, build)
+        return backend._execute_other(plan, inputs, build)
 
     return lower
 
 
-#: This backend's lowering of each registered kernel ONNX has operators for (dmlconform/kernels.py);
+#: This backend's lowering of each kernel ONNX has operators for (``plan.kernel``);
 #: the gradients have no ONNX inference operator.
 LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "normalization": OnnxRuntimeBackend._normalization,

@@ -12,10 +12,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from dmlconform import execute
-from dmlconform.backends.base import FEATURE_LEVEL_OPTION, BackendBase, Option, validate_or_reject
-from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.specification.desc import OperatorDesc
+import dmlconform as dc
+from dmlconform.backends import FEATURE_LEVEL_OPTION, BackendBase, Option, validate_or_reject
 
 
 class ReferenceBackend(BackendBase):
@@ -26,15 +24,15 @@ class ReferenceBackend(BackendBase):
     #: check() below rejects every desc illegal at feature_level: run the validation cases
     validates: ClassVar[bool] = True
 
-    def check(self, desc: OperatorDesc) -> None:
+    def check(self, desc: dc.OperatorDesc) -> None:
         validate_or_reject(desc, self.feature_level, self.spec)
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        outputs = execute(desc, dict(inputs), spec=self.spec)
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outputs = dc.execute(desc, dict(inputs), spec=self.spec)
         self._last_info = {"path": "reference", "compute_dtype": "float64"}
         # The reference already returns each output in its DataType and Sizes; hold the
         # protocol's contract anyway (contiguous, own memory), without changing any value.
-        return finish_desc_outputs(desc, outputs, self.spec)
+        return dc.plan(desc, self.spec).finish(outputs)
 
     def versions(self) -> dict[str, str]:
         out = super().versions()

@@ -4,7 +4,7 @@ Like the ONNX Runtime backend, it maps a desc onto the library kernel a PyTorch 
 when one fits, because that is what a conformance run should measure:
 
 =================  ========================================================================
-path               used when (see :class:`NormalizationPlan`)
+path               used when (see :class:`dmlconform.NormalizationPlan`)
 =================  ========================================================================
 instance_norm      NormalizeVariance, rank >= 3, axes = {2, ..., rank-1}, Scale and Bias
                    null or per-channel: ``F.instance_norm``
@@ -34,20 +34,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dmlconform import kernels
-from dmlconform.backends.base import (
-    FEATURE_LEVEL_OPTION,
-    BackendBase,
-    NormalizationPlan,
-    Option,
-    finish_outputs,
-    lowering,
-    make_plan,
-)
-from dmlconform.backends.numpy_backend import finish_desc_outputs
-from dmlconform.errors import Unsupported
-from dmlconform.specification import semantics
-from dmlconform.specification.desc import OperatorDesc
+import dmlconform as dc
+from dmlconform.backends import FEATURE_LEVEL_OPTION, BackendBase, Option
 
 PATHS = ("instance_norm", "batch_norm", "layer_norm", "var_mean")
 _TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16}
@@ -95,19 +83,19 @@ _ACTIVATIONS: dict[str, Callable[[torch.Tensor, Mapping[str, float]], torch.Tens
 }
 
 
-def _batch_kernel_ok(plan: NormalizationPlan) -> bool:
+def _batch_kernel_ok(plan: dc.NormalizationPlan) -> bool:
     """F.batch_norm(training=True) and F.instance_norm (which calls it) reject what DirectML
     accepts: Epsilon 0 ("batch_norm eps must be positive during training") and a reduction over
     one element ("Expected more than 1 value per channel / spatial element when training")."""
     return plan.epsilon > 0 and math.prod(plan.shape[a] for a in plan.axes) > 1
 
 
-def choose_path(plan: NormalizationPlan) -> str:
+def choose_path(plan: dc.NormalizationPlan) -> str:
     """The first path of :data:`PATHS` (in order of preference) that fits the desc."""
     return next(p for p in PATHS if path_fits(plan, p))
 
 
-def path_fits(plan: NormalizationPlan, path: str) -> bool:
+def path_fits(plan: dc.NormalizationPlan, path: str) -> bool:
     return {
         "instance_norm": lambda: plan.fits_instance_norm() and _batch_kernel_ok(plan),
         "batch_norm": lambda: plan.fits_batch_norm() and _batch_kernel_ok(plan),
@@ -148,17 +136,24 @@ class TorchBackend(BackendBase):
 
     # -- protocol ---------------------------------------------------------------------------
 
-    def execute(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return lowering(LOWERINGS, desc, self.spec, "the torch backend")(self, desc, inputs)
+    def execute(self, desc: dc.OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        plan = dc.plan(desc, self.spec)
+        lower = LOWERINGS.get(plan.kernel)
+        if lower is None:
+            raise dc.Unsupported(
+                f"{desc.operator}: kernel {plan.kernel!r} is not implemented by the torch backend"
+            )
+        return lower(self, plan, inputs)
 
-    def _normalization(self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        plan = make_plan(desc, self.spec)
-        io = plan.dtypes[plan.input]
+    def _normalization(
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        io = plan.dtype(plan.input)
         if io not in _TORCH_DTYPE:
-            raise Unsupported(f"data type {io} is not mapped to torch by this backend")
+            raise dc.Unsupported(f"data type {io} is not mapped to torch by this backend")
         forced = self.options["path"]
         if forced != "auto" and not path_fits(plan, forced):
-            raise Unsupported(f"path={forced} does not fit this desc")
+            raise dc.Unsupported(f"path={forced} does not fit this desc")
         path = forced if forced != "auto" else choose_path(plan)
         info: dict[str, Any] = {
             "path": path,
@@ -176,10 +171,10 @@ class TorchBackend(BackendBase):
                 raise
             values = self._run(plan, inputs, path, torch.float32)
             info.update(compute_dtype="float32", upcast=True, upcast_reason=str(exc).splitlines()[0][:200])
-        if plan.stats_outputs:
+        if plan.mean_output or plan.variance_output:
             info["statistics"] = "var_mean"
         self._last_info = info
-        return finish_outputs(plan, values)
+        return plan.finish(values)
 
     def versions(self) -> dict[str, str]:
         out = {**super().versions(), "torch": torch.__version__}
@@ -195,16 +190,14 @@ class TorchBackend(BackendBase):
         return f"torch {torch.__version__} on {where} (feature level {self.feature_level})"
 
     def _execute_other(
-        self, desc: OperatorDesc, inputs: Mapping[str, np.ndarray], compute: Callable[..., Any]
+        self, plan: dc.KernelPlan, inputs: Mapping[str, np.ndarray], compute: Callable[..., Any]
     ) -> dict[str, np.ndarray]:
         """The kernels beside the centred normalization: F.batch_norm in inference mode (given
         statistics), F.rms_norm (no mean step), autograd (the gradients). FLOAT16 is computed in
         float32 unless ``float16=native``."""
-        spec = self.spec
-        first = spec.operator(desc.operator).semantics["input"]
-        io = np.dtype(spec.data_types[desc.get(first, spec).data_type].numpy or "V")
+        io = plan.dtypes.get(plan.input, np.dtype("V"))
         if io not in _TORCH_DTYPE:
-            raise Unsupported(f"data type {io} is not mapped to torch by this backend")
+            raise dc.Unsupported(f"data type {io} is not mapped to torch by this backend")
         if self.options["float16"] == "float32":
             io = np.dtype(np.float32)
         dtype = _TORCH_DTYPE[io]
@@ -215,20 +208,20 @@ class TorchBackend(BackendBase):
             arr = np.array(inputs[member], copy=True)
             return torch.from_numpy(arr).to(device=self.device, dtype=dtype)
 
-        values, path = compute(kernels.part(desc, spec, "plan")(desc, spec), t)
+        values, path = compute(plan, t)
         self._last_info = {"path": path, "device": str(self.device), "compute_dtype": io.name}
-        return finish_desc_outputs(desc, {m: v.detach().cpu().numpy() for m, v in values.items()}, spec)
+        return plan.finish({m: v.detach().cpu().numpy() for m, v in values.items()})
 
     # -- computation ------------------------------------------------------------------------
 
     def _tensor(
-        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], member: str, dtype: Any
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray], member: str, dtype: Any
     ) -> torch.Tensor:
         arr = np.array(inputs[member], copy=True).reshape(plan.aligned_sizes(member))
         return torch.from_numpy(arr).to(device=self.device, dtype=dtype)
 
     def _channel(
-        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], member: str | None, dtype: Any
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray], member: str | None, dtype: Any
     ) -> torch.Tensor | None:
         if member is None:
             return None
@@ -242,7 +235,7 @@ class TorchBackend(BackendBase):
         return mean, var
 
     def _run(
-        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], path: str, dtype: Any
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray], path: str, dtype: Any
     ) -> dict[str, np.ndarray]:
         with torch.no_grad():
             x = self._tensor(plan, inputs, plan.input, dtype)
@@ -251,20 +244,14 @@ class TorchBackend(BackendBase):
                 y = y + self._tensor(plan, inputs, plan.fused_add, dtype)
             y = _activate(y, plan.activation, plan.activation_params)
             values = {plan.output: y}
-            if plan.stats_outputs:
+            if plan.mean_output or plan.variance_output:
                 mean, var = stats if stats is not None else self._stats(x, plan.axes)
-                values.update(
-                    {
-                        plan.stats_outputs[k]: v
-                        for k, v in (("mean", mean), ("variance", var))
-                        if k in plan.stats_outputs
-                    }
-                )
+                values.update({m: v for m, v in ((plan.mean_output, mean), (plan.variance_output, var)) if m})
             return {m: v.detach().cpu().numpy() for m, v in values.items()}
 
     def _normalize(
         self,
-        plan: NormalizationPlan,
+        plan: dc.NormalizationPlan,
         inputs: Mapping[str, np.ndarray],
         path: str,
         dtype: Any,
@@ -286,7 +273,7 @@ class TorchBackend(BackendBase):
         return self._var_mean(plan, inputs, dtype, x)
 
     def _layer_norm(
-        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], dtype: Any, x: torch.Tensor
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray], dtype: Any, x: torch.Tensor
     ) -> torch.Tensor:
         k = plan.trailing_axis()
         assert k is not None
@@ -301,7 +288,7 @@ class TorchBackend(BackendBase):
         return F.layer_norm(x, shape, weight=trailing(plan.scale), bias=trailing(plan.bias), eps=plan.epsilon)
 
     def _var_mean(
-        self, plan: NormalizationPlan, inputs: Mapping[str, np.ndarray], dtype: Any, x: torch.Tensor
+        self, plan: dc.NormalizationPlan, inputs: Mapping[str, np.ndarray], dtype: Any, x: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """The ``var_mean`` path: DirectML's formula elementwise from torch.var_mean, for any desc."""
         stats = self._stats(x, plan.axes)
@@ -316,7 +303,7 @@ class TorchBackend(BackendBase):
 
 
 # --------------------------------------------------------------------------------------------
-# The kernels beside the centred normalization (semantics.kernel, semantics.center)
+# The kernels beside the centred normalization
 
 Loader = Callable[[str | None], "torch.Tensor | None"]
 
@@ -330,11 +317,11 @@ def _activate(y: torch.Tensor, act: str | None, params: Mapping[str, float]) -> 
         return y
     fn = _ACTIVATIONS.get(act)
     if fn is None:
-        raise Unsupported(f"fused activation {act} has no torch mapping")
+        raise dc.Unsupported(f"fused activation {act} has no torch mapping")
     return fn(y, params)
 
 
-def _given_torch(p: semantics.GivenPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+def _given_torch(p: dc.GivenStatisticsPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
     """F.batch_norm(training=False) where Mean, Variance, Scale and Bias are per-channel; else
     the documented formula elementwise."""
     with torch.no_grad():
@@ -356,7 +343,7 @@ def _given_torch(p: semantics.GivenPlan, t: Loader) -> tuple[dict[str, torch.Ten
         return {p.output: _activate(y, p.activation, p.activation_params)}, path
 
 
-def _rms_torch(p: semantics.Plan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+def _rms_torch(p: dc.RmsNormalizationPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
     """F.rms_norm over a trailing run of axes (weight = Scale where it varies only along them);
     otherwise x * rsqrt(mean(x^2) + Epsilon)."""
     with torch.no_grad():
@@ -385,7 +372,7 @@ def _rms_torch(p: semantics.Plan, t: Loader) -> tuple[dict[str, torch.Tensor], s
         return {p.output: _activate(y, p.activation, p.activation_params)}, path
 
 
-def _grad_torch(p: semantics.GradPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
+def _grad_torch(p: dc.NormalizationGradPlan, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
     """torch.autograd through the forward batch normalization. ``given``: Mean and Variance are
     constants. ``batch``: their values are the given tensors but their gradients are the batch
     mean's and (population) variance's, the variance taken about the Mean member where the spec
@@ -419,9 +406,11 @@ def _grad_torch(p: semantics.GradPlan, t: Loader) -> tuple[dict[str, torch.Tenso
 # torch.linalg.vector_norm where Epsilon's placement differs from F.normalize's max(norm, eps))
 
 
-def _lrn_torch_forward(p: semantics.LocalResponsePlan, x: torch.Tensor) -> torch.Tensor:
+def _lrn_torch_forward(p: dc.LocalResponsePlan, x: torch.Tensor) -> torch.Tensor:
     if len(p.axes) != 1 or p.axes[0] != 1:
-        raise Unsupported("PyTorch has no local response normalization within a channel (CrossChannel FALSE)")
+        raise dc.Unsupported(
+            "PyTorch has no local response normalization within a channel (CrossChannel FALSE)"
+        )
     return F.local_response_norm(x, p.local_size, alpha=p.alpha, beta=p.beta, k=p.bias)
 
 
@@ -446,7 +435,7 @@ def _lp_torch(p: Any, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
     """F.normalize where it computes the spec's formula (Epsilon 0: x / norm); otherwise x /
     sqrt(vector_norm^2 + Epsilon) (F.normalize's max(norm, eps) is another placement)."""
     if p.epsilon_placement != "squared_norm":
-        raise Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no torch mapping")
+        raise dc.Unsupported(f"epsilon_placement {p.epsilon_placement!r} has no torch mapping")
     with torch.no_grad():
         x = t(p.input)
         assert x is not None
@@ -464,14 +453,14 @@ def _lp_torch(p: Any, t: Loader) -> tuple[dict[str, torch.Tensor], str]:
 
 def _other(compute: Callable[..., Any]) -> Callable[..., dict[str, np.ndarray]]:
     def lower(
-        backend: TorchBackend, desc: OperatorDesc, inputs: Mapping[str, np.ndarray]
+        backend: TorchBackend, plan: dc.KernelPlan, inputs: Mapping[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
-        return backend._execute_other(desc, inputs, compute)
+        return backend._execute_other(plan, inputs, compute)
 
     return lower
 
 
-#: This backend's lowering of each registered kernel it maps (dmlconform/kernels.py).
+#: This backend's lowering of each kernel it maps (``plan.kernel``; dmlconform/kernels/).
 LOWERINGS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "normalization": TorchBackend._normalization,
     "rms_normalization": _other(_rms_torch),

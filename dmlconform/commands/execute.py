@@ -79,7 +79,8 @@ def _is_npz(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dmlconform.reference import InputError, PlanError, execute, more
+    from dmlconform.kernels import PlanError, UnknownKernel, execute, plan
+    from dmlconform.reference import InputError
     from dmlconform.specification.desc import DescError, load_desc
     from dmlconform.specification.spec import SpecError, load_spec
 
@@ -89,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
         illegal = _illegal_everywhere(desc, spec, args.desc)
         if illegal:
             return _fail(f"{args.desc}: {illegal}")
-        names = more.input_members(desc, spec)
-    except (DescError, SpecError) as exc:
+        names = plan(desc, spec).inputs
+    except (DescError, SpecError, UnknownKernel) as exc:
         return _fail(str(exc))
     except PlanError as exc:
         return _fail(f"{args.desc}: {exc}")

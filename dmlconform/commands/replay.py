@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from dmlconform.runner.checks import run_case
     from dmlconform.runner.options import given, parse_pairs
     from dmlconform.runner.results import load_case_dir
+    from dmlconform.runner.settings import saved_tolerance
     from dmlconform.specification.spec import load_spec
-    from dmlconform.tolerance.options import ToleranceOptions
 
     spec = load_spec()
     case_dir = Path(args.case_dir)
@@ -67,19 +67,22 @@ def run(args: argparse.Namespace) -> int:
         return _err(str(exc))
     try:
         values = given(args, "replay")
+        tolerance = saved_tolerance(spec, meta.get("tolerance"), args.tolerance)
         options = parse_pairs(args.backend_option) if args.backend_option else None
         guard, opened = open_saved_backend(meta, args.backend, options, args.isolate, values["timeout"])
         info = opened.info
     except ValueError as exc:
         return _err(str(exc))
     try:
-        result = run_case(case, guard, spec, ToleranceOptions.parse(meta.get("tolerance")), inputs=inputs)
+        result = run_case(case, guard, spec, tolerance, inputs=inputs)
     except Exception as exc:
         return _err(f"internal error in dmlconform (not the backend): {type(exc).__name__}: {exc}")
     finally:
         guard.close()
     print(f"case:    {case.id}")
     print(f"backend: {info.name}" + (f" ({info.description})" if info.description else ""))
+    if tolerance:
+        print("tolerance: " + ", ".join(f"{k}={v}" for k, v in tolerance.pairs().items()))
     if case.kind == "validation":
         print(f"expect:  {case.expected}" + (f" (breaks rule {case.rule})" if case.rule else ""))
     _print_errors(result.errors, "other run" if case.kind == "metamorphic" else "reference")

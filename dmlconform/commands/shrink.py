@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             timeout=given(args, "replay")["timeout"],
             max_seconds=args.shrink_time,
             progress=progress,
+            tolerance_overrides=args.tolerance,
         )
     except ValueError as exc:
         _remove_if_empty(out, created)

@@ -54,10 +54,11 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform.errors import PlanError
 from dmlconform.generation.exact_statistics import exact_operand, exact_rows
 from dmlconform.generation.reductions import reduction_axes, reduction_size
+from dmlconform.kernels.base import MemberRoles, centres, member_roles, normalizes_variance, written_epsilon
 from dmlconform.specification.desc import ActivationDesc, OperatorDesc, TensorDesc
-from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.specification.slices import from_slices, slice_shape, to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 
@@ -96,30 +97,18 @@ class RegimeNotApplicable(ValueError):
 # What the desc means, from the spec's semantics
 
 
-def _sem(desc: OperatorDesc, spec: Spec) -> dict[str, Any]:
-    return spec.operator(desc.operator).semantics
+def _roles(desc: OperatorDesc, spec: Spec) -> MemberRoles:
+    return member_roles(spec.operator(desc.operator))
 
 
-def _tensor(desc: OperatorDesc, name: Any) -> TensorDesc | None:
-    """The tensor a semantics key names; None where it names none (absent, or a scalar's
-    ``{member: ...}`` reference, as local_response's ``bias``)."""
-    t = desc.members.get(name) if isinstance(name, str) else None
+def _tensor(desc: OperatorDesc, name: str | None) -> TensorDesc | None:
+    """The tensor a role names; None where it names none or the desc leaves it null."""
+    t = desc.members.get(name) if name else None
     return t if isinstance(t, TensorDesc) else None
 
 
-def epsilon(desc: OperatorDesc, spec: Spec) -> float | None:
-    e = _sem(desc, spec).get("epsilon")
-    if isinstance(e, dict) and "member" in e:
-        v = desc.get(e["member"], spec)
-        return None if v is None else float(v)
-    return None if e is None else float(e)
-
-
-def normalizes_variance(desc: OperatorDesc, spec: Spec) -> bool:
-    nv = _sem(desc, spec).get("normalize_variance", True)
-    if isinstance(nv, dict) and "member" in nv:
-        return bool(desc.get(nv["member"], spec))
-    return bool(nv)
+#: Epsilon as the desc writes it (the regimes draw spreads near its square root)
+epsilon = written_epsilon
 
 
 def activation(desc: OperatorDesc, spec: Spec) -> ActivationDesc | None:
@@ -129,9 +118,8 @@ def activation(desc: OperatorDesc, spec: Spec) -> ActivationDesc | None:
 
 
 def _activation_member(desc: OperatorDesc, spec: Spec) -> str | None:
-    """The member the semantics' ``activation`` names, None where it names none."""
-    a = _sem(desc, spec).get("activation")
-    return a["member"] if isinstance(a, dict) and "member" in a else None
+    """The member holding the fused activation, None where the operator has none."""
+    return _roles(desc, spec).activation
 
 
 def branch_points(desc: OperatorDesc, spec: Spec) -> list[float]:
@@ -171,8 +159,7 @@ def standardize_along(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 def regimes_for(desc: OperatorDesc, spec: Spec) -> list[str]:
     """The regimes that make sense for ``desc``, in :data:`REGIMES` order."""
-    sem = _sem(desc, spec)
-    inp = _tensor(desc, sem.get("input"))
+    inp = _tensor(desc, _roles(desc, spec).input)
     if inp is None:
         return []
     n = reduction_size(desc, spec)
@@ -212,8 +199,8 @@ def regime_desc(desc: OperatorDesc, regime: str, spec: Spec) -> OperatorDesc:
     member = spec.operator(desc.operator).member(name)
     nullable = member is not None and member.nullable
     try:
-        normalizes = centers(desc, spec) or normalizes_variance(desc, spec)
-    except SemanticsError:
+        normalizes = centres(desc, spec) or normalizes_variance(desc, spec)
+    except PlanError:
         normalizes = False
     return desc.replace(**{name: None}) if nullable and normalizes else desc
 
@@ -222,8 +209,8 @@ def _branch_targets(desc: OperatorDesc, spec: Spec) -> list[float]:
     """Branch points the regime can reach: 0 always (z near 0, no Scale/Bias shift needed when
     Bias is absent), others only through a Bias or FusedAdd tensor."""
     points = branch_points(desc, spec)
-    sem = _sem(desc, spec)
-    shifter = _tensor(desc, sem.get("fused_add")) or _tensor(desc, sem.get("bias"))
+    roles = _roles(desc, spec)
+    shifter = _tensor(desc, roles.fused_add) or _tensor(desc, roles.bias)
     if shifter is not None and shifter.element_count >= len(points):
         return points
     return [p for p in points if p == 0.0]
@@ -259,8 +246,7 @@ class _MainDraw:
 
 
 def _main_input(desc: OperatorDesc, regime: str, rng: np.random.Generator, spec: Spec) -> np.ndarray:
-    sem = _sem(desc, spec)
-    t = _tensor(desc, sem.get("input"))
+    t = _tensor(desc, _roles(desc, spec).input)
     assert t is not None
     shape = _compact_shape(t)
     axes = reduction_axes(desc, spec)
@@ -379,7 +365,7 @@ def effective_reduction_size(desc: OperatorDesc, spec: Spec) -> int:
     """The number of distinct input elements a reduction slice reads: ``reduction_size`` less
     the reduced dimensions the input broadcasts (zero strides): 1 where every slice is one value
     repeated, whatever the data."""
-    t = _tensor(desc, _sem(desc, spec).get("input"))
+    t = _tensor(desc, _roles(desc, spec).input)
     if t is None:
         return 0
     compact = _compact_shape(t)
@@ -407,55 +393,53 @@ def make_inputs(
     if regime not in regimes_for(desc, spec):
         raise RegimeNotApplicable(f"regime {regime} does not apply to this desc")
     op = spec.operator(desc.operator)
-    sem = op.semantics
+    roles = member_roles(op)
     rng = _rng(desc, regime, seed, draw)
-    batch = _batch_statistics(sem)
     targets = _branch_targets(desc, spec) if regime == "activation_branches" else []
-    shifter = sem.get("fused_add") if _tensor(desc, sem.get("fused_add")) else sem.get("bias")
+    shifter = roles.fused_add if _tensor(desc, roles.fused_add) else roles.bias
     out: dict[str, np.ndarray] = {}
     for m in op.input_members:
         t = _tensor(desc, m.name)
         if t is None:
             continue
         shape = _compact_shape(t)
-        if m.name == sem.get("input"):
+        if m.name == roles.input:
             x = _main_input(desc, regime, rng, spec)
-            if batch:
-                x = _fit_batch_statistics(desc, sem, x, rng, spec)
+            if roles.batch_statistics:
+                x = _fit_batch_statistics(desc, roles, x, rng, spec)
         else:
-            x = _operand(m.name, sem, regime, rng, shape, targets, shifter)
+            x = _operand(m.name, roles, regime, rng, shape, targets, shifter)
         arr = np.asarray(x, dtype=np.float64).astype(_numpy_dtype(spec, t.data_type)).reshape(shape)
         out[m.name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))
-    if sem.get("statistics_from_input") and sem.get("input") in out:
-        _statistics_from_input(desc, sem, out, spec)
+    if roles.statistics_from_input and roles.input in out:
+        _statistics_from_input(desc, roles, out, spec)
     return out
 
 
 def _operand(
     name: str,
-    sem: dict[str, Any],
+    roles: MemberRoles,
     regime: str,
     rng: np.random.Generator,
     shape: tuple[int, ...],
     targets: list[float],
     shifter: Any,
 ) -> np.ndarray:
-    """The compact array of an input other than the normalized one, by the role the semantics
-    give it (Scale, Bias, FusedAdd, a variance); ``shifter`` is the member that moves the
+    """The compact array of an input other than the normalized one, by the role it plays (Scale, Bias, FusedAdd, a variance); ``shifter`` is the member that moves the
     pre-activation value onto the branch points ``targets`` (FusedAdd where present, else
     Bias)."""
-    if regime == "exact_statistics" and name in (sem.get("scale"), sem.get("bias"), sem.get("fused_add")):
-        return exact_operand(rng, shape, scale=name == sem.get("scale"))
-    if name == sem.get("scale"):
+    if regime == "exact_statistics" and name in roles.operands:
+        return exact_operand(rng, shape, scale=name == roles.scale)
+    if name == roles.scale:
         return rng.uniform(*SCALE_MAGNITUDE, size=shape) * rng.choice([-1.0, 1.0], size=shape)
     if regime == "activation_branches" and name == shifter and targets:
         x = rng.permutation(np.resize(np.asarray(targets), math.prod(shape))).reshape(shape)
         return x + rng.uniform(-1e-3, 1e-3, size=shape)
-    if regime == "activation_branches" and name in (sem.get("bias"), sem.get("fused_add")):
+    if regime == "activation_branches" and name in (roles.bias, roles.fused_add):
         return np.zeros(shape)
-    if name == sem.get("bias"):
+    if name == roles.bias:
         return rng.uniform(-BIAS_MAGNITUDE, BIAS_MAGNITUDE, size=shape)
-    if name == sem.get("variance_input"):
+    if name == roles.variance:
         return rng.uniform(0.25, 4.0, size=shape)  # a variance: never negative
     return rng.standard_normal(shape)
 
@@ -470,32 +454,27 @@ def slice_statistics(x: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, 
     return shift + m, ((d - m) ** 2).mean(axis=axes, keepdims=True)
 
 
-def _batch_statistics(sem: dict[str, Any]) -> bool:
-    """The formula reads the input's own statistics (``semantics.statistics: batch``), so the mean
-    and variance inputs must be exactly those, not merely realistic values."""
-    return bool(sem.get("statistics_from_input")) and sem.get("statistics") == "batch"
-
-
-def _statistics_tensors(desc: OperatorDesc, sem: dict[str, Any], rank: int) -> list[tuple[str, TensorDesc]]:
+def _statistics_tensors(desc: OperatorDesc, roles: MemberRoles, rank: int) -> list[tuple[str, TensorDesc]]:
+    """(member, tensor) of the Mean and Variance inputs the desc sets at the input's rank."""
     out = []
-    for key in ("mean", "variance_input"):
-        t = _tensor(desc, sem.get(key))
-        if t is not None and len(t.sizes) == rank:
-            out.append((key, t))
+    for name in (roles.mean, roles.variance):
+        t = _tensor(desc, name)
+        if name and t is not None and len(t.sizes) == rank:
+            out.append((name, t))
     return out
 
 
 def shared_statistics_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
     """Input dimensions that are not reduced but along which a statistics input holds one value
     (a zero stride): every slice along them is given the same mean and variance."""
-    sem = _sem(desc, spec)
-    inp = _tensor(desc, sem.get("input"))
+    roles = _roles(desc, spec)
+    inp = _tensor(desc, roles.input)
     if inp is None:
         return ()
     compact_in = _compact_shape(inp)
     reduced = set(reduction_axes(desc, spec))
     dims: set[int] = set()
-    for _, t in _statistics_tensors(desc, sem, len(inp.sizes)):
+    for _, t in _statistics_tensors(desc, roles, len(inp.sizes)):
         dims |= {
             i for i, s in enumerate(_compact_shape(t)) if s == 1 and i not in reduced and compact_in[i] > 1
         }
@@ -503,7 +482,7 @@ def shared_statistics_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
 
 
 def _fit_batch_statistics(
-    desc: OperatorDesc, sem: dict[str, Any], x: np.ndarray, rng: np.random.Generator, spec: Spec
+    desc: OperatorDesc, roles: MemberRoles, x: np.ndarray, rng: np.random.Generator, spec: Spec
 ) -> np.ndarray:
     """The compact main input (float64, before rounding) reshaped so that the statistics inputs
     can be its slices' own statistics, which the formula reads (mean(Input) over the reduced
@@ -524,8 +503,8 @@ def _fit_batch_statistics(
         x = from_slices(rows, x.shape, axes)
     limits = [
         float(np.finfo(_numpy_dtype(spec, t.data_type)).max) / 4.0
-        for key, t in _statistics_tensors(desc, sem, x.ndim)
-        if key == "variance_input"
+        for name, t in _statistics_tensors(desc, roles, x.ndim)
+        if name == roles.variance
     ]
     if limits:
         mean = x.mean(axis=axes, keepdims=True)
@@ -537,24 +516,23 @@ def _fit_batch_statistics(
 
 
 def _statistics_from_input(
-    desc: OperatorDesc, sem: dict[str, Any], out: dict[str, np.ndarray], spec: Spec
+    desc: OperatorDesc, roles: MemberRoles, out: dict[str, np.ndarray], spec: Spec
 ) -> None:
     """``semantics.statistics_from_input``: the mean and variance inputs are the input's own
     statistics, rounded to their type, as a framework feeds them: so each regime's conditioning
     (large offsets, spreads near sqrt(Epsilon), constant slices) reaches the computation.
 
-    With batch statistics (the formula reads mean(Input), :func:`_batch_statistics`) they are
+    With batch statistics (the formula reads mean(Input): ``MemberRoles.batch_statistics``) they are
     exactly each slice's statistics over the reduced dimensions: the input itself and a variance
     of 0 for a reduction over one element, and the one value shared along a broadcast dimension
     (:func:`_fit_batch_statistics` made the slices there equal). With given statistics they are
     realistic values only, over the dimensions where each tensor holds one value (size 1 or a
     zero stride); where that is no dimension, the drawn values stay."""
-    x = out[sem["input"]].astype(np.float64)
-    batch = _batch_statistics(sem)
+    x = out[roles.input].astype(np.float64)
+    batch = roles.batch_statistics
     reduced = reduction_axes(desc, spec) if batch else ()
     eps = epsilon(desc, spec)
-    for key, t in _statistics_tensors(desc, sem, x.ndim):
-        name = sem[key]
+    for name, t in _statistics_tensors(desc, roles, x.ndim):
         if name not in out:
             continue
         compact = _compact_shape(t)
@@ -563,13 +541,13 @@ def _statistics_from_input(
         if not batch and not axes:  # given statistics, one value per element: keep the draw
             continue
         mean, var = slice_statistics(x, axes)
-        value = mean if key == "mean" else var
+        value = mean if name == roles.mean else var
         if batch:  # along a shared dimension every slice has these statistics: take the first
             value = value[tuple(slice(0, 1) if i in ones else slice(None) for i in range(x.ndim))]
         with np.errstate(over="ignore"):
             arr = value.astype(_numpy_dtype(spec, t.data_type))
         if not np.all(np.isfinite(arr)):  # a FLOAT16 variance past 65504 cannot be fed: keep the draw
             continue
-        if not batch and key == "variance_input" and np.any(arr.astype(np.float64) + (eps or 0.0) == 0):
+        if not batch and name == roles.variance and np.any(arr.astype(np.float64) + (eps or 0.0) == 0):
             continue  # realistic, but Variance + Epsilon = 0 is undefined: keep the draw
         out[name] = np.ascontiguousarray(np.broadcast_to(arr, t.sizes))

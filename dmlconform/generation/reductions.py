@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dmlconform.generation.choices import DEFAULT_MAX_ELEMENTS, Options, draw_choices
 from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.realize import realize
-from dmlconform.specification import semantics
+from dmlconform.kernels.base import input_member
+from dmlconform.kernels.base import reduction_axes as kernel_reduction_axes
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.rules import Chooser
 from dmlconform.specification.spec import FeatureLevel, Spec
@@ -22,12 +23,13 @@ from dmlconform.specification.structure_builder import model_for
 
 
 def reduction_axes(desc: OperatorDesc, spec: Spec) -> tuple[int, ...]:
-    """The input axes the operator reduces over (see dmlconform.specification.semantics)."""
-    return semantics.reduction_axes(desc, spec)
+    """The input axes the operator reduces over (a kernel plan's ``axes``, without the rest of
+    the plan: any desc whose input and axes members are readable)."""
+    return kernel_reduction_axes(desc, spec)
 
 
 def reduction_size(desc: OperatorDesc, spec: Spec) -> int:
-    inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
+    inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
     if not isinstance(inp, TensorDesc):
         return 0
     return math.prod(inp.sizes[a] for a in reduction_axes(desc, spec))
@@ -40,7 +42,7 @@ def _build_with_reduction(
     is set to 1 on every reduced axis but one, which gets ``n``, and the plan is re-realized
     (broadcast partners follow their masks). Descs whose reduction moves are drawn again."""
     spec = model.spec
-    input_name = model.op.semantics.get("input")
+    input_name = input_member(model.op)
     if input_name not in model.size_group_of:
         raise ValueError(f"{model.op.name}: semantics.input names no tensor member")
     g_in = model.size_group_of[input_name]

@@ -1,11 +1,14 @@
-"""The reference executor: float64 computation of the normalization family, rounded once.
+"""The reference executor's machinery: float64 computation of the normalization family, rounded
+once.
 
-``execute(desc, inputs)`` resolves the desc against its operator's ``semantics:`` in the spec
-(:mod:`dmlconform.specification.semantics`), arranges the operands for the single numba kernel
-(:mod:`dmlconform.reference.compiled`) without copying where strides allow, runs it (or, for
-small tensors, its bit-identical numpy mirror :mod:`dmlconform.reference.mirror`, which needs no
-compilation), and rounds
-every output exactly once to its DataType. Inputs of any float dtype are taken at their exact
+A kernel's module (``dmlconform/kernels/``) reads a desc into its plan and calls in here:
+:func:`normalize_outputs` arranges the centred normalization's operands for the single numba
+kernel (:mod:`dmlconform.reference.compiled`) without copying where strides allow, runs it (or,
+for small tensors, its bit-identical numpy mirror :mod:`dmlconform.reference.mirror`, which
+needs no compilation); :func:`compute_outputs` runs another kernel's float64 numpy function.
+Both round every output exactly once to its DataType. Nothing here reads the spec's semantics
+or knows a kernel by name: a plan is taken as it comes (duck-typed), so this package sits below
+the kernels that use it. Inputs of any float dtype are taken at their exact
 value (float16 widens exactly to float32; float32 and float64 are read as float64 in the kernel).
 
 Outputs are logical arrays of the output Sizes; when the kernel wrote them in a permuted order
@@ -20,16 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.kernels import part as kernel_part
+from dmlconform.errors import PlanError
 from dmlconform.reference import buffers
 from dmlconform.reference.activations import activation_args
 from dmlconform.reference.mirror import normalize_numpy
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
-from dmlconform.specification.semantics import Plan, make_plan
-from dmlconform.specification.semantics import SemanticsError as PlanError
-from dmlconform.specification.spec import Spec, spec_or_default
+from dmlconform.specification.spec import Spec
 
-__all__ = ["InputError", "Plan", "PlanError", "execute", "make_plan", "output_dtype"]
+__all__ = ["InputError", "PlanError", "compute_outputs", "normalize_outputs", "output_dtype"]
+
+#: a kernel's plan (``dmlconform.kernels``), read here by its fields only
+Plan = Any
 
 # Inputs of at most this many elements run through the numpy mirror of the kernel
 # (reference/mirror.py), larger ones through the compiled numba kernel. The choice depends on
@@ -336,27 +340,8 @@ def _out_array(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> 
     return arr
 
 
-def execute(
-    desc: OperatorDesc,
-    inputs: dict[str, Any],
-    spec: Spec | None = None,
-    *,
-    float64: bool = False,
-    out: dict[str, np.ndarray] | None = None,
-) -> dict[str, np.ndarray]:
-    """Compute every output of ``desc`` from ``inputs`` (member name -> array of its Sizes).
-
-    Returns {output member: array of its Sizes in its DataType}; with ``float64=True`` the
-    unrounded float64 values instead (the cross-check and tolerance use those). ``out`` maps
-    output members to preallocated arrays (of their Sizes and dtype) to write into and return,
-    for callers that run the same desc many times. Raises :class:`InputError` for a missing or
-    misshapen input or output array and :class:`PlanError` for a desc the reference cannot run.
-    """
-    spec = spec_or_default(spec)
-    return kernel_part(desc, spec, "execute")(desc, inputs, spec, float64=float64, out=out)
-
-
-def execute_normalization(
+def normalize_outputs(
+    plan: Plan,
     desc: OperatorDesc,
     inputs: dict[str, Any],
     spec: Spec,
@@ -364,10 +349,11 @@ def execute_normalization(
     float64: bool = False,
     out: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """:func:`execute` for the centred normalization kernel (the registry's ``normalization``):
-    the plan, the operands arranged without copies where strides allow, the numba kernel or its
-    numpy mirror."""
-    plan = make_plan(desc, spec)
+    """The centred normalization's outputs (``plan``: a
+    :class:`~dmlconform.kernels.normalization.NormalizationPlan`): the operands arranged without
+    copies where strides allow, the numba kernel or its numpy mirror, every output rounded once
+    to its DataType (float64 values with ``float64=True``), written into ``out``'s preallocated
+    arrays where given. InputError for a missing or misshapen array."""
     arrays = {}
     for name in plan.input_members():
         tensor = desc.get(name, spec)
@@ -396,4 +382,36 @@ def execute_normalization(
                 dst = _out_array(name, out[name], tuple(tensor.sizes), dtype)
                 np.copyto(dst, result[name])
                 result[name] = dst
+    return result
+
+
+def compute_outputs(
+    plan: Plan,
+    compute: Any,
+    desc: OperatorDesc,
+    inputs: dict[str, Any],
+    spec: Spec,
+    *,
+    float64: bool = False,
+    out: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """The outputs of a kernel computed by ``compute(plan, float64 arrays)`` (the kernels beside
+    the centred normalization): every output member rounded once to its DataType (float64 values
+    with ``float64=True``), written into ``out``'s preallocated arrays where given."""
+    arrays = {name: _input_array(name, desc.get(name, spec), inputs) for name in plan.input_members()}
+    values = compute(plan, arrays)
+    result = {}
+    out = out or {}
+    unknown = sorted(set(out) - set(values))
+    if unknown:
+        raise InputError(f"{unknown[0]}: not an output of {desc.operator}")
+    for name, v in values.items():
+        tensor: TensorDesc = desc.get(name, spec)
+        if tuple(tensor.sizes) != tuple(np.shape(v)):
+            raise PlanError(
+                f"{name}: Sizes {list(tensor.sizes)} do not hold the result's {list(np.shape(v))}"
+            )
+        dtype = np.dtype(np.float64) if float64 else output_dtype(tensor, spec)
+        dst = _out_array(name, out[name], tuple(tensor.sizes), dtype) if name in out else None
+        result[name] = rounded(np.asarray(v, dtype=np.float64), dtype, dst)
     return result

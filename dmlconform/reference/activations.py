@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from dmlconform.specification.semantics import SemanticsError
+from dmlconform.errors import PlanError
 
 # name -> (code, parameter names in the order of the kernel's two slots a, b)
 ACTIVATION_CODES: dict[str | None, tuple[int, tuple[str, ...]]] = {
@@ -41,9 +41,9 @@ ACTIVATION_CODES: dict[str | None, tuple[int, tuple[str, ...]]] = {
 
 
 def activation_args(act_type: str | None, params: dict[str, float]) -> tuple[int, float, float]:
-    """(code, a, b) for the kernel; unknown activations are a SemanticsError, not a silent identity."""
+    """(code, a, b) for the kernel; unknown activations are a PlanError, not a silent identity."""
     if act_type not in ACTIVATION_CODES:
-        raise SemanticsError(f"FusedActivation: the reference has no formula for {act_type!r}")
+        raise PlanError(f"FusedActivation: the reference has no formula for {act_type!r}")
     code, names = ACTIVATION_CODES[act_type]
     slots = [float(params[n]) for n in names] + [0.0, 0.0]
     return code, slots[0], slots[1]

@@ -2,7 +2,7 @@
 
 Written the obvious way (numpy broadcasting, ``mean``/``var`` over the axes, activations from
 their spec formulas with numpy ufuncs) and sharing nothing with the kernel but the resolved
-:class:`~dmlconform.specification.semantics.Plan`, so a slip in the kernel's index factorization,
+:class:`~dmlconform.kernels.NormalizationPlan`, so a slip in the kernel's index factorization,
 summation or activation code shows up as a disagreement in the tests. It is also the vectorized
 float64 activation the tolerance model uses to propagate an error bound through the activation.
 """
@@ -13,11 +13,6 @@ import math
 from typing import Any
 
 import numpy as np
-
-from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.semantics import Plan, make_plan
-from dmlconform.specification.slices import to_slices
-from dmlconform.specification.spec import Spec
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -75,7 +70,7 @@ def activation(act_type: str | None, x: np.ndarray, params: dict[str, float]) ->
     raise ValueError(f"no numpy formula for activation {act_type!r}")
 
 
-def compute(plan: Plan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def compute(plan: Any, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every output of ``plan`` in float64 (statistics in the stat shape)."""
     x = np.asarray(arrays[plan.input], dtype=np.float64)
     axes = plan.axes
@@ -92,31 +87,3 @@ def compute(plan: Plan, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if plan.variance_output:
         out[plan.variance_output] = var
     return out
-
-
-def execute(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, np.ndarray]:
-    """float64 outputs of ``desc`` (unrounded), statistics reshaped to their tensors' Sizes."""
-    plan = make_plan(desc, spec)
-    out = compute(plan, {k: np.asarray(v) for k, v in inputs.items()})
-    for name in (plan.mean_output, plan.variance_output):
-        if name:
-            out[name] = out[name].reshape(desc.get(name, spec).sizes)
-    return out
-
-
-def normalization_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
-    """The largest and smallest variance of the case's slices, in float64, about 0 where the
-    kernel does not centre (the registry's ``facts`` part of both normalization kernels; its
-    ``fact_names``).
-
-    An expectation names by them the cases whose variance leaves FLOAT16's range: DirectML holds
-    a FLOAT16 variance in FLOAT16, saturated at 65504 past it in some shaders (F1;
-    cases/directml/mvn1-fp16-variance-saturates); JAX's float16 variance is infinite there, and
-    0 under 2^-25, where a float16 Epsilon under 2^-25 is 0 too (cases/jax/). Below FLOAT16's
-    normal range the ``fp16-statistics`` model itself holds the variance to FLOAT16's subnormal
-    spacing."""
-    plan = make_plan(desc, spec, uncentred_ok=True)
-    slices = to_slices(np.asarray(inputs[plan.input], dtype=np.float64), plan.axes)
-    # what the kernel divides out: the second moment about the mean, or about 0 (uncentred)
-    divided = np.var(slices, axis=1) if plan.center else np.mean(slices * slices, axis=1)
-    return {"largest_variance": float(np.max(divided)), "smallest_variance": float(np.min(divided))}

@@ -57,6 +57,7 @@ import yaml
 
 from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
+from dmlconform.kernels.base import kernel_named
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.tiers import elements_and_length
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
@@ -446,7 +447,10 @@ def _mapping(loader: _Loader, node: yaml.MappingNode) -> _Lined:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
-FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message", "nan")
+FINDING_KEYS = ("id", "reason", "when", "fails", "meets", "message", "nan", "explained", "reproducer")
+#: ``explained`` (the page and section that explain a finding) and ``reproducer`` (its
+#: reproducer under cases/) are for readers: the implementations table links them
+#: (``dmlconform implementations``); the verdict does not read them
 
 
 #: where the built-in backends' known findings live: ``<backend name>.yaml``, in the package (a
@@ -645,7 +649,7 @@ def _members_of(spec: Any, operators: list[Any] | None) -> set[str]:
 
 def _facts_of(spec: Any, operators: list[Any] | None) -> set[str]:
     """The data facts (kernel registry ``fact_names``) of the operators' kernels."""
-    named = {str(op.semantics.get("kernel")) for op in (operators or spec.operators.values())}
+    named = {kernel_named(op) for op in (operators or spec.operators.values())}
     return {f for name in named if name in kernels.KERNELS for f in kernels.KERNELS[name].fact_names}
 
 

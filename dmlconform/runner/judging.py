@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform.errors import Rejected
-from dmlconform.reference import execute
+from dmlconform.kernels import execute
 from dmlconform.report.classes import LADDER, NONE
 from dmlconform.runner.error_record import errors_from
 from dmlconform.specification.desc import OperatorDesc, TensorDesc

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlconform.distribution import builtin_backends
 from dmlconform.runner.defaults import DEFAULT_CASES
 
 #: Per-call backend timeout in seconds (0 disables it).
@@ -106,7 +107,8 @@ class RunOption:
     def help_for(self, command: str) -> str:
         text = self.helps.get(command, self.help)
         default = f"{self.default:g}" if isinstance(self.default, float) else self.default
-        return text.format(default=default)
+        builtins = ", ".join(builtin_backends()) if "{builtins}" in text else ""
+        return text.format(default=default, builtins=builtins)
 
     def kwargs(self, command: str, default: Any) -> dict[str, Any]:
         """argparse / pytest ``addoption`` keyword arguments."""
@@ -132,8 +134,8 @@ _RUN_EXPORT = frozenset({"run", "export"})
 OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "backend",
-        "backend under test: a registered name (reference, numpy, gpu-style, onnxruntime, torch, directml, or one "
-        "registered under the entry-point group dmlconform.backends) or package.module:Class",
+        "backend under test: a registered name (the built-in {builtins}, or one registered under the "
+        "entry-point group dmlconform.backends) or package.module:Class",
         metavar="NAME",
         commands=frozenset({"run", "replay", "emulate"}),
         required=frozenset({"run", "emulate"}),
@@ -157,6 +159,8 @@ OPTIONS: tuple[RunOption, ...] = (
         "override the spec's tolerance (repeatable), e.g. model=lenient, ulp_scale=2; shown in the report",
         metavar="KEY=VALUE",
         repeat=True,
+        commands=frozenset({"run", "replay"}),
+        helps={"replay": "override the tolerance the case was judged under (repeatable), e.g. model=lenient"},
     ),
     RunOption(
         "feature-level",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlconform.runner import tiers
 from dmlconform.runner.backend_loading import OpenedBackend, open_backend
 from dmlconform.runner.cases import Selection, Shard
 from dmlconform.runner.directories import directory_problem
@@ -69,6 +70,7 @@ def resolve_settings(
     validates = bool(getattr(opened.info, "validates", False))
     selection = resolve_selection(spec, values, level, prefix, validation=validates)
     require_supported_data_types(spec, selection)
+    notes += _tier_notes(selection, spelled("cases"))
     expectations, note = _expectations(spec, values, opened.info)
     notes += [note] if note else []
     tolerance = _tolerance(spec, values, opened.info)
@@ -92,6 +94,18 @@ def resolve_settings(
         created_dirs=created,
     )
     return settings, opened.handle
+
+
+def _tier_notes(selection: Selection, cases_flag: str) -> list[str]:
+    """What the tier does with the cases asked for, where it does not take them as asked (the
+    smoke tier keeps at most its own number of numeric and metamorphic cases per group)."""
+    cap = tiers.tier(selection.tier).seeded_cases
+    if cap is None or selection.cases <= cap:
+        return []
+    return [
+        f"the {selection.tier} tier runs {cap} numeric and metamorphic cases per group, not the "
+        f"{selection.cases} of {cases_flag} (validation cases: {selection.cases}); --tier default runs them all"
+    ]
 
 
 def _open_backend(values: Mapping[str, Any], asked: FeatureLevel | None) -> OpenedBackend:
@@ -204,6 +218,15 @@ def backend_claim(
             f"tested at {asked.name}, above the {own.name} backend {info.name} claims ({level_flag} asks)"
         ]
     return own, []
+
+
+def saved_tolerance(spec: Any, saved: Mapping[str, Any] | None, overrides: Any) -> ToleranceOptions:
+    """The tolerance a saved case is judged under again (replay, shrink): the one it was judged
+    under (its case.json), with ``--tolerance`` overrides on top; ValueError in one line."""
+    try:
+        return tolerance_options(spec, {**(saved or {}), **parse_pairs(overrides, "tolerance override")})
+    except ValueError as exc:
+        raise SettingsError(str(exc).replace("backend option", "tolerance override")) from None
 
 
 def tolerance_options(spec: Any, pairs: Mapping[str, Any]) -> ToleranceOptions:

@@ -38,6 +38,7 @@ from dmlconform.generation.chooser import seeded_chooser
 from dmlconform.generation.data import regime_desc, regimes_for
 from dmlconform.generation.realize import realize
 from dmlconform.generation.reductions import reduction_axes, reduction_size
+from dmlconform.kernels.base import input_member
 from dmlconform.runner import heap
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.rules import Chooser
@@ -202,7 +203,7 @@ def sized_desc(
     model = model_for(operator, level, spec)
     if not model.available:
         raise RuntimeError(f"{operator} is not available at {level.name}")
-    input_name = model.op.semantics.get("input")
+    input_name = input_member(model.op)
     g_in = model.size_group_of.get(input_name)
     opts = Options(dtype=dtype, max_elements=max(DEFAULT_MAX_ELEMENTS, n * slices))
     flat = Options(dtype, opts.max_size, opts.max_elements, layouts=False)
@@ -345,8 +346,7 @@ MEMORY_LIMIT_ENV = "DMLCONFORM_MEMORY_LIMIT"
 
 def case_bytes(desc: OperatorDesc, spec: Spec) -> int:
     """Estimated peak memory (bytes) of running ``desc`` as a numeric case."""
-    sem = spec.operator(desc.operator).semantics
-    inp = desc.members.get(sem.get("input", ""))
+    inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
     if not isinstance(inp, TensorDesc):
         return 0
     return bytes_per_element(desc, spec) * inp.element_count
@@ -406,7 +406,7 @@ def memory_shortfall(desc: OperatorDesc, spec: Spec) -> str | None:
     avail = available_memory()
     if avail is None or need <= MEMORY_MARGIN * avail:
         return None
-    inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
+    inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
     count = inp.element_count if isinstance(inp, TensorDesc) else 0
     return (
         f"does not fit in memory: needs about {_gib(need)} ({count:,} input elements x "
@@ -420,7 +420,7 @@ def elements_and_length(desc: OperatorDesc, spec: Spec) -> tuple[int | None, int
     """(input element count, reduction length) of a desc, None where it has no meaning (an
     illegal desc without the members the semantics need)."""
     try:
-        inp = desc.members.get(spec.operator(desc.operator).semantics.get("input", ""))
+        inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
         elements = inp.element_count if isinstance(inp, TensorDesc) else None
         n = reduction_size(desc, spec) if elements is not None else None
     except (ValueError, KeyError, TypeError, IndexError):

@@ -14,9 +14,9 @@ from typing import Any
 
 from dmlconform.runner.backend_loading import open_saved_backend
 from dmlconform.runner.checks import run_case
+from dmlconform.runner.settings import saved_tolerance
 from dmlconform.shrink.search import NotFailing, Shrunk, shrink
 from dmlconform.specification.spec import load_spec
-from dmlconform.tolerance.options import ToleranceOptions
 
 
 def shrink_dir(
@@ -29,16 +29,19 @@ def shrink_dir(
     timeout: float = 60.0,
     max_seconds: float = 60.0,
     progress: Callable[[str], None] | None = None,
+    tolerance_overrides: list[str] | None = None,
 ) -> tuple[Shrunk, str, dict[str, Any]]:
     """Shrink the case in ``case_dir`` and write the result into ``out``; returns it, the
-    backend's name and the shrunk case's record (as in case.json). ValueError (one line) for an unusable reproducer or backend;
+    backend's name and the shrunk case's record (as in case.json). ``tolerance_overrides``:
+    ``--tolerance`` pairs over the tolerance the case was judged under. ValueError (one line)
+    for an unusable reproducer, tolerance or backend;
     :class:`~dmlconform.shrink.search.NotFailing` when the case passes on the backend."""
     from dmlconform.runner.results import case_record, finish_record, load_case_dir, save_reproducer
 
     spec = load_spec()
     case, inputs, meta = load_case_dir(case_dir, spec)
-    tolerance = meta.get("tolerance") or None
-    judged_by = ToleranceOptions.parse(tolerance)
+    judged_by = saved_tolerance(spec, meta.get("tolerance"), tolerance_overrides)
+    tolerance = judged_by.pairs() or None
     guard, opened = open_saved_backend(meta, backend, options, isolate, timeout)
     info, name, options = opened.info, opened.name, opened.options
     data = inputs if case.kind != "validation" else None

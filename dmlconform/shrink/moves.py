@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from dmlconform.kernels.base import input_member
 from dmlconform.specification.desc import OperatorDesc, TensorDesc
 from dmlconform.specification.rules import AxesInRange, PairedPresence, of_kind
 from dmlconform.specification.spec import Spec
@@ -41,7 +42,7 @@ class Move:
 def main_input(desc: OperatorDesc, spec: Spec) -> str | None:
     """The member whose shape the others follow: the semantics' input, else the first tensor."""
     op = spec.operator(desc.operator)
-    name = op.semantics.get("input")
+    name = input_member(op)
     if isinstance(desc.members.get(name or ""), TensorDesc):
         return name
     for m in op.members:

@@ -511,10 +511,17 @@ them. Importing any part of ``dmlconform`` loads them first (the package's face 
 validator), before a spec can load."""
 
 
+KERNEL_NAMES: set[str] = set()
+"""The kernels an operator's ``semantics.kernel`` may name, which :func:`_schema` puts in the
+schema's enum: the kernel package's index adds every kernel module's name as it collects them
+(``dmlconform.kernels``), so that a kernel is declared once, in its module. Importing any part
+of ``dmlconform`` loads the kernels first (the package's face imports them)."""
+
+
 @functools.lru_cache(maxsize=8)
 def _schema(spec_dir: Path, name: str) -> dict[str, Any]:
     """The JSON Schema ``name`` of ``spec_dir``, with :data:`RULE_KINDS` as the enum of a rule's
-    ``kind`` (the file leaves the list out)."""
+    ``kind`` and :data:`KERNEL_NAMES` as that of ``semantics.kernel`` (the file lists neither)."""
     path = schema_dir(spec_dir) / name
     try:
         schema = json.loads(path.read_text(encoding="utf-8"))
@@ -527,6 +534,11 @@ def _schema(spec_dir: Path, name: str) -> dict[str, Any]:
                 "no rule kind is registered: import dmlconform.specification.rules first", str(path)
             )
         kind["enum"] = sorted(RULE_KINDS)
+    kernel = schema.get("properties", {}).get("semantics", {}).get("properties", {}).get("kernel")
+    if kernel is not None:
+        if not KERNEL_NAMES:
+            raise SpecError("no kernel is registered: import dmlconform.kernels first", str(path))
+        kernel["enum"] = sorted(KERNEL_NAMES)
     return schema
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmlconform.specification.semantics import Plan
+from dmlconform.kernels import KernelPlan
 from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance.terms import AggregateModel, Coefficients, summed
 
@@ -149,7 +149,7 @@ def aggregate_check(
     return aggregate_from_sums(sums, shift, scale, co, grid)
 
 
-def _per_row(stat: np.ndarray, plan: Plan, shape: tuple[int, ...]) -> np.ndarray:
+def _per_row(stat: np.ndarray, plan: KernelPlan, shape: tuple[int, ...]) -> np.ndarray:
     """A keepdims statistic as one value per slice, in :func:`to_slices` row order."""
     kept = [1 if i in plan.axes else s for i, s in enumerate(shape)]
     return to_slices(np.ascontiguousarray(np.broadcast_to(stat, kept)), plan.axes)[:, 0]

@@ -40,19 +40,18 @@ from typing import Any
 import numpy as np
 
 from dmlconform import execute, kernels
+from dmlconform.errors import PlanError
 from dmlconform.generation.data import (
     BIAS_MAGNITUDE,
     SCALE_MAGNITUDE,
     RegimeNotApplicable,
     branch_points,
     effective_reduction_size,
-    epsilon,
     make_inputs,
-    normalizes_variance,
     regimes_for,
 )
+from dmlconform.kernels.base import centres, member_roles, normalizes_variance, written_epsilon
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.semantics import SemanticsError, centers
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.compare import case_budgets, sampled_budgets
 from dmlconform.tolerance.options import NO_OPTIONS
@@ -80,7 +79,7 @@ def unchanged_inputs(
     else by zeros; in the output's data type. ``at``: per output, the index (into the output's
     shape) of the elements wanted, the whole output where absent."""
     op = spec.operator(desc.operator)
-    main = op.semantics.get("input")
+    main = member_roles(op).input
     order = [main] + [m.name for m in op.input_members if m.name != main]
     out = {}
     for name, value in outputs.items():
@@ -195,8 +194,7 @@ def _why(
     """:func:`why_degenerate`'s answer and what it computed that the comparison takes back
     (``tolerance.compare``'s ``budgets``): the numpy model's budgets, or the compiled judge's
     per-slice terms where a sample settled it; None when neither."""
-    sem = spec.operator(desc.operator).semantics
-    var_name, eps = sem.get("variance_input"), epsilon(desc, spec)
+    var_name, eps = member_roles(spec.operator(desc.operator)).variance, written_epsilon(desc, spec)
     if var_name in inputs and eps is not None:
         undefined = int(np.count_nonzero(np.asarray(inputs[var_name], dtype=np.float64) + eps == 0))
         if undefined:
@@ -309,16 +307,16 @@ def may_judge_nothing(desc: OperatorDesc, spec: Spec) -> bool:
     n = effective_reduction_size(desc, spec)
     if n <= 1:
         return True
-    sem = spec.operator(desc.operator).semantics
+    roles = member_roles(spec.operator(desc.operator))
     try:
-        if getattr(kernels.part(desc, spec, "plan")(desc, spec), "may_be_identity", False):
+        if getattr(kernels.plan(desc, spec), "may_be_identity", False):
             return True  # the kernel's plan says its scalars can make it the input itself
-    except SemanticsError:
+    except PlanError:
         return False
     present = {
         k
-        for k in ("scale", "bias", "fused_add")
-        if isinstance(sem.get(k), str) and desc.members.get(sem[k]) is not None
+        for k, member in (("scale", roles.scale), ("bias", roles.bias), ("fused_add", roles.fused_add))
+        if member and desc.members.get(member) is not None
     }
     if "fused_add" not in present:  # a standard-normal FusedAdd reaches any branch point
         reach = (SCALE_MAGNITUDE[1] if "scale" in present else 1.0) * math.sqrt(n - 1)
@@ -326,6 +324,6 @@ def may_judge_nothing(desc: OperatorDesc, spec: Spec) -> bool:
         if any(abs(p) * 2.0 >= reach for p in branch_points(desc, spec) if p != 0.0):
             return True
     try:
-        return not (centers(desc, spec) or normalizes_variance(desc, spec))
-    except SemanticsError:
+        return not (centres(desc, spec) or normalizes_variance(desc, spec))
+    except PlanError:
         return False

@@ -4,7 +4,7 @@ The relation (runner/relations.py) is generic: central differences of the forwar
 random direction against the backend's gradient. What is kernel-specific is the scale on which
 the forward is smooth (the step must stay in its linear region, yet be far above the input's
 rounding) and which elements the comparison may judge. Each gradient kernel names its function
-here as its ``derivative`` part (dmlconform/kernels.py); the signature is
+here as its ``derivative`` part (dmlconform/kernels/); the signature is
 ``(desc, spec, inputs, member) -> (step size, judged)``: a step size broadcastable to
 ``inputs[member]`` and a boolean mask of the elements the relation judges, or None for all.
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmlconform.specification import semantics
+from dmlconform.kernels.local_response import build_plan as local_response_plan
+from dmlconform.kernels.normalization_grad import NormalizationGradPlan
+from dmlconform.kernels.normalization_grad import build_plan as normalization_grad_plan
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 
@@ -35,7 +37,7 @@ def _comparable_slices(
     dtype: np.dtype,
     axes: tuple[int, ...],
     inputs: dict[str, np.ndarray],
-    plan: semantics.GradPlan,
+    plan: NormalizationGradPlan,
 ) -> np.ndarray:
     """Per slice (keepdims; ``own_var`` is the slice's variance), whether the finite-difference
     relation can judge it.
@@ -69,8 +71,8 @@ def normalization_domain(
     gradient, centred on MeanTensor, is 0 only then)."""
     x = np.asarray(inputs[member])
     xf = x.astype(np.float64)
-    plan = semantics.make_grad_plan(desc, spec)
-    axes = semantics.reduction_axes(desc, spec)
+    plan = normalization_grad_plan(desc, spec)
+    axes = plan.axes
     var = xf.var(axis=axes, keepdims=True) if axes else np.zeros_like(xf)
     size = np.sqrt(var + float(plan.epsilon)) * DERIVATIVE_STEP
     if x.size > np.size(inputs[plan.variance]):
@@ -92,7 +94,7 @@ def local_response_domain(
     and 5e4, and a step of the data's root mean square throws the small ones far past their own
     bend. Every finite element is judged (d > 0 as Bias > 0)."""
     xf = np.asarray(inputs[member], dtype=np.float64)
-    plan = semantics.make_local_response_plan(desc, spec)
+    plan = local_response_plan(desc, spec)
     a = abs(float(plan.alpha)) / float(plan.divisor)
     reach = abs(float(plan.bias)) / a if a > 0 else float(np.max(np.abs(xf), initial=0.0)) ** 2
     return np.sqrt(xf * xf + reach) * DERIVATIVE_STEP, None

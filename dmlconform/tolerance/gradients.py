@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.specification import semantics
+from dmlconform.kernels.normalization_grad import NormalizationGradPlan, build_plan
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
@@ -52,7 +52,7 @@ class SliceErrors:
 
 
 def slice_errors(
-    plan: semantics.GradPlan,
+    plan: NormalizationGradPlan,
     sums: GradientSums,
     mean: np.ndarray,
     batch_mean: np.ndarray | None,
@@ -112,7 +112,7 @@ def reduction_grad_budgets(
     error of its two means and of the centring mean. With ``centre_with: mean`` the centre is the
     Mean member (spec doc_notes.bound-mean, settled by DirectML); with ``input`` the batch mean,
     and then the Mean member's difference from it is allowed for (either reading passes)."""
-    plan = semantics.make_grad_plan(desc, spec)
+    plan = build_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     dy = np.asarray(inputs[plan.input_gradient], dtype=np.float64)
@@ -147,7 +147,7 @@ def reduction_grad_budgets(
 
 
 def _slice_sums(
-    plan: semantics.GradPlan, x: np.ndarray, dy: np.ndarray, mean: np.ndarray, work: np.ndarray
+    plan: NormalizationGradPlan, x: np.ndarray, dy: np.ndarray, mean: np.ndarray, work: np.ndarray
 ) -> tuple[GradientSums, np.ndarray | None, np.ndarray | None]:
     """The slices' sums the model reads (keepdims), the batch mean where the centre is the
     batch's own (else None) and, with batch statistics, the centred input x - centre (else

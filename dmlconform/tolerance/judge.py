@@ -19,7 +19,6 @@ arrays whose rows the kernel cannot address in place (a layout no reference outp
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,20 +27,16 @@ from typing import Any
 import numpy as np
 
 from dmlconform import tolerance as tl
+from dmlconform.errors import PlanError
+from dmlconform.kernels import given_statistics, normalization, normalization_grad, rms_normalization
+from dmlconform.kernels.base import KernelPlan
+from dmlconform.kernels.given_statistics import GivenStatisticsPlan
+from dmlconform.kernels.normalization_grad import NormalizationGradPlan
 from dmlconform.reference import MIRROR_MAX_ELEMENTS, _as_3d, _factor, _rows, contiguous_slices, short_rows
-from dmlconform.reference import more as model_activation
+from dmlconform.reference import activation_arrays as model_activation
 from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
-from dmlconform.specification.semantics import (
-    GivenPlan,
-    GradPlan,
-    Plan,
-    SemanticsError,
-    make_given_plan,
-    make_grad_plan,
-    make_plan,
-)
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
@@ -63,7 +58,7 @@ class ModelTerms:
     """What the compiled pass leaves for the numpy model: the plan, the slices' statistics and
     their errors (in the kernel's slice order) and the working precision's unit roundoff."""
 
-    plan: Plan
+    plan: KernelPlan
     ss: Any  # tolerance.SliceStatistics
     st: Any  # tolerance.StatisticsErrors
     u: float
@@ -117,7 +112,7 @@ def input_rows(slicing: Any, x: Any) -> tuple[Rows, tuple[int, ...], bool]:
 
 
 def slice_statistics(
-    plan: Plan, x: np.ndarray, moments_only: bool = False
+    plan: KernelPlan, x: np.ndarray, moments_only: bool = False
 ) -> tuple[Any, tuple, tuple[int, ...]]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; the input's rows
@@ -170,7 +165,7 @@ class GradientTerms:
     """What the compiled pass leaves for the gradients' reduced outputs: the errors of the
     scale and bias gradients' sums, one per slice (:func:`dmlconform.tolerance.gradients.reduction_grad_budgets`)."""
 
-    plan: GradPlan
+    plan: NormalizationGradPlan
     e_scale: np.ndarray
     e_bias: np.ndarray
 
@@ -246,7 +241,7 @@ def _inverse(sd: np.ndarray) -> np.ndarray:
         return 1.0 / sd
 
 
-def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The normalization model's terms (:func:`dmlconform.tolerance.budgets`) from the slices'
     statistics: the numpy model's own functions on (K,) arrays."""
     ss, rows, perm = slice_statistics(plan, inputs[plan.input])
@@ -268,7 +263,7 @@ def _centred_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> Sli
     )  # fmt: skip
 
 
-def _rms_terms(plan: Plan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+def _rms_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The RMS model's terms (:func:`dmlconform.tolerance.rms.rms_budgets`): centre 0, sd the root
     of the mean square (var + mean^2 of the slice, both non-negative: no cancellation) plus
     Epsilon, rel_sd its relative error; without the variance step z is the input itself."""
@@ -295,7 +290,7 @@ the whole tensor is one slice: a slice costs the element pass a setup (its lanes
 operands), which short slices would not repay."""
 
 
-def given_slicing(plan: GivenPlan, inputs: dict[str, Any]) -> Slicing:
+def given_slicing(plan: GivenStatisticsPlan, inputs: dict[str, Any]) -> Slicing:
     """One slice per value of the given statistics where their slices are long (per channel:
     Mean and 1/sd constant within a slice, no per-element index), else the whole tensor as one
     slice, which the work items cut for the threads (statistics as large as the input)."""
@@ -307,7 +302,7 @@ def given_slicing(plan: GivenPlan, inputs: dict[str, Any]) -> Slicing:
     return Slicing(tuple(plan.shape), within)
 
 
-def _given_terms(plan: GivenPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+def _given_terms(plan: GivenStatisticsPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The given-statistics model's terms (:func:`dmlconform.tolerance.pointwise.pointwise_budgets`):
     Mean and 1 / sqrt(Variance + Epsilon) as broadcast operands (each may vary along any axes),
     nothing reduced, the deviation folded."""
@@ -355,7 +350,7 @@ def gradient_sums(x_rows: Rows, dy_rows: Rows, mean: np.ndarray, centre: np.ndar
     return out
 
 
-def _gradient_terms(plan: GradPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
+def _gradient_terms(plan: NormalizationGradPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The gradients' model (:func:`dmlconform.tolerance.gradients.reduction_grad_budgets`): its
     per-slice terms (:func:`~dmlconform.tolerance.gradients.slice_errors`) from the kernel's
     sums. Given statistics: e_dx = c_pt u |dy| |Scale| / sd. Batch statistics:
@@ -410,7 +405,7 @@ class CompiledCase:
         return str(self.plan.output)
 
 
-def _branch_tables(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
+def _branch_tables(plan: KernelPlan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
     act = spec.activations.get(plan.activation) if plan.activation else None
     points = resolve_branch_points(act, plan.activation_params) if act and act.branch_points else []
     sides = np.zeros((len(points), 3))
@@ -423,7 +418,7 @@ def _branch_tables(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(points, dtype=np.float64), sides
 
 
-def _cancellation(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
+def _cancellation(plan: KernelPlan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
     act = spec.activations.get(plan.activation) if plan.activation else None
     if act is None or act.cancellation is None:
         return np.zeros(0, np.int64), np.zeros(0)
@@ -431,7 +426,11 @@ def _cancellation(plan: Plan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _logical_index(
-    k: np.ndarray, pos: np.ndarray, plan: Plan, n_kept_shape: tuple[int, ...], red_shape: tuple[int, ...]
+    k: np.ndarray,
+    pos: np.ndarray,
+    plan: KernelPlan,
+    n_kept_shape: tuple[int, ...],
+    red_shape: tuple[int, ...],
 ) -> np.ndarray:
     """The C-order flat index in the logical array of element ``pos`` of slice ``k``."""
     index = [np.zeros_like(k) for _ in plan.shape]
@@ -480,7 +479,7 @@ def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
     return out
 
 
-def worst_of(fig: np.ndarray, plan: Plan) -> tuple[int, tuple[int, ...]]:
+def worst_of(fig: np.ndarray, plan: KernelPlan) -> tuple[int, tuple[int, ...]]:
     """(slice, logical index) of the worst element: the largest ratio, the first in C order
     among equal ones (as np.argmax over the whole tensor)."""
     from dmlconform.tolerance import judge_compiled as jk
@@ -570,7 +569,7 @@ def _tensor_arguments(t: SliceTerms, got: np.ndarray, ref: np.ndarray) -> tuple[
 
 
 def _model_arguments(
-    t: SliceTerms, inputs: dict[str, Any], plan: Plan, spec: Spec, co: Any, u: float
+    t: SliceTerms, inputs: dict[str, Any], plan: KernelPlan, spec: Spec, co: Any, u: float
 ) -> tuple[Any, ...]:
     """The element pass's model arguments after the work items: the operands (Scale, Bias,
     FusedAdd), the centre and 1 / sd, the per-slice terms, the pointwise coefficients and the
@@ -626,7 +625,7 @@ def judge_normalization(
     terms on these inputs without tolerance options where :func:`sample_budgets` made them."""
     from dmlconform.tolerance import judge_compiled as jk
 
-    jp = plan or CompiledCase(make_plan(desc, spec), _centred_terms)
+    jp = plan or CompiledCase(normalization.build_plan(desc, spec), _centred_terms)
     p = _element_pass(desc, got, ref, inputs, spec, tolerance, jp, budget_out is not None, terms=terms)
     slicing = p.terms.slicing
     if budget_out is not None:
@@ -674,7 +673,7 @@ def sample_budgets(
     return at, p.store[ks * p.n_slice + pos], p.terms
 
 
-def _member_from_figures(member: str, fig: np.ndarray, plan: Plan, co: Any, dtype: np.dtype) -> Any:
+def _member_from_figures(member: str, fig: np.ndarray, plan: KernelPlan, co: Any, dtype: np.dtype) -> Any:
     from dmlconform.tolerance import judge_compiled as jk
 
     k, index = worst_of(fig, plan)
@@ -721,7 +720,7 @@ def _plan_if_taken(
     mismatched outputs, a desc the plan builder refuses)."""
     try:
         plan = make(desc, spec)
-    except SemanticsError:
+    except PlanError:
         return None
     return CompiledCase(plan, terms) if _takes(plan, outputs_backend, outputs_reference, inputs) else None
 
@@ -729,14 +728,16 @@ def _plan_if_taken(
 def plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
              inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The centred normalization kernel's ``judge`` part (:func:`_plan_if_taken`)."""
-    return _plan_if_taken(make_plan, _centred_terms, desc, outputs_backend, outputs_reference, inputs, spec)
+    return _plan_if_taken(
+        normalization.build_plan, _centred_terms, desc, outputs_backend, outputs_reference, inputs, spec
+    )
 
 
 def rms_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_reference: dict[str, Any],
                  inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The RMS normalization kernel's ``judge`` part."""
     return _plan_if_taken(
-        functools.partial(make_plan, uncentred_ok=True),
+        rms_normalization.build_plan,
         _rms_terms,
         desc,
         outputs_backend,
@@ -750,7 +751,7 @@ def given_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outputs_
                    inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The given-statistics kernel's ``judge`` part."""
     return _plan_if_taken(
-        make_given_plan, _given_terms, desc, outputs_backend, outputs_reference, inputs, spec
+        given_statistics.build_plan, _given_terms, desc, outputs_backend, outputs_reference, inputs, spec
     )
 
 
@@ -758,5 +759,5 @@ def gradient_plan_for(desc: OperatorDesc, outputs_backend: dict[str, Any], outpu
                       inputs: dict[str, Any], spec: Spec) -> CompiledCase | None:  # fmt: skip
     """The batch-normalization gradients' kernel's ``judge`` part."""
     return _plan_if_taken(
-        make_grad_plan, _gradient_terms, desc, outputs_backend, outputs_reference, inputs, spec
+        normalization_grad.build_plan, _gradient_terms, desc, outputs_backend, outputs_reference, inputs, spec
     )

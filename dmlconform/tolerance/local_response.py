@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.reference.local import region_sum
-from dmlconform.specification import semantics
+from dmlconform.kernels import plan as kernel_plan
+from dmlconform.kernels.local_response import LocalResponsePlan, region_sum
+from dmlconform.kernels.local_response_grad import LocalResponseGradPlan
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
@@ -30,7 +31,7 @@ from dmlconform.tolerance.terms import (
 )
 
 
-def _window_count(plan: semantics.LocalResponsePlan) -> int:
+def _window_count(plan: LocalResponsePlan) -> int:
     """The most elements one window holds (clipped to the tensor)."""
     count = 1
     for axis in plan.axes:
@@ -52,7 +53,7 @@ def _power_error(
         return p, np.where(undefined, np.inf, rel)
 
 
-def _terms(plan: semantics.LocalResponsePlan, x: np.ndarray, co: Coefficients, u: float):
+def _terms(plan: LocalResponsePlan, x: np.ndarray, co: Coefficients, u: float):
     """(d, e_d): the window term and its error bound."""
     a = plan.alpha / plan.divisor
     s = region_sum(x * x, plan)
@@ -74,13 +75,13 @@ def local_response_budgets(
     (module docstring); for the gradient the two terms of the vector-Jacobian product each by
     that rule, the inner window sum by its terms' errors plus c_mean u g(m) times their
     magnitudes, and a rounding of each term's magnitude where they cancel."""
-    plan = semantics.make_local_response_plan(desc, spec)
+    plan = kernel_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         d, e_d = _terms(plan, x, co, u)
         p, rel_p = _power_error(d, e_d, -plan.beta, co, u)
-        if plan.input_gradient is None:
+        if not isinstance(plan, LocalResponseGradPlan):
             e = np.abs(x * p) * (rel_p + co.pointwise * u)
         else:
             gr = np.asarray(inputs[plan.input_gradient], dtype=np.float64)

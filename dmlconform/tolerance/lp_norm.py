@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.reference.local import lp_denominator
-from dmlconform.specification import semantics
+from dmlconform.kernels.lp_normalization import build_plan
+from dmlconform.kernels.lp_normalization import denominator as lp_denominator
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
@@ -34,7 +34,7 @@ def lp_budgets(
     tolerance: ToleranceOptions,
 ) -> Budgets:
     """``model: lp_norm`` (module docstring): e_y = |y| (rel_den + c_pt u)."""
-    plan = semantics.make_lp_plan(desc, spec)
+    plan = build_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, None, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     a = np.abs(x)

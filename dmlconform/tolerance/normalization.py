@@ -71,9 +71,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dmlconform.reference import more as model_activation
+from dmlconform.kernels.normalization import NormalizationPlan, build_plan
+from dmlconform.reference import activation_arrays as model_activation
 from dmlconform.specification.desc import OperatorDesc
-from dmlconform.specification.semantics import Plan, make_plan
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.exact import exact_slices
@@ -101,7 +101,7 @@ from dmlconform.tolerance.terms import (
 )
 
 
-def _slice_stats(plan: Plan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _slice_stats(plan: NormalizationPlan, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each slice's mean and variance, and the spread (std) of its squared deviations: the
     variance is itself the mean of those squares, and its sum's rounding is correlated when
     they are (nearly) equal, as on two-valued data."""
@@ -134,7 +134,7 @@ class StatisticsErrors:
     e_var: np.ndarray
 
 
-def slice_statistics(plan: Plan, x: np.ndarray) -> SliceStatistics:
+def slice_statistics(plan: NormalizationPlan, x: np.ndarray) -> SliceStatistics:
     mean, var, squares_std = _slice_stats(plan, x)
     exact = exact_slices(to_slices(x, plan.axes), UNIT_ROUNDOFF["FLOAT32"]).reshape(np.shape(mean))
     return SliceStatistics(mean, var, squares_std, repetition(plan, x), exact)
@@ -173,7 +173,7 @@ def capped_growth(n: int, ss: SliceStatistics, co: Coefficients, u: float) -> Gr
 
 
 def statistics_errors(
-    plan: Plan, ss: SliceStatistics, co: Coefficients, u: float, floor: bool = False
+    plan: NormalizationPlan, ss: SliceStatistics, co: Coefficients, u: float, floor: bool = False
 ) -> StatisticsErrors:
     """e_mean and e_var of the module docstring, each growth term capped by the model.
 
@@ -229,7 +229,9 @@ def variance_rounds(ss: SliceStatistics, n: int) -> np.ndarray:
     return np.where(representable & (n & (n - 1) == 0), 0.0, 1.0)
 
 
-def exact_divisor_rounding(plan: Plan, ss: SliceStatistics, n: int, co: Coefficients, u: float) -> np.ndarray:
+def exact_divisor_rounding(
+    plan: NormalizationPlan, ss: SliceStatistics, n: int, co: Coefficients, u: float
+) -> np.ndarray:
     """On slices summed exactly, the relative error of sqrt(var + eps) counted from the data: the
     float32 addition of Epsilon rounds to a value known here (what every correctly rounded add
     gives), then u for the square root unless it is exact on an exactly computed variance, and u
@@ -262,7 +264,9 @@ def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> Stati
     return StatisticsErrors(e_mean, e_var)
 
 
-def on_grid(plan: Plan, y: np.ndarray, exact: np.ndarray | None, out_dtype: np.dtype) -> np.ndarray | None:
+def on_grid(
+    plan: NormalizationPlan, y: np.ndarray, exact: np.ndarray | None, out_dtype: np.dtype
+) -> np.ndarray | None:
     """Slices (keepdims) summed exactly whose outputs y (float64, before rounding; no activation)
     lie within 1/16 of an ULP of a number of the output type: where a sound implementation's steps
     are exact, it returns those numbers, and its small errors round back to them. ``exact``: the
@@ -276,7 +280,7 @@ def on_grid(plan: Plan, y: np.ndarray, exact: np.ndarray | None, out_dtype: np.d
 
 
 def grid_slices(
-    plan: Plan, inputs: dict[str, Any], ss: SliceStatistics, out_dtype: np.dtype
+    plan: NormalizationPlan, inputs: dict[str, Any], ss: SliceStatistics, out_dtype: np.dtype
 ) -> np.ndarray | None:
     """:func:`on_grid` from the inputs (the compiled judge computes no y of its own)."""
     if ss.exact is None or not np.any(ss.exact) or plan.activation not in (None, "ACTIVATION_IDENTITY"):
@@ -304,7 +308,7 @@ def output_scale(z: np.ndarray, unit: Any, scale: Any, bias: Any, add: Any) -> n
 
 
 def divisor_error(
-    plan: Plan, ss: SliceStatistics, st: StatisticsErrors, co: Coefficients, u: float
+    plan: NormalizationPlan, ss: SliceStatistics, st: StatisticsErrors, co: Coefficients, u: float
 ) -> np.ndarray:
     """The relative error of sqrt(var + eps): half the variance's, plus a few roundings (0 when
     the variance is not normalized: the divisor is 1)."""
@@ -318,7 +322,7 @@ def divisor_error(
 
 
 def pre_activation_error(
-    plan: Plan,
+    plan: NormalizationPlan,
     x: np.ndarray,
     ss: SliceStatistics,
     st: StatisticsErrors,
@@ -348,7 +352,7 @@ CURVED_FROM = 2.0**-6
 CURVATURE_RTOL = 2.0**-4
 
 
-def _curved(plan: Plan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np.ndarray:
+def _curved(plan: NormalizationPlan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np.ndarray:
     """Elements where the activation is not linear over their error interval: its secant over
     the interval differs from the slope over a sixteenth of it by more than CURVATURE_RTOL. The
     aggregate fit weighs each element's error by one slope, which holds only where the output
@@ -375,7 +379,7 @@ class Operands(NamedTuple):
     add: Any
 
 
-def _operands(plan: Plan, inputs: dict[str, Any]) -> Operands:
+def _operands(plan: NormalizationPlan, inputs: dict[str, Any]) -> Operands:
     return Operands(
         np.asarray(inputs[plan.scale], np.float64) if plan.scale else 1.0,
         np.asarray(inputs[plan.bias], np.float64) if plan.bias else 0.0,
@@ -408,7 +412,7 @@ def budgets(
     tolerance: ToleranceOptions,
 ) -> Budgets:
     """The allowed absolute error of every output element (see the module docstring)."""
-    plan = make_plan(desc, spec)
+    plan = build_plan(desc, spec)
     tol = spec.operator(desc.operator).tolerance
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     out_tensor = desc.get(plan.output, spec)
@@ -430,7 +434,7 @@ def budgets(
 
 
 def element_errors(
-    plan: Plan,
+    plan: NormalizationPlan,
     x: np.ndarray,
     ss: SliceStatistics,
     st: StatisticsErrors,
@@ -454,7 +458,13 @@ def element_errors(
 
 
 def ceiling_deltas(
-    plan: Plan, ss: SliceStatistics, st: StatisticsErrors, co: Coefficients, u: float, sd: Any, rel_sd: Any
+    plan: NormalizationPlan,
+    ss: SliceStatistics,
+    st: StatisticsErrors,
+    co: Coefficients,
+    u: float,
+    sd: Any,
+    rel_sd: Any,
 ) -> tuple[Any, Any]:
     """(shift, relative divisor error) per slice that the floor (the same error for a reduction
     of one block) does not have: the floor's e_y differs from e_y only in these statistics
@@ -464,7 +474,7 @@ def ceiling_deltas(
 
 
 def _under_ceiling(
-    plan: Plan,
+    plan: NormalizationPlan,
     ss: SliceStatistics,
     st: StatisticsErrors,
     co: Coefficients,
@@ -485,7 +495,7 @@ def _under_ceiling(
 
 
 def _through_activation(
-    plan: Plan, y: np.ndarray, e_y: np.ndarray, co: Coefficients, u: float, spec: Spec
+    plan: NormalizationPlan, y: np.ndarray, e_y: np.ndarray, co: Coefficients, u: float, spec: Spec
 ) -> tuple[np.ndarray, np.ndarray | float, np.ndarray | bool]:
     """(e_act, slope, straddles): the error after the fused activation (e_y without one), the
     activation's secant over the error interval, and the elements whose interval holds a branch
@@ -515,7 +525,7 @@ def _rounded(err: np.ndarray, ref: np.ndarray, co: Coefficients) -> np.ndarray:
 
 
 def _aggregate_model(
-    plan: Plan,
+    plan: NormalizationPlan,
     x: np.ndarray,
     ss: SliceStatistics,
     st: StatisticsErrors,
@@ -556,7 +566,7 @@ def _aggregate_model(
 
 def statistics_output_budgets(
     desc: OperatorDesc,
-    plan: Plan,
+    plan: NormalizationPlan,
     ss: SliceStatistics,
     st: StatisticsErrors,
     reference: dict[str, np.ndarray],

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.specification import semantics
+from dmlconform.kernels.given_statistics import build_plan
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
@@ -30,7 +30,7 @@ def pointwise_budgets(
     e_y = c_pt u (|Scale z| + |Scale| (|x| + |Mean|) / sqrt(Variance + Epsilon) + |Bias|): a few
     roundings of each term, including the folded form x * a + (b - Mean * a) with a = Scale / sd
     that inference kernels use, whose two products cancel."""
-    plan = semantics.make_given_plan(desc, spec)
+    plan = build_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, plan.activation, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     mean = np.asarray(inputs[plan.mean], dtype=np.float64)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dmlconform.specification import semantics
+from dmlconform.kernels.rms_normalization import build_plan
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
@@ -33,7 +33,7 @@ def rms_budgets(
     (relative error c_var u g(n)); rms = sqrt(ms + Epsilon) with half that plus c_pt u;
     z = x / rms errs by |z| (rel_rms + c_pt u); Scale, Bias, FusedAdd and the activation as in
     the normalization model. No mean: nothing cancels. Without the variance step z = x exactly."""
-    plan = semantics.make_plan(desc, spec, uncentred_ok=True)
+    plan = build_plan(desc, spec)
     co, u = member_coefficients(desc, spec, plan.output, plan.activation, tolerance)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     n = plan.reduction_length

@@ -11,10 +11,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dmlconform.reference import more as model_activation
+from dmlconform.kernels import KernelPlan
+from dmlconform.reference import activation_arrays as model_activation
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import evaluate
-from dmlconform.specification.semantics import Plan
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance.options import MODEL_ALIASES, TEXT_COEFFICIENTS, ToleranceOptions
@@ -243,7 +243,7 @@ class AggregateModel:
     (FLOAT16 inputs, few-valued slices) a sub-ULP shift flips whole binades of elements at once,
     a pattern that correlates with z."""
 
-    plan: Plan
+    plan: KernelPlan
     z: np.ndarray
     w: np.ndarray
     shift: np.ndarray
@@ -324,7 +324,7 @@ def correlated_growth(n: int, abs_mean: np.ndarray, std: np.ndarray, u: float) -
     return np.maximum(0.0, (n - 1) - k0 * k0 / n) / 4.0  # n - 1 additions: a 1-element mean is exact
 
 
-def repetition(plan: Plan, x: np.ndarray) -> np.ndarray:
+def repetition(plan: KernelPlan, x: np.ndarray) -> np.ndarray:
     """r per slice: n over the number of distinct values in it, i.e. how often each value is a
     summand, on average. A float32 sum's rounding errors are random only while its summands
     are: identical summands round alike (broadcast inputs, whose zero strides repeat each
@@ -345,7 +345,9 @@ def repeated_growth(n: int, r: np.ndarray) -> np.ndarray:
     return np.where(r > 1.0, np.minimum(np.sqrt(n * r), (n - 1) / 4.0) + 1.0, 0.0)
 
 
-def branch_jumps(plan: Plan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, spec: Spec) -> np.ndarray | float:
+def branch_jumps(
+    plan: KernelPlan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, spec: Spec
+) -> np.ndarray | float:
     """max |f(b+-) - f(y)| over the activation's branch points b (spec ``branch_points``) that
     lie within [y - e_y, y + e_y]: at a discontinuity (SHRINK with Bias != Threshold,
     THRESHOLDED_RELU) the supremum over the interval is a one-sided limit at b, not an endpoint."""
@@ -366,7 +368,7 @@ def branch_jumps(plan: Plan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, spec
     return out
 
 
-def cancellation_scale(plan: Plan, y: np.ndarray, spec: Spec) -> np.ndarray | float:
+def cancellation_scale(plan: KernelPlan, y: np.ndarray, spec: Spec) -> np.ndarray | float:
     """C(y): the fused activation's ``cancellation`` expression (spec/common/activations.yaml),
     the magnitude of the terms a floating-point evaluation of it combines. An implementation of
     the documented formula errs by a few u times C(y) even where f(y) is tiny (GELU's 1 + erf

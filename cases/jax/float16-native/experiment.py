@@ -38,7 +38,9 @@ xs = x16.astype(np.float64)
 exact = (xs - xs.mean()) / np.sqrt(xs.var() + 1e-5)
 native = mvn(jnp.asarray(x16))
 upcast = np.asarray(mvn(jnp.asarray(x16, jnp.float32))).astype(np.float16)
-print(f"MVN of 64 values 60 +- 1: mean as computed {float(jnp.mean(jnp.asarray(x16)))} (exact {xs.mean():.5f})")
+print(
+    f"MVN of 64 values 60 +- 1: mean as computed {float(jnp.mean(jnp.asarray(x16)))} (exact {xs.mean():.5f})"
+)
 for label, got in (("float16 native", native), ("float32 within, float16 at the ends", upcast)):
     err = np.abs(np.asarray(got, np.float64) - exact).max()
     print(f"  {label}: worst {ulps16(got, exact).max():.1f} float16 ULP, {err:.2g} absolute")
@@ -47,7 +49,9 @@ z = np.array([-5.0, -4.5, -4.0, -3.5], np.float16)
 g16 = jax.nn.gelu(jnp.asarray(z), approximate=False)
 g64 = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in z.astype(np.float64)])
 print(f"GELU at {z}: float16 {np.asarray(g16)}, exact {g64}")
-print(f"  relative error {np.abs(np.asarray(g16, np.float64) - g64) / np.abs(g64)} (float16's half ULP: 4.9e-4)")
+print(
+    f"  relative error {np.abs(np.asarray(g16, np.float64) - g64) / np.abs(g64)} (float16's half ULP: 4.9e-4)"
+)
 print(
     "J2 reproduced"
     if ulps16(native, exact).max() > 8 * max(ulps16(upcast, exact).max(), 0.5)

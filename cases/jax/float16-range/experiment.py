@@ -29,8 +29,10 @@ reproduced.append(bool(np.all(np.asarray(y) == 0)))
 x = np.array([300.0, 10.0, 1.0], np.float16)
 norm = jnp.linalg.norm(jnp.asarray(x))
 exact = x.astype(np.float64) / np.linalg.norm(x.astype(np.float64))
-print(f"Lp P=2 over {x}: x*x {np.asarray(jnp.asarray(x) * jnp.asarray(x))}, norm {norm}, "
-      f"output {np.asarray(jnp.asarray(x) / norm)}, exact {exact.round(4)}")
+print(
+    f"Lp P=2 over {x}: x*x {np.asarray(jnp.asarray(x) * jnp.asarray(x))}, norm {norm}, "
+    f"output {np.asarray(jnp.asarray(x) / norm)}, exact {exact.round(4)}"
+)
 reproduced.append(bool(np.all(np.asarray(jnp.asarray(x) / norm) == 0)))
 
 x = np.array([200.0, 150.0, 100.0], np.float16)  # window sum of squares 72500
@@ -38,8 +40,10 @@ d = 1.0 + (1.0 / 3) * lax.reduce_window(jnp.square(jnp.asarray(x)), 0.0, lax.add
 out = jnp.asarray(x) / jnp.power(d, 0.75)
 x64 = x.astype(np.float64)
 d64 = 1.0 + (1.0 / 3) * np.array([x64[:2] @ x64[:2], x64 @ x64, x64[1:] @ x64[1:]])
-print(f"LRN (size 3, Alpha 1, Beta 0.75) over {x}: d {np.asarray(d)}, output {np.asarray(out)}, "
-      f"exact {(x64 / d64**0.75).round(4)}")
+print(
+    f"LRN (size 3, Alpha 1, Beta 0.75) over {x}: d {np.asarray(d)}, output {np.asarray(out)}, "
+    f"exact {(x64 / d64**0.75).round(4)}"
+)
 reproduced.append(bool(np.asarray(out)[1] == 0))
 
 x = np.full(8, 120.0, np.float16)  # one channel, Mean 0, Variance 16000: sum(dy * x) = 960 * 100
@@ -54,6 +58,8 @@ def forward(x, scale):
 _, vjp = jax.vjp(forward, jnp.asarray(x), jnp.asarray(1.0, jnp.float16))
 dscale = vjp(jnp.asarray(dy))[1]
 exact = float(np.sum(x.astype(np.float64) * dy) / np.sqrt(16000.0))
-print(f"BN gradient: sum(dy * (x - Mean)) = {np.sum(x.astype(np.float64) * dy):.0f}, scale gradient {dscale}, exact {exact:.1f}")
+print(
+    f"BN gradient: sum(dy * (x - Mean)) = {np.sum(x.astype(np.float64) * dy):.0f}, scale gradient {dscale}, exact {exact:.1f}"
+)
 reproduced.append(bool(not np.isfinite(float(dscale))))
 print("J4 reproduced" if all(reproduced) else f"J4 not reproduced ({reproduced})")

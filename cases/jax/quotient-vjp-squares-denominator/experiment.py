@@ -44,8 +44,13 @@ for c in (1e2, 1e3, 1e4, 3e4, 1e5):
 print("\nthe rule's pieces at b = 2^65 (float32):")
 b = jnp.float32(2.0**65)
 print("  jax.grad(lambda b: 1 / b)(b) =", float(jax.grad(lambda b: 1.0 / b)(b)), " exact:", -(2.0**-130))
-print("  jax.grad(lambda b: 2^70 / b)(b) =", float(jax.grad(lambda b: jnp.float32(2.0**70) / b)(b)),
-      " exact:", -(2.0**70) * 2.0**-130, "(the rule multiplies 2^70 by 1 / (b * b) = 1 / inf = 0)")
+print(
+    "  jax.grad(lambda b: 2^70 / b)(b) =",
+    float(jax.grad(lambda b: jnp.float32(2.0**70) / b)(b)),
+    " exact:",
+    -(2.0**70) * 2.0**-130,
+    "(the rule multiplies 2^70 by 1 / (b * b) = 1 / inf = 0)",
+)
 print("  the derivative's jaxpr:", " ".join(str(jax.make_jaxpr(jax.grad(lambda b: 3.0 / b))(b)).split()))
 
 print("\nfloat16: the same at b > 256:")

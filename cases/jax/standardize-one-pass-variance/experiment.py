@@ -16,7 +16,9 @@ print(f"jax {jax.__version__}, x64 {jax.config.jax_enable_x64}, platform {jax.de
 rng = np.random.default_rng(0)
 n = 1024
 print(f"one slice of {n} float32 values, standard deviation 1, mean kappa:")
-print(f"{'kappa':>6} {'var fast':>12} {'var stable':>12} {'exact':>10} {'out err fast':>13} {'out err stable':>14}")
+print(
+    f"{'kappa':>6} {'var fast':>12} {'var stable':>12} {'exact':>10} {'out err fast':>13} {'out err stable':>14}"
+)
 for kappa in (1.0, 10.0, 100.0, 300.0, 1000.0):
     z = rng.standard_normal(n)
     z = (z - z.mean()) / z.std()

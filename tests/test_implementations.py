@@ -1,0 +1,106 @@
+"""The implementations table (``dmlconform implementations``, docs/implementations.md): its cells
+count what each run's results.json says, and the published page names only backends and
+findings that the known-findings files hold, each finding's links pointing at files that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from helpers import REPO, dmlconform
+
+from dmlconform.report.implementations import FindingInfo, column, page_findings, render_markdown
+from dmlconform.report.results_reader import load_results
+from dmlconform.runner.expect import known_findings_file
+
+PAGE = REPO / "docs" / "implementations.md"
+
+
+def _case(op: str, dt: str, outcome: str, kind: str = "numeric", **more) -> dict:
+    return {
+        "id": f"{kind}[{op}-{dt}-{outcome}]",
+        "kind": kind,
+        "operator": op,
+        "data_type": dt,
+        "outcome": outcome,
+        **more,
+    }
+
+
+def _results(tmp_path: Path, name: str, cases: list[dict]) -> Path:
+    path = tmp_path / name / "results.json"
+    path.parent.mkdir()
+    doc = {
+        "schema_version": 1,
+        "backend": {"name": name},
+        "versions": {"lib": "1.0"},
+        "command": f"dmlconform run --backend {name}",
+    }
+    path.write_text(json.dumps({**doc, "complete": True, "cases": cases}))
+    return path
+
+
+def test_a_cell_counts_judged_passed_failed_and_each_finding(tmp_path: Path) -> None:
+    op = "MEAN_VARIANCE_NORMALIZATION1"
+    cases = [
+        _case(op, "FLOAT32", "passed", accuracy_class="tight"),
+        _case(op, "FLOAT32", "xpassed", accuracy_class="default"),
+        _case(op, "FLOAT32", "xfailed", known_finding="X1"),
+        _case(op, "FLOAT32", "failed"),
+        _case(op, "FLOAT32", "skipped"),
+        _case(op, "FLOAT32", "passed", kind="validation"),
+        _case(op, "FLOAT16", "skipped"),
+    ]
+    col = column("b", load_results(_results(tmp_path, "b", cases)))
+    cell = col.cells[(op, "FLOAT32")]
+    assert (cell.judged, cell.passed, cell.failed, dict(cell.findings), cell.skipped) == (
+        4,
+        2,
+        1,
+        {"X1": 1},
+        1,
+    )
+    assert cell.accuracy == "none"  # a failure meets no model: the weakest class of the cell
+    assert col.cells[(op, "FLOAT16")].judged == 0 and col.validation["passed"] == 1
+    page = render_markdown(
+        [col], {"b": {"X1": FindingInfo("why", "docs/x.md", "cases/b/x")}}, {op: "MVN1"}, "cmd"
+    )
+    assert "| MVN1 | FLOAT32 | 2/4 · **1 failed** · [X1](#b--X1) 1 · `none` |" in page
+    assert "| MVN1 | FLOAT16 | not supported (1 skipped) |" in page
+    assert page_findings(page) == {"b": {"X1"}}
+    assert "[explained](../docs/x.md)" in page and "[reproducer](../cases/b/x)" in page
+
+
+def test_the_command_writes_the_page_and_its_html_from_reports(tmp_path: Path) -> None:
+    op = "LP_NORMALIZATION"
+    a = _results(tmp_path, "numpy", [_case(op, "FLOAT32", "passed", accuracy_class="tight")])
+    proc = dmlconform("implementations", str(a.parent), "-o", "out/impl.md", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "out" / "impl.md").read_text()
+    assert "| LP | FLOAT32 | 1/1 · `tight` |" in page and "`dmlconform run --backend numpy`" in page
+    assert "<td" in (tmp_path / "out" / "impl.html").read_text()
+    none = dmlconform("implementations", cwd=tmp_path)
+    assert none.returncode == 2 and len(none.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not PAGE.is_file(), reason="docs/implementations.md is not written yet")
+def test_the_published_page_holds_to_the_known_findings_files() -> None:
+    """Every column of docs/implementations.md is a backend the suite ships, every finding it
+    names is in that backend's known-findings file, and each finding's explanation and
+    reproducer exist."""
+    page = PAGE.read_text()
+    columns = re.findall(r"^\| ([\w.-]+(?: [\d.]+)?) \| .* \| `dmlconform run --backend", page, re.M)
+    assert {"reference", "numpy", "onnxruntime", "torch", "openvino", "jax"} <= {
+        c.split()[0] for c in columns
+    }
+    assert any(c.startswith("directml 1.15.4") for c in columns)
+    for backend, ids in page_findings(page).items():
+        path = known_findings_file(backend)
+        assert path is not None, backend
+        text = path.read_text()
+        for fid in ids:
+            assert re.search(rf"^  - id: {re.escape(fid)}$", text, re.M), f"{backend} {fid}"
+    for target in re.findall(r"\]\(\.\./([^)#]+)", page):
+        assert (REPO / target).exists(), target
