@@ -58,3 +58,11 @@ for v in (200.0, 300.0):
     b16 = jnp.float16(v)
     got = float(jax.grad(lambda b: jnp.float16(1000.0) / b)(b16))
     print(f"  d(1000 / b)/db at b = {v}: jax {got}, exact {-1000.0 / v**2:.4g}")
+
+x = (3e4 * np.array([1.0, 2.0, 3.0])).astype(np.float32)
+_, vjp = jax.vjp(lrn_1d, jnp.asarray(x))
+got = float(vjp(jnp.asarray(g))[0][0])
+want = exact_vjp(x, g)[0]
+print(
+    "J1 reproduced" if np.sign(got) != np.sign(want) and abs(got - want) > abs(want) else "J1 not reproduced"
+)
