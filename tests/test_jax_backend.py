@@ -8,6 +8,7 @@ Skipped whole without jax. Shapes are small and each lowering is jitted once for
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import numpy as np
@@ -401,3 +402,122 @@ def test_options_are_checked_and_versions_named() -> None:
     b = load_backend("jax")
     assert b.versions()["jax"] == jax.__version__ and "jaxlib" in b.versions()
     assert b.options["float16"] == "native" and not jax.config.jax_enable_x64
+
+
+# --------------------------------------------------------------------------------------------
+# The known findings (dmlconform/known_findings/jax.yaml) against their reproducers (cases/jax/)
+
+import dataclasses  # noqa: E402
+
+from helpers import REPO, SPEC  # noqa: E402
+
+from dmlconform.runner.checks import run_case  # noqa: E402
+from dmlconform.runner.expect import CaseFacts, known_findings_file, parse_findings  # noqa: E402
+from dmlconform.runner.guard import ThreadGuard  # noqa: E402
+from dmlconform.runner.results import load_case_dir  # noqa: E402
+from dmlconform.tolerance.options import NO_OPTIONS  # noqa: E402
+
+CASES = REPO / "cases" / "jax"
+
+
+def _scaled(factor: float) -> Any:
+    def change(case: Any, inputs: dict[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+        x = next(iter(inputs))  # the input tensor comes first
+        return case, {**inputs, x: (inputs[x].astype(np.float64) * factor).astype(inputs[x].dtype)}
+
+    return change
+
+
+def _epsilon(value: float) -> Any:
+    return lambda case, inputs: (dataclasses.replace(case, desc=case.desc.replace(Epsilon=value)), inputs)
+
+
+def _variance_one(case: Any, inputs: dict[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    return case, {**inputs, "VarianceTensor": np.ones_like(inputs["VarianceTensor"])}
+
+
+#: finding -> (its reproducer's case under cases/jax/, a change that takes the case outside it)
+FINDING_CASES: dict[str, tuple[str, Any]] = {
+    "J1": ("quotient-vjp-squares-denominator", _scaled(1e-4)),  # small denominators
+    "J2": ("float16-native", None),  # the same case in FLOAT32: below
+    "J3": ("float16-epsilon-underflow", _epsilon(1e-5)),  # an Epsilon float16 holds
+    "J4": ("float16-range", _scaled(1e-2)),  # a variance in float16's range
+    "J5": ("float16-rsqrt-derivative", _variance_one),  # Variance 1: the rsqrt rule in range
+    "J6": ("float16-vjp-sums", None),  # the same case in FLOAT32
+    "J8": ("xla-in-order-reduction", None),  # the same case in FLOAT16
+}
+
+
+@functools.cache
+def _findings() -> list[Any]:
+    path = known_findings_file("jax")
+    assert path is not None
+    return parse_findings(path.read_text(), str(path), spec=SPEC)
+
+
+def _covered_by(finding: str, case: Any, inputs: dict[str, np.ndarray], **facts: Any) -> bool:
+    of = dataclasses.replace(CaseFacts.of(case, spec=SPEC, inputs=inputs), **facts)
+    return any(b.covers(of) for b in _findings() if b.finding == finding)
+
+
+def _run(name: str, options: dict[str, str] | None = None, tolerance: Any = NO_OPTIONS) -> str:
+    case, inputs, _ = load_case_dir(CASES / name, SPEC)
+    return run_case(
+        case, ThreadGuard(load_backend("jax", options or {}), None), SPEC, tolerance, inputs=inputs
+    ).status
+
+
+def test_every_finding_names_its_explanation_and_a_reproducer_that_exists() -> None:
+    text = known_findings_file("jax").read_text()  # type: ignore[union-attr]
+    ids = {b.finding for b in _findings()}
+    assert ids == set(FINDING_CASES)
+    for target in set(re.findall(r"(?:reproducer|explained): (\S+)", text)):
+        assert (REPO / target.split("#")[0]).exists(), target
+
+
+@pytest.mark.parametrize("finding", sorted(FINDING_CASES))
+def test_each_finding_covers_its_reproducers_case_and_not_one_beside_it(finding: str) -> None:
+    name, outside = FINDING_CASES[finding]
+    case, inputs, _ = load_case_dir(CASES / name, SPEC)
+    assert _covered_by(finding, case, inputs)
+    if outside is None:
+        other = "FLOAT16" if case.data_type == "FLOAT32" else "FLOAT32"
+        assert not _covered_by(finding, case, inputs, data_type=other)
+    else:
+        assert not _covered_by(finding, *outside(case, inputs))
+
+
+@pytest.mark.parametrize("finding", sorted(FINDING_CASES))
+def test_each_reproducer_fails_natively(finding: str) -> None:
+    assert _run(FINDING_CASES[finding][0]) == "failed"
+
+
+@pytest.mark.parametrize("finding", ["J2", "J3", "J4", "J5", "J6"])
+def test_the_float32_option_removes_the_float16_findings(finding: str) -> None:
+    assert _run(FINDING_CASES[finding][0], {"float16": "float32"}) == "passed"
+
+
+@pytest.mark.parametrize("finding", ["J2", "J8"])
+def test_the_bounds_hold_for_their_reproducers(finding: str) -> None:
+    """J2 and J8 are bounds (meets), not bugs: their cases pass under the entry's tolerance."""
+    name = FINDING_CASES[finding][0]
+    case, inputs, _ = load_case_dir(CASES / name, SPEC)
+    of = CaseFacts.of(case, spec=SPEC, inputs=inputs)
+    bound = next(b for b in _findings() if b.finding == finding and b.covers(of))
+    assert _run(name, tolerance=bound.meets) == "passed"
+
+
+def test_the_standardize_path_fails_offset_data_the_default_path_passes() -> None:
+    """J6 (path=standardize, not in the shipped findings): jax.nn.standardize's one-pass
+    variance fails a large-offset MVN1 case; the default two-pass lowering passes it."""
+    assert _run("standardize-one-pass-variance", {"path": "standardize"}) == "failed"
+    assert _run("standardize-one-pass-variance") == "passed"
+
+
+def test_each_reproducer_experiment_names_its_finding() -> None:
+    """Each experiment prints '<finding> reproduced' or 'not reproduced' (run by hand: they
+    take seconds each; here only their contract)."""
+    for directory in sorted(CASES.iterdir()):
+        text = (directory / "experiment.py").read_text()
+        assert re.search(r'"J\d reproduced"', text), directory.name
+        assert (directory / "README.md").is_file()

@@ -47,4 +47,4 @@ print(
     "2^-23 times a few, the output half that relative. The two-pass form's error is the mean's rounding\n"
     "(~kappa * 2^-24 absolute), which moves every output by one shift and grows with kappa only."
 )
-print("J6 reproduced" if worst[1000.0][0] > 1000 * worst[1000.0][1] else "J6 not reproduced")
+print("J7 reproduced" if worst[1000.0][0] > 1000 * worst[1000.0][1] else "J7 not reproduced")
