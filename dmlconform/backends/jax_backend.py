@@ -11,8 +11,8 @@ standardize            option ``path=standardize``: ``jax.nn.standardize`` with 
                        ``algorithm="fast"`` (NormalizeVariance TRUE only)
 rsqrt_mean_square      MVN2 UseMean FALSE: ``x * rsqrt(mean(x^2) + Epsilon)`` (flax's RMSNorm);
                        ``identity`` without NormalizeVariance
-rsqrt_affine           BATCH_NORMALIZATION: ``(x - Mean) * rsqrt(Variance + Epsilon) * Scale +
-                       Bias`` (flax's BatchNorm with running statistics)
+rsqrt_affine           BATCH_NORMALIZATION: ``(x - Mean) * (rsqrt(Variance + Epsilon) * Scale)
+                       + Bias`` (flax's BatchNorm with running statistics)
 vjp_given, vjp_batch   the batch-norm gradients: ``jax.vjp`` of that forward, the statistics
                        constant (given) or carrying the batch statistics' derivative (batch)
 reduce_window          LRN: ``lax.reduce_window`` sum of squares, ``x / d ** Beta``
@@ -23,14 +23,15 @@ squared_norm           LP, Epsilon > 0: ``x / sqrt(norm^2 + Epsilon)``
 
 Why ``mean_var`` and not ``jax.nn.standardize`` by default: ``jax.nn.standardize`` is JAX's own
 normalization, but its default algorithm computes the variance as E[x^2] - E[x]^2, which
-cancels catastrophically on offset data (cases/jax/standardize-one-pass-variance: 17 of 39
-large-offset MVN1 FLOAT32 cases fail the default model, up to 434x). Made the default, that
-finding would have to cover the centred normalizations' whole large-offset regime, and the run
-would then judge nothing of what XLA's reductions do there, the one thing this backend is for.
+cancels catastrophically on offset data (finding J7, cases/jax/standardize-one-pass-variance:
+17 of the 20 large-offset MVN1 FLOAT32 numeric cases of the default tier it serves fail the
+default model, 1.9 to 7.8e5 times the budget). Made the default, that finding would have to
+cover the centred normalizations' whole large-offset regime, and the run would then judge
+nothing of what XLA's reductions do there, the one thing this backend is for.
 It would also not serve BNT, whose statistics outputs standardize does not return (a user
 calls jnp.mean / jnp.var for those anyway). The two-pass formula is what flax's normalization
-layers compute with ``use_fast_variance=False`` and what ``jax.nn.standardize(...,
-algorithm="stable")`` computes. The fast variance stays one option away (``path=standardize``),
+layers compute with ``use_fast_variance=False`` (their default is the fast form, in float32) and
+what ``jax.nn.standardize(..., algorithm="stable")`` computes. The fast variance stays one option away (``path=standardize``),
 its finding documented (docs/runtime-findings.md) with its reproducer, and a test that the
 suite fails it.
 

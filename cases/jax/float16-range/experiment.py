@@ -8,6 +8,8 @@ outputs do not.
 - LRN divides by d^Beta: past 65504 it is inf and the output 0.
 - jax.vjp of the batch-norm forward sums InputGradient * (Input - Mean) over a channel before it
   divides by the deviation: past 65504 that sum is inf, and the scale gradient with it.
+- jax.nn.sigmoid is 1 / (1 + exp(-x)) in float16: exp(-x) is inf under x = -11.09, and the
+  output 0 where the answer is a float16 subnormal.
 
 Run: python cases/jax/float16-range/experiment.py (jax and numpy only).
 """
@@ -62,4 +64,9 @@ print(
     f"BN gradient: sum(dy * (x - Mean)) = {np.sum(x.astype(np.float64) * dy):.0f}, scale gradient {dscale}, exact {exact:.1f}"
 )
 reproduced.append(bool(not np.isfinite(float(dscale))))
+z = np.array([-11.0, -11.2, -12.0], np.float16)
+sig = np.asarray(jax.nn.sigmoid(jnp.asarray(z)))
+exact = 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
+print(f"jax.nn.sigmoid at {z}: {sig} (1 / (1 + exp(-x)), exp(11.2) inf), exact {exact}")
+reproduced.append(bool(sig[1] == 0 and exact[1] > 2.0**-24))
 print("J4 reproduced" if all(reproduced) else f"J4 not reproduced ({reproduced})")
