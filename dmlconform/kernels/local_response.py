@@ -152,15 +152,25 @@ def execute(
 
 
 def facts(desc: OperatorDesc, inputs: dict[str, np.ndarray], spec: Spec) -> dict[str, float]:
-    """The largest window sum of squares of the case's input, in float64 (the gradient kernel's
-    ``facts`` part too).
+    """The largest window sum of squares of the case's input, the largest Bias + Alpha / divisor *
+    that sum, and the largest denominator, that to the power Beta (what an element is divided
+    by), in float64 (the gradient kernel's ``facts`` part too).
 
-    An expectation names by it the cases whose windows leave a narrower type's range: DirectML's
+    An expectation names by them the cases whose windows leave a narrower type's range: DirectML's
     FLOAT16 gradient holds the sum in FLOAT16, which saturates past 65504 (and a square past
-    it is infinite, the output 0)."""
+    it is infinite, the output 0); JAX's derivative of the quotient squares the denominator,
+    which leaves the range past its square root (J1: cases/jax/quotient-vjp-squares-denominator)."""
     plan = build_plan(desc, spec)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
-    return {"largest_window_square_sum": float(np.max(region_sum(x * x, plan)))}
+    largest = float(np.max(region_sum(x * x, plan)))
+    base = plan.bias + plan.alpha / plan.divisor * largest
+    with np.errstate(over="ignore", invalid="ignore"):
+        denominator = np.power(np.float64(base), plan.beta)
+    return {
+        "largest_window_square_sum": largest,
+        "largest_denominator_base": float(base),
+        "largest_denominator": float(denominator),
+    }
 
 
 def window_facts(plan: LocalResponsePlan, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -192,8 +202,8 @@ KERNEL = Kernel(
     model="local_response",
     relations=("same_output_as", "chained"),
     facts=facts,
-    fact_names=("largest_window_square_sum",),
     slice_facts=slice_facts,
     slice_fact_names=("window_square_sum", "window_term"),
+    fact_names=("largest_window_square_sum", "largest_denominator_base", "largest_denominator"),
     bytes_per_element=104,
 )

@@ -89,8 +89,8 @@ KERNEL = Kernel(
     relations=("same_output_as", "chained", "directional_derivative"),
     derivative="dmlconform.tolerance.derivatives:local_response_domain",
     facts=facts,
-    fact_names=("largest_window_square_sum",),
     slice_facts=slice_facts,
     slice_fact_names=("window_square_sum", "window_term"),
+    fact_names=("largest_window_square_sum", "largest_denominator_base", "largest_denominator"),
     bytes_per_element=200,
 )

@@ -133,18 +133,33 @@ def execute(
 
 
 def facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> dict[str, float]:
-    """The largest |sum of InputGradient * (Input - Mean)| over the case's channels, in float64:
-    the sum the scale gradient divides by the standard deviation.
+    """Over the case's channels, in float64: the largest |sum of InputGradient * (Input - Mean)|,
+    the sum the scale gradient divides by the standard deviation; the largest and smallest
+    Variance given; and the largest |derivative of sum(InputGradient * Output) with respect to
+    the Variance|, |Scale * that sum| / (2 (Variance + Epsilon)^1.5), the "dvar" of the standard
+    batch-norm backward, which chain-rule implementations of the batch statistics' gradient form.
 
-    An expectation names by it the cases whose sum leaves FLOAT16's range: DirectML's FLOAT16
+    An expectation names by the sum the cases where it leaves FLOAT16's range: DirectML's FLOAT16
     BATCH_NORMALIZATION_GRAD holds it in FLOAT16, saturated at 65504
-    (cases/directml/bng-fp16-gradient-sum)."""
+    (cases/directml/bng-fp16-gradient-sum), and JAX's vjp forms it in float16 (J4). By the
+    Variance and dvar, the cases where 1 / sqrt(Variance + Epsilon)'s derivative or dvar leaves
+    FLOAT16's normal range (J5: cases/jax/float16-rsqrt-derivative)."""
     plan = build_plan(desc, spec)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     products = (x - np.asarray(inputs[plan.mean], dtype=np.float64)) * np.asarray(
         inputs[plan.input_gradient], dtype=np.float64
     )
-    return {"largest_centred_gradient_sum": float(np.max(np.abs(np.sum(products, axis=plan.axes))))}
+    sums = np.sum(products, axis=plan.axes, keepdims=True)
+    variance = np.asarray(inputs[plan.variance], dtype=np.float64)
+    scale = np.asarray(inputs[plan.scale], dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        dvar = np.abs(scale * sums) / (2.0 * (variance + plan.epsilon) ** 1.5)
+    return {
+        "largest_centred_gradient_sum": float(np.max(np.abs(sums))),
+        "largest_variance": float(np.max(variance)),
+        "smallest_variance": float(np.min(variance)),
+        "largest_variance_gradient": float(np.nanmax(dvar)) if not np.isnan(dvar).all() else float("nan"),
+    }
 
 
 def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> SliceFacts:
@@ -187,6 +202,11 @@ KERNEL = Kernel(
     facts=facts,
     slice_facts=slice_facts,
     slice_fact_names=("centred_gradient_sum",),
-    fact_names=("largest_centred_gradient_sum",),
+    fact_names=(
+        "largest_centred_gradient_sum",
+        "largest_variance",
+        "smallest_variance",
+        "largest_variance_gradient",
+    ),
     bytes_per_element=80,
 )

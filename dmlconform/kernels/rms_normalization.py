@@ -81,6 +81,6 @@ KERNEL = Kernel(
     facts=facts,
     slice_facts=slice_facts,
     slice_fact_names=("variance",),
-    fact_names=("largest_variance",),
+    fact_names=("largest_variance", "smallest_variance"),
     bytes_per_element=56,
 )
