@@ -26,7 +26,8 @@ def _lowest_bit_exponents(v: np.ndarray) -> np.ndarray:
     """Per element of finite, non-zero ``v`` (float64): e such that 2^e is its lowest set bit."""
     m, e = np.frexp(np.abs(v))
     mant = (m * 9007199254740992.0).astype(np.int64)
-    return e - 53 + np.frexp((mant & -mant).astype(np.float64))[1] - 1
+    # int64: frexp's exponents are int32, and a zero's stand-in (int64's largest) must not wrap
+    return e.astype(np.int64) - 53 + np.frexp((mant & -mant).astype(np.float64))[1] - 1
 
 
 def _exact_rows_numpy(rows: np.ndarray, limit: float) -> np.ndarray:
