@@ -11,7 +11,8 @@ or passes: the budget keeps only the elementwise steps (``exact_statistics`` reg
 model's :func:`~dmlconform.tolerance.normalization.statistics_errors`).
 
 Decided from the data itself, so any case whose data happens to be exact is judged as sharply,
-and the regime cannot claim exactness its data does not have.
+and the regime cannot claim exactness its data does not have. The compiled judge decides the
+same from the sums its statistics pass takes (:mod:`dmlconform.tolerance.exact_compiled`).
 """
 
 from __future__ import annotations
