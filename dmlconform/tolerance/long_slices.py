@@ -123,11 +123,7 @@ def part_statistics(
         nonfinite_o[p - p0] = nonfinite
 
 
-@njit(
-    types.void(_ro_i4, *(types.int64,) * 7, _i8),
-    cache=True,
-    nogil=True,
-)
+@njit(types.void(_ro_i4, *(types.int64,) * 7, _i8), cache=True, nogil=True)
 def part_lowest_bits(x_bits, x_sk, x_sm, k, n, l_len, p0, p1, low_o):  # type: ignore[no-untyped-def]
     """Parts [p0, p1) of slice ``k``: the least lowest set bit of each part's values
     (:func:`exact_compiled.low_bit_exponent`)."""
