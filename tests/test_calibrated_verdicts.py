@@ -190,6 +190,17 @@ def test_the_numpy_and_compiled_exactness_tests_agree():
         assert np.array_equal(_exact_rows_numpy(rows, 2.0**24), compiled(rows, 2.0**24)), m
 
 
+def test_a_zero_does_not_make_the_numpy_test_finer():
+    """The numpy loop once stood a zero's lowest bit in as int64's largest in an int32 array
+    (wrapping to -1), so a slice of multiples of 2^6 with a zero was judged on the lattice 1/2:
+    its squared deviations 2^14 times too many steps."""
+    from dmlconform.tolerance.exact import _exact_rows_numpy
+    from dmlconform.tolerance.exact_compiled import exact_rows as compiled
+
+    rows = np.array([[0.0, 0.0, 0.0, 1181.0 * 64]])  # deviations on 2^6 / 4: 12 * 1181^2 < 2^24
+    assert _exact_rows_numpy(rows, 2.0**24).all() and compiled(rows, 2.0**24).all()
+
+
 @pytest.mark.parametrize("d", [2.0**-8, 2.0**-9, 2.0**-10])
 def test_float16_statistics_are_held_to_the_subnormal_spacing(d):
     """A FLOAT16 variance under 2^-14 is a subnormal, held to 2^-24 (d = 2^-10: about 1e-6, off

@@ -13,6 +13,7 @@ from dmlconform.tolerance import judge_compiled as jk
 from dmlconform.tolerance import long_slices as ls
 
 N = ls.LONG_SLICE + 12_345  # several parts, the last one short
+LIMIT = 2.0**24  # float32's exact integers: the exactness test's
 
 
 def numpy_distinct(values: np.ndarray) -> int:
@@ -61,9 +62,10 @@ def slices(kind: str) -> np.ndarray:
 
 
 def figures(x: np.ndarray, shape: tuple[int, int, int], half: bool, k: int = 0) -> tuple[float, float]:
+    """(spread, distinct count) of slice k."""
     rows = (x.ravel(), shape[1] * shape[2], shape[2], shape)
     mean, var, _ = numpy_spread(x.reshape(shape)[k])
-    return ls.long_slice_statistics(rows, half, k, mean, var)
+    return ls.long_slice_statistics(rows, half, k, mean, var, LIMIT)[:2]
 
 
 KINDS = ["offset", "normal", "dense-bucket", "sparse-aligned", "few-valued", "non-finite", "half"]
@@ -113,6 +115,6 @@ def test_the_one_thread_kernel_counts_dense_and_sparse_buckets(kind: str) -> Non
     its bitmap has words whole, a sparser one key by key before the next bucket (whose keys
     here fall on the same bits): the count still equals numpy's."""
     x = slices(kind)[: ls.LONG_SLICE - 1]
-    out = [np.empty(1) for _ in range(4)]
-    jk.slice_statistics(x, x.view(np.int32), x.size, x.size, 0, 1, 1, x.size, False, False, *out)
+    out = [np.empty(1) for _ in range(5)]
+    jk.slice_statistics(x, x.view(np.int32), x.size, x.size, 0, 1, 1, x.size, False, False, LIMIT, *out)
     assert out[3][0] == numpy_distinct(x)

@@ -11,7 +11,8 @@ or passes: the budget keeps only the elementwise steps (``exact_statistics`` reg
 model's :func:`~dmlconform.tolerance.normalization.statistics_errors`).
 
 Decided from the data itself, so any case whose data happens to be exact is judged as sharply,
-and the regime cannot claim exactness its data does not have.
+and the regime cannot claim exactness its data does not have. The compiled judge decides the
+same from the sums its statistics pass takes (:mod:`dmlconform.tolerance.exact_compiled`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def _lowest_bit_exponents(v: np.ndarray) -> np.ndarray:
     """Per element of finite, non-zero ``v`` (float64): e such that 2^e is its lowest set bit."""
     m, e = np.frexp(np.abs(v))
     mant = (m * 9007199254740992.0).astype(np.int64)
-    return e - 53 + np.frexp((mant & -mant).astype(np.float64))[1] - 1
+    # int64: frexp's exponents are int32, and a zero's stand-in (int64's largest) must not wrap
+    return e.astype(np.int64) - 53 + np.frexp((mant & -mant).astype(np.float64))[1] - 1
 
 
 def _exact_rows_numpy(rows: np.ndarray, limit: float) -> np.ndarray:

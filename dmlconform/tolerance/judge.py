@@ -40,7 +40,7 @@ from dmlconform.specification.expr import postfix
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
-from dmlconform.tolerance.exact import exact_slices, summed_exactly
+from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
 from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
@@ -126,26 +126,23 @@ def slice_statistics(
     rows, perm, half = input_rows(plan, x)
     flat, sk, sm, shape = rows
     k_len, m_len, l_len = shape
-    mean, var, sqstd, distinct = (np.empty(k_len) for _ in range(4))
+    mean, var, sqstd, distinct, exact = (np.empty(k_len) for _ in range(5))
+    limit = 1.0 / UNIT_ROUNDOFF["FLOAT32"]  # exactness of float32 sums (tolerance.exact)
     bits = flat.view(np.int32)
     # long slices: their moments here, the rest part by part on every thread
     by_parts = not moments_only and long_slices.is_long(shape)
 
     def call(k0: int, k1: int) -> None:
         jk.slice_statistics(
-            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only or by_parts,
-            mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1],
+            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only or by_parts, limit,
+            mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1], exact[k0:k1],
         )  # fmt: skip
 
     run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_compiled)
     if by_parts:
-        long_slices.fill_long_slices(rows, half, mean, var, sqstd, distinct)
+        long_slices.fill_long_slices(rows, half, limit, mean, var, sqstd, distinct, exact)
     n = m_len * l_len
-    exact = (
-        None
-        if moments_only or not exactness
-        else exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
-    )
+    exact = None if moments_only or not exactness else exact > 0.0
     return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0), exact), rows, perm
 
 
@@ -247,6 +244,8 @@ def _inverse(sd: np.ndarray) -> np.ndarray:
 def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) -> SliceTerms:
     """The normalization model's terms (:func:`dmlconform.tolerance.budgets`) from the slices'
     statistics: the numpy model's own functions on (K,) arrays."""
+    from dmlconform.tolerance.grid_compiled import grid_slices
+
     ss, rows, perm = slice_statistics(plan, inputs[plan.input])
     st = tl.statistics_errors(plan, ss, co, u)
     var = ss.var
@@ -263,7 +262,7 @@ def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) 
     return SliceTerms(
         plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
         st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u),
-        aggregate=(shift, own_scale, tl.grid_slices(plan, inputs, ss, _output_dtype(co))),
+        aggregate=(shift, own_scale, grid_slices(plan, inputs, ss.exact, rows, perm, _output_dtype(co))),
     )  # fmt: skip
 
 

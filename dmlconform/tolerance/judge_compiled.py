@@ -43,6 +43,7 @@ import numpy as np
 
 from dmlconform.native import njit, types
 from dmlconform.reference.compiled import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
+from dmlconform.tolerance.exact_compiled import exact_slice
 from dmlconform.tolerance.float_bits import (
     F16_EDGE,
     F16_MAX,
@@ -145,21 +146,31 @@ def _count_buckets(keys, starts, b0, b1, lo, bitmap):  # type: ignore[no-untyped
 
 
 @njit(cache=True)
-def _spread_and_keys(row, row_bits, mean, var, half, acc, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]
+def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
     """Add a row's ((x - mean)^2 - var)^2 into the lanes ``acc`` (lane j % LANES: LLVM vectorizes
-    the block loops), write each value's ordinal key (branch-free) to ``keys[base + j]``, and
-    return the running smallest and largest finite key and non-finite count."""
+    the block loops) and its |x|, x and x^2 into the lanes of ``sums`` (3 LANES: the exactness
+    test's, :mod:`dmlconform.tolerance.exact_compiled`), write each value's ordinal key
+    (branch-free) to ``keys[base + j]``, and return the running smallest and largest finite key
+    and non-finite count."""
     length = row.size
     nb = length // LANES
     for blk in range(nb):
         for j in range(LANES):
-            d = np.float64(row[blk * LANES + j]) - mean
+            v = np.float64(row[blk * LANES + j])
+            d = v - mean
             q = d * d - var
             acc[j] += q * q
+            sums[j] += abs(v)
+            sums[LANES + j] += v
+            sums[2 * LANES + j] += v * v
     for j in range(nb * LANES, length):
-        d = np.float64(row[j]) - mean
+        v = np.float64(row[j])
+        d = v - mean
         q = d * d - var
         acc[j - nb * LANES] += q * q
+        sums[j - nb * LANES] += abs(v)
+        sums[LANES + j - nb * LANES] += v
+        sums[2 * LANES + j - nb * LANES] += v * v
     for j in range(length):
         v = row[j]
         key = (ordinal16(row_bits[j]) if half else ordinal32(row_bits[j])) + 2147483648
@@ -195,8 +206,9 @@ def _sig(*kinds: str):  # type: ignore[no-untyped-def]
 
 
 _STATS_SIG = _sig(
-    "f4[]", "i4[]", "i8", "i8", "i8", "i8", "i8", "i8", "b1", "b1", "f8[:]", "f8[:]", "f8[:]", "f8[:]"
-)
+    "f4[]", "i4[]", "i8", "i8", "i8", "i8", "i8", "i8", "b1", "b1", "f8", "f8[:]", "f8[:]", "f8[:]", "f8[:]",
+    "f8[:]",
+)  # fmt: skip
 _OPERAND = ("f8[,]", "i8[]", "i8[]", "b1")
 _JUDGE_SIG = _sig(
     "f4[]", "i8", "i8", "f4[]", "i8", "i8",
@@ -214,16 +226,20 @@ _JUDGE_SIG = _sig(
 
 @njit(_STATS_SIG, cache=True, nogil=True, error_model="numpy")
 def slice_statistics(
-    x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, moments_only, mean_o, var_o, sqstd_o, distinct_o
-):  # type: ignore[no-untyped-def]  # noqa: E501
+    x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, moments_only, limit, mean_o, var_o, sqstd_o, distinct_o,
+    exact_o,
+):  # type: ignore[no-untyped-def]  # noqa: E501  # fmt: skip
     """Per slice in [k0, k1): mean, population variance, the spread of the squared deviations
     (:func:`dmlconform.tolerance.normalization._slice_stats`) and the number of distinct values (NaN and inf
     each count as distinct, -0 == +0: :func:`dmlconform.tolerance.repetition`). ``moments_only``:
-    the mean and variance only (the spread and the count NaN), for a model that reads no more
-    (the RMS model's mean square is var + mean^2)."""
+    the mean and variance only (the spread, the count and ``exact_o`` NaN), for a model that reads
+    no more (the RMS model's mean square is var + mean^2). ``exact_o``: 1 where the slice's sums
+    in a precision whose exact integers reach ``limit`` are exact in any order, else 0
+    (:mod:`dmlconform.tolerance.exact`, decided from the sums of the same pass)."""
     n = m_len * l_len
     acc = np.zeros(LANES)
     acc2 = np.zeros(LANES)
+    sums = np.zeros(3 * LANES)
     keys = np.empty(0 if moments_only else n, np.uint32)
     tmp = np.empty(n if n > SMALL_SORT and not moments_only else 0, np.uint32)
     bitmap = np.zeros(0 if moments_only else 1 << (DIRECT_BITS - 6), np.uint64)
@@ -239,17 +255,20 @@ def slice_statistics(
         if moments_only:
             sqstd_o[k - k0] = math.nan
             distinct_o[k - k0] = math.nan
+            exact_o[k - k0] = math.nan
             continue
         acc[:] = 0.0
+        sums[:] = 0.0
         lo = np.int64(0xFFFFFFFF)
         hi = np.int64(0)
         nonfinite = np.int64(0)
         for m in range(m_len):
             start = k * x_sk + m * x_sm
             lo, hi, nonfinite = _spread_and_keys(
-                x[start : start + l_len], x_bits[start : start + l_len], mean, var, half, acc, keys, m * l_len,
-                lo, hi, nonfinite,
+                x[start : start + l_len], x_bits[start : start + l_len], mean, var, half, acc, sums, keys,
+                m * l_len, lo, hi, nonfinite,
             )  # fmt: skip
+        exact_o[k - k0] = 1.0 if exact_slice(x_bits, k, x_sk, x_sm, m_len, l_len, sums, limit) else 0.0
         nk = n
         if nonfinite > 0:  # NaN and inf each count as distinct: leave them out of the keys
             nk = 0

@@ -10,8 +10,10 @@ Here a long slice is cut into parts of :data:`PART` elements (slice order), and 
 over the parts or the buckets on the thread pool:
 
 1. per part: the lane sums of the squared deviations' spread, each value's ordinal key (the
-   same key as the one-thread kernel: :func:`float_bits.ordinal32`/``ordinal16``), and the
-   range and non-finite count of the part's keys;
+   same key as the one-thread kernel: :func:`float_bits.ordinal32`/``ordinal16``), the
+   range and non-finite count of the part's keys, and the sums of |x|, x and x^2 of the
+   exactness test (:mod:`dmlconform.tolerance.exact_compiled`: the parts' sums added decide
+   as the whole slice's; where they allow exactness, the parts' lowest set bits are read next);
 2. the distinct count of the finite keys (non-finite keys lie outside the finite keys' range, so
    a range test leaves them out without a compaction): keys spanning at most 2^DIRECT_BITS
    values mark one bitmap per thread, merged by OR and counted; wider ones are partitioned by
@@ -19,7 +21,8 @@ over the parts or the buckets on the thread pool:
    each thread counts a run of buckets with a bitmap of its own.
 
 What stays exact and reproducible: the count is an integer, the same however the work is
-split; the spread's sum is a sum of per-part sums in part order, and the parts depend on the
+split, and so is the exactness verdict (its sums are exact in any order where it says yes);
+the spread's sum is a sum of per-part sums in part order, and the parts depend on the
 slice's length only, never on the thread count. The one-thread kernel's ``(K, M, L)``
 addressing of the input is kept: element ``p`` of slice ``k`` is ``x[k sk + (p // L) sm + p % L]``.
 """
@@ -33,6 +36,7 @@ import numpy as np
 from dmlconform.native import njit, types
 from dmlconform.reference import compiled as rk
 from dmlconform.reference.compiled import LANES, _lane_total, run_chunks
+from dmlconform.tolerance.exact_compiled import NO_LOW, exact_from_sums, lowest_bit, sums_on_lattice
 from dmlconform.tolerance.judge_compiled import BUCKET_BITS, DIRECT_BITS, _count_buckets, _spread_and_keys
 
 PART = 1 << 18
@@ -54,6 +58,7 @@ _ro_u4 = types.Array(types.uint32, 1, "C", readonly=True)
 _i8 = types.Array(types.int64, 1, "C")
 _ro_i8 = types.Array(types.int64, 1, "C", readonly=True)
 _f8 = types.Array(types.float64, 1, "C")
+_f8_2d = types.Array(types.float64, 2, "C")
 _u8 = types.Array(types.uint64, 1, "C")
 _i8_2d = types.Array(types.int64, 2, "C")
 _u8_2d = types.Array(types.uint64, 2, "C")
@@ -62,22 +67,41 @@ _u8_2d = types.Array(types.uint64, 2, "C")
 @njit(
     types.void(
         _ro_f4, _ro_i4, types.int64, types.int64, types.int64, types.int64, types.int64, types.float64,
-        types.float64, types.boolean, types.int64, types.int64, _u4, _f8, _i8, _i8, _i8,
+        types.float64, types.boolean, types.int64, types.int64, _u4, _f8, _i8, _i8, _i8, _f8_2d,
     ),
     cache=True,
     nogil=True,
     error_model="numpy",
 )  # fmt: skip
 def part_statistics(
-    x, x_bits, x_sk, x_sm, k, n, l_len, mean, var, half, p0, p1, keys, spread_o, lo_o, hi_o, nonfinite_o
+    x,
+    x_bits,
+    x_sk,
+    x_sm,
+    k,
+    n,
+    l_len,
+    mean,
+    var,
+    half,
+    p0,
+    p1,
+    keys,
+    spread_o,
+    lo_o,
+    hi_o,
+    nonfinite_o,
+    sums_o,
 ):  # type: ignore[no-untyped-def]
     """Parts [p0, p1) of slice ``k`` (``n`` elements, rows of ``l_len``): the sum of
     ((x - mean)^2 - var)^2 (lane sums, combined by the reference's pairwise tree), each value's
-    key into ``keys`` at its slice position, and the smallest and largest finite key and the
-    number of non-finite values, per part."""
+    key into ``keys`` at its slice position, the smallest and largest finite key, the number of
+    non-finite values and the sums of |x|, x and x^2 (a row of ``sums_o``), per part."""
     acc = np.zeros(LANES)
+    sums = np.zeros(3 * LANES)
     for p in range(p0, p1):
         acc[:] = 0.0
+        sums[:] = 0.0
         lo = np.int64(0xFFFFFFFF)
         hi = np.int64(0)
         nonfinite = np.int64(0)
@@ -88,13 +112,31 @@ def part_statistics(
             j1 = min(e1 - m * l_len, l_len)
             start = k * x_sk + m * x_sm + j0
             lo, hi, nonfinite = _spread_and_keys(
-                x[start : start + j1 - j0], x_bits[start : start + j1 - j0], mean, var, half, acc, keys,
+                x[start : start + j1 - j0], x_bits[start : start + j1 - j0], mean, var, half, acc, sums, keys,
                 m * l_len + j0, lo, hi, nonfinite,
             )  # fmt: skip
         spread_o[p - p0] = _lane_total(acc)
+        for c in range(3):
+            sums_o[p - p0, c] = _lane_total(sums[c * LANES : (c + 1) * LANES])
         lo_o[p - p0] = lo
         hi_o[p - p0] = hi
         nonfinite_o[p - p0] = nonfinite
+
+
+@njit(types.void(_ro_i4, *(types.int64,) * 7, _i8), cache=True, nogil=True)
+def part_lowest_bits(x_bits, x_sk, x_sm, k, n, l_len, p0, p1, low_o):  # type: ignore[no-untyped-def]
+    """Parts [p0, p1) of slice ``k``: the least lowest set bit of each part's values
+    (:func:`exact_compiled.low_bit_exponent`)."""
+    for p in range(p0, p1):
+        low = np.int64(NO_LOW)
+        e0 = p * PART
+        e1 = min(e0 + PART, n)
+        for m in range(e0 // l_len, (e1 - 1) // l_len + 1):
+            j0 = max(e0 - m * l_len, 0)
+            j1 = min(e1 - m * l_len, l_len)
+            start = k * x_sk + m * x_sm + j0
+            low = lowest_bit(x_bits[start : start + j1 - j0], low)
+        low_o[p - p0] = low
 
 
 @njit(types.void(_ro_u4, types.int64, types.int64, types.int64, types.int64, _u8), cache=True, nogil=True)
@@ -225,37 +267,58 @@ def _distinct_bucketed(keys: np.ndarray, n: int, lo: int, span: int) -> int:
     return int(counts.sum())
 
 
+def _exact(
+    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], k: int, sums: np.ndarray, limit: float
+) -> bool:
+    """Whether slice ``k``'s sums are exact, from its parts' sums of |x|, x and x^2 (rows of
+    ``sums``) and, where these allow it, its parts' lowest set bits."""
+    flat, sk, sm, (_, m_len, l_len) = rows
+    n = m_len * l_len
+    with np.errstate(invalid="ignore", over="ignore"):
+        abs_sum, total, squares = (float(v) for v in sums.sum(axis=0))
+    if not sums_on_lattice(abs_sum, total, squares, limit):
+        return False
+    low = np.empty(_parts(n), np.int64)
+    bits = flat.view(np.int32)
+    run_chunks(low.size, n, lambda p0, p1: part_lowest_bits(bits, sk, sm, k, n, l_len, p0, p1, low[p0:p1]))
+    return bool(exact_from_sums(int(low.min()), abs_sum, total, squares, n, limit))
+
+
 def long_slice_statistics(
-    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, k: int, mean: float, var: float
-) -> tuple[float, float]:
-    """Slice ``k``'s spread of the squared deviations and its number of distinct values (NaN
-    and inf each count as distinct, -0 == +0), given its mean and variance: the same figures as
-    the one-thread kernel (:func:`dmlconform.tolerance.judge_compiled.slice_statistics`)."""
+    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, k: int, mean: float, var: float,
+    limit: float,
+) -> tuple[float, float, bool]:  # fmt: skip
+    """Slice ``k``'s spread of the squared deviations, its number of distinct values (NaN
+    and inf each count as distinct, -0 == +0) and whether its sums in a precision whose exact
+    integers reach ``limit`` are exact in any order, given its mean and variance: the same
+    figures as the one-thread kernel (:func:`dmlconform.tolerance.judge_compiled.slice_statistics`)."""
     flat, sk, sm, (_, m_len, l_len) = rows
     n = m_len * l_len
     parts = _parts(n)
     keys = np.empty(n, np.uint32)
     spread = np.empty(parts)
     lo, hi, nonfinite = (np.empty(parts, np.int64) for _ in range(3))
+    sums = np.empty((parts, 3))
     bits = flat.view(np.int32)
 
     def call(p0: int, p1: int) -> None:
         part_statistics(
             flat, bits, sk, sm, k, n, l_len, mean, var, half, p0, p1, keys,
-            spread[p0:p1], lo[p0:p1], hi[p0:p1], nonfinite[p0:p1],
+            spread[p0:p1], lo[p0:p1], hi[p0:p1], nonfinite[p0:p1], sums[p0:p1],
         )  # fmt: skip
 
     run_chunks(parts, n, call)
     sqstd = math.sqrt(float(np.sum(spread)) / n)
     finite_lo, finite_hi, n_nonfinite = int(lo.min()), int(hi.max()), int(nonfinite.sum())
+    exact = _exact(rows, k, sums, limit)
     if n_nonfinite == n:
-        return sqstd, float(n_nonfinite)
+        return sqstd, float(n_nonfinite), exact
     span = finite_hi - finite_lo + 1
     if span <= (1 << DIRECT_BITS):
         distinct = _distinct_direct(keys, finite_lo, span)
     else:
         distinct = _distinct_bucketed(keys, n, finite_lo, span)
-    return sqstd, float(distinct + n_nonfinite)
+    return sqstd, float(distinct + n_nonfinite), exact
 
 
 def is_long(shape: tuple[int, int, int]) -> bool:
@@ -264,10 +327,12 @@ def is_long(shape: tuple[int, int, int]) -> bool:
 
 
 def fill_long_slices(
-    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, mean: np.ndarray, var: np.ndarray,
-    sqstd: np.ndarray, distinct: np.ndarray,
+    rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, limit: float, mean: np.ndarray,
+    var: np.ndarray, sqstd: np.ndarray, distinct: np.ndarray, exact: np.ndarray,
 ) -> None:  # fmt: skip
-    """Every slice's spread and distinct count into ``sqstd`` and ``distinct``, from their means
-    and variances."""
+    """Every slice's spread, distinct count and exactness into ``sqstd``, ``distinct`` and
+    ``exact`` (1 or 0), from their means and variances."""
     for k in range(rows[3][0]):
-        sqstd[k], distinct[k] = long_slice_statistics(rows, half, k, float(mean[k]), float(var[k]))
+        sqstd[k], distinct[k], exact[k] = long_slice_statistics(
+            rows, half, k, float(mean[k]), float(var[k]), limit
+        )
