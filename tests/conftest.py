@@ -44,7 +44,7 @@ def native_modules_loaded() -> None:
     pytester's in-process runs restore ``sys.modules`` when the test ends, deleting every module
     first imported during the test. A second import of such a module breaks the process: numba's
     typing modules ("duplicate registration"), torch's C extension ("bad call flags"), onnx's
-    protobuf extension (abort). A session fixture is set up before the function-scoped
+    protobuf extension (abort); jax's and OpenVINO's runtimes likewise. A session fixture is set up before the function-scoped
     ``pytester`` takes its snapshot, so what is loaded here stays loaded. It is autouse because
     which test first imports a library depends on how xdist spreads the tests over workers."""
     import numpy as np
@@ -77,6 +77,8 @@ def native_modules_loaded() -> None:
         "dmlconform.backends.onnxruntime_backend",
         "openvino",
         "dmlconform.backends.openvino_backend",
+        "jax",
+        "dmlconform.backends.jax_backend",
     ):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)

@@ -149,7 +149,9 @@ def _explained(report: Path) -> None:
         ("numpy", ["--dml-expect", str(EXAMPLES / "expect-example.txt"), "--dml-cases=1"]),
         ("onnxruntime", list(QUARTER)),  # its known findings (dmlconform/known_findings/) apply by default
         ("torch", list(QUARTER)),
-        ("openvino", list(QUARTER)),
+        # one case a group: a graph compile (OpenVINO) or an XLA jit per structure is the cost
+        ("openvino", ["--dml-cases=1"]),
+        ("jax", ["--dml-cases=1", "--dml-dtypes=FLOAT16"]),  # where its findings are
     ],
 )
 def test_real_backends_fail_only_with_explained_findings(
