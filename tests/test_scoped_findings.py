@@ -304,6 +304,34 @@ def test_a_channel_sum_out_of_range_excuses_what_reads_it(operator: str, outputs
     assert masks["OutputScaleGradientTensor"].reshape(-1).tolist() == [False, True]
 
 
+@pytest.mark.parametrize(
+    ("fact", "excused"), [("centred_gradient_sum", False), ("centred_gradient_abs_sum", True)]
+)
+def test_a_partial_sum_out_of_range_is_named_by_the_products_magnitudes(fact: str, excused: bool) -> None:
+    """JAX's float16 vjp sums in order: products 40000, 40000, -70000 leave float16's range at
+    80000 on the way to a total of 10000. Only the sum of their magnitudes names that channel."""
+    (bound,) = findings(
+        "findings:\n  - id: J4\n    reason: a partial sum held in FLOAT16\n    fails: true\n"
+        f"    when: {{operator: BNG, data_type: FLOAT16, {fact}: {{min: 65520}}}}\n"
+    )
+    x = {"DataType": "FLOAT16", "Sizes": [1, 1, 1, 3]}
+    s = {"DataType": "FLOAT16", "Sizes": [1, 1, 1, 1]}
+    members = {"InputTensor": x, "InputGradientTensor": x, "MeanTensor": s, "VarianceTensor": s}
+    members |= {"ScaleTensor": s, "OutputGradientTensor": x, "OutputScaleGradientTensor": s}
+    members |= {"OutputBiasGradientTensor": s, "Epsilon": 1e-5}
+    one = np.ones((1, 1, 1, 1), np.float16)
+    inputs = {
+        "InputTensor": np.array([20000.0, 20000.0, -35000.0], np.float16).reshape(1, 1, 1, 3),
+        "InputGradientTensor": np.full((1, 1, 1, 3), 2.0, np.float16),
+        "MeanTensor": 0 * one,
+        "VarianceTensor": one,
+        "ScaleTensor": one,
+    }
+    facts = CaseFacts.of(numeric("BATCH_NORMALIZATION_GRAD", members), spec=SPEC, inputs=inputs)
+    masks = bound.excused_elements(facts)
+    assert bool(masks and masks["OutputScaleGradientTensor"].all()) == excused
+
+
 # ------------------------------------------------------------------------------------------
 # F5: one-element slices whose elements may be NaN (nan: only)
 

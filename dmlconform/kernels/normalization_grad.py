@@ -168,13 +168,19 @@ def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> Slice
     deviation: it decides the channel's scale-gradient element. With given statistics the input
     gradient is InputGradient * Scale / sd, which does not read it; with batch statistics the
     input gradient's correction averages the same products, so it decides the channel's
-    input-gradient elements too. The bias gradient sums InputGradient alone."""
+    input-gradient elements too. The bias gradient sums InputGradient alone.
+
+    ``centred_gradient_abs_sum``: each channel's sum of |InputGradient * (Input - Mean)|, what
+    no partial sum of those products can pass in any order: where a narrower type accumulates
+    them, a partial sum leaves its range only in a channel where this does (JAX's float16 vjp
+    sums in order: 77636 on the way to a total of -39612)."""
     plan = build_plan(desc, spec)
     x = np.asarray(inputs[plan.input], dtype=np.float64)
     products = (x - np.asarray(inputs[plan.mean], dtype=np.float64)) * np.asarray(
         inputs[plan.input_gradient], dtype=np.float64
     )
     sums = np.abs(np.sum(products, axis=plan.axes, keepdims=True))
+    abs_sums = np.sum(np.abs(products), axis=plan.axes, keepdims=True)
     decided = [plan.scale_gradient_output] + ([plan.output] if plan.statistics == "batch" else [])
 
     def spread(mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -186,7 +192,7 @@ def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> Slice
                 out[name] = elements
         return out
 
-    return SliceFacts({"centred_gradient_sum": sums}, spread)
+    return SliceFacts({"centred_gradient_sum": sums, "centred_gradient_abs_sum": abs_sums}, spread)
 
 
 KERNEL = Kernel(
@@ -201,7 +207,7 @@ KERNEL = Kernel(
     derivative="dmlconform.tolerance.derivatives:normalization_domain",
     facts=facts,
     slice_facts=slice_facts,
-    slice_fact_names=("centred_gradient_sum",),
+    slice_fact_names=("centred_gradient_sum", "centred_gradient_abs_sum"),
     fact_names=(
         "largest_centred_gradient_sum",
         "largest_variance",
