@@ -45,6 +45,7 @@ from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_bud
 from dmlconform.tolerance.normalization import ceiling_deltas
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import UNIT_ROUNDOFF, SummandStatistics, summed_growth
+from dmlconform.tolerance.work_items import work_items
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -466,24 +467,6 @@ def _logical_index(
     for axis, v in zip(plan.axes, np.unravel_index(pos, red_shape) if red_shape else (), strict=False):
         index[axis] = v
     return np.ravel_multi_index(tuple(index), plan.shape)
-
-
-ITEM = 1 << 16
-"""Elements of a slice per work item: a slice of 2^k elements is cut into 2^(k - 16) items."""
-
-
-def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(slice, first, end) of each work item: each slice cut into equal runs of about
-    :data:`ITEM` elements (whole if shorter), so that a reduction of 2^24 elements in one slice
-    still uses every thread. The cut depends on the sizes only, never on the thread count: an
-    item's sums are added to the others in item order, and that order is the last bits of the
-    aggregate fit's and the gradients' sums, which must be the same on every machine."""
-    parts = max(1, n_slice // ITEM)
-    bounds = [n_slice * i // parts for i in range(parts + 1)]
-    item_k = np.repeat(np.arange(k_len, dtype=np.int64), parts)
-    item_p0 = np.tile(np.asarray(bounds[:-1], np.int64), k_len)
-    item_p1 = np.tile(np.asarray(bounds[1:], np.int64), k_len)
-    return item_k, item_p0, item_p1
 
 
 def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
