@@ -251,3 +251,50 @@ def test_float16_elementwise_steps_meet_pointwise_precision_float16(regime):
     assert compare(desc, got, ref, inputs, SPEC, pointwise).passed
     scaled = {k: (v.astype(np.float32) * np.float32(1 + 2**-6)).astype(np.float16) for k, v in got.items()}
     assert not compare(desc, scaled, ref, inputs, SPEC, pointwise).passed
+
+
+def truncated_mean(desc: dc.OperatorDesc, inputs: dict, shift: float = 0.0) -> dict:
+    """MVN1 without NormalizeVariance as DirectML computes FLOAT16 on this stack, bit for bit
+    (cases/directml/float16-truncated-mean): float32 steps on the mean stored as FLOAT16 by
+    truncation, HARD_SIGMOID in float32, the output truncated. ``shift``: FLOAT16 steps of the
+    mean taken off on top (a mean that is wrong, not stored)."""
+
+    def rtz16(v):
+        r = np.asarray(v, np.float32).astype(np.float16)
+        over = np.abs(r.astype(np.float32)) > np.abs(v)
+        return np.where(over, np.nextafter(r, np.float16(0)), r).astype(np.float16)
+
+    x = inputs["InputTensor"].astype(np.float32)
+    mean = rtz16(x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)).astype(np.float32)
+    mean = mean - np.float32(shift) * np.spacing(mean.astype(np.float16)).astype(np.float32)
+    act = dict(desc.get("FusedActivation", SPEC).params)
+    y = np.clip(np.float32(act["Alpha"]) * (x - mean) + np.float32(act["Beta"]), 0, 1)
+    return {"OutputTensor": rtz16(y)}
+
+
+def test_a_mean_stored_truncated_moves_a_clamp_by_a_whole_float16_step():
+    """The mean of FLOAT16 data of mean ~1040 (a FLOAT16 step of 1) stored by truncation errs up
+    to a whole step: twice the half step one rounding allows, before the clamp of a HARD_SIGMOID
+    (64 slices: 2.8x the bound before). Doubling the error after the activation (ulp_scale 2)
+    misses it where the clamp flattens; the
+    truncation counted where it happens (narrowing toward_zero) meets it, and a mean two steps
+    further off, or outputs x (1 + 2^-6), still fail that."""
+    t = {"DataType": "FLOAT16", "Sizes": [1, 64, 1, 12]}
+    members = {"InputTensor": t, "OutputTensor": t, "Axes": [2, 3], "NormalizeVariance": False}
+    members["FusedActivation"] = {"Type": "ACTIVATION_HARD_SIGMOID", "Alpha": 1.0, "Beta": 0.5}
+    desc = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": members})
+    x = 1040 + 60 * np.random.default_rng(0).standard_normal((1, 64, 1, 12))
+    inputs = {"InputTensor": x.astype(np.float16)}
+    ref = dc.execute(desc, inputs)
+    got = truncated_mean(desc, inputs)
+    doubled = ToleranceOptions.parse(
+        {"model": "fp16-statistics", "ulp_scale": 2, "pointwise_precision": "FLOAT16"}
+    )
+    truncating = ToleranceOptions.parse(
+        {"model": "fp16-statistics", "narrowing": "toward_zero", "pointwise_precision": "FLOAT16"}
+    )
+    assert not compare(desc, got, ref, inputs, SPEC, doubled).passed
+    assert compare(desc, got, ref, inputs, SPEC, truncating).passed
+    assert not compare(desc, truncated_mean(desc, inputs, shift=2), ref, inputs, SPEC, truncating).passed
+    scaled = {k: (v.astype(np.float32) * np.float32(1 + 2**-6)).astype(np.float16) for k, v in got.items()}
+    assert not compare(desc, scaled, ref, inputs, SPEC, truncating).passed

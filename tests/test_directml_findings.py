@@ -89,8 +89,8 @@ def test_directml_passes_under_its_findings_and_a_planted_float16_regression_fai
     for damage in ("nan", "scaled"):
         damaged = by_damage[damage]
         failed = [c for c in damaged if c["outcome"] == "failed"]
-        # every case a bound judges fails; only the cases a ``fails`` finding covers (F10's by
-        # their data, and those listed by id: beyond every bound on this stack) stay known
+        # every case a bound judges fails; only the cases a ``fails`` finding covers (F10's, by
+        # their data: beyond every bound on this stack) stay known
         assert len(failed) >= len(damaged) // 2, (damage, [c["outcome"] for c in damaged])
         assert any("outside F1's bound" in (c["message"] or "") for c in failed), damage
     # no bound admits a NaN: only the cases of a ``fails`` finding stay known

@@ -120,12 +120,15 @@ def explained(desc: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarr
                 m[plan.scale_gradient_output].sizes
             )
         }
-    if op in ("MEAN_VARIANCE_NORMALIZATION", "MEAN_VARIANCE_NORMALIZATION1") and all(
-        s == 1 for s in _reduced_sizes(desc)
-    ):
+    if op in MVN_FAMILY[:3] and all(s == 1 for s in _reduced_sizes(desc)):
         plan = plan_of(desc, SPEC)
-        if plan.normalize_variance:  # F5: one-element slices, whose elements may be NaN
-            return {plan.output: np.full(tuple(m[plan.output].sizes), NAN_ONLY)}
+        if plan.kernel == "normalization" and plan.normalize_variance:
+            # F5: a one-element slice's variance taken as its value x: NaN where x + Epsilon <= 0,
+            # which HARD_SIGMOID, SHRINK and CELU turn into 0 (the finding names x < 0)
+            x = _float(inputs, plan.input)
+            kind = FINITE if plan.activation in NAN_TO_ZERO else NAN_ONLY
+            code = np.where(x <= 0, kind, AWAY)
+            return {plan.output: np.broadcast_to(code, tuple(m[plan.output].sizes))}
     if op in MVN_FAMILY:  # F1: a slice's variance past 65504 saturates
         plan = plan_of(desc, SPEC)
         x = _float(inputs, plan.input)
@@ -141,6 +144,9 @@ def explained(desc: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarr
         return out
     return {}
 
+
+#: fused activations that turn a NaN into 0 on DirectML (F5)
+NAN_TO_ZERO = ("ACTIVATION_HARD_SIGMOID", "ACTIVATION_SHRINK", "ACTIVATION_CELU")
 
 MVN_FAMILY = (
     "MEAN_VARIANCE_NORMALIZATION",

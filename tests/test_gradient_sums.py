@@ -103,3 +103,57 @@ def test_a_wrong_gradient_over_repeated_values_still_fails(op):
     for member in ("OutputBiasGradientTensor", "OutputScaleGradientTensor"):
         wrong = dict(good, **{member: (good[member] * np.float32(1 + 2**-9)).astype(np.float32)})
         assert not verdict(desc, wrong, inputs).passed, member
+
+
+# FLOAT16 arithmetic underflows: DirectML's BATCH_NORMALIZATION_GRAD FLOAT16 (seed 2's
+# spread_near_sqrt_eps cases) rounds each product InputGradient * (Input - Mean) to FLOAT16,
+# where deviations of a few 2^-24 make products among its subnormals: each errs up to 2^-25
+# absolute (2^-24 truncated), whatever its relative error, and the sum over sqrt(Epsilon) =
+# 1e-6 magnifies that to 0.03. FLOAT16 arithmetic (working_precision FLOAT16) counts it.
+
+
+def subnormal_deviations(k: int) -> tuple[dc.OperatorDesc, dict[str, np.ndarray]]:
+    """One channel of k FLOAT16 elements 8 * 2^-24 from Mean 0 (Variance 0, Epsilon 1e-12),
+    InputGradient 0.3 of the same sign: every product is 2.4 * 2^-24, a FLOAT16 subnormal that
+    rounds to 2 * 2^-24 (17% off), each the same way."""
+    vec = {"DataType": "FLOAT16", "Sizes": [k]}
+    one = {"DataType": "FLOAT16", "Sizes": [1]}
+    members = {m: vec for m in ("InputTensor", "InputGradientTensor", "OutputGradientTensor")}
+    members |= {m: one for m in ("MeanTensor", "VarianceTensor", "ScaleTensor")}
+    members |= {m: one for m in ("OutputScaleGradientTensor", "OutputBiasGradientTensor")}
+    desc = dc.parse_desc({"type": "BATCH_NORMALIZATION_GRAD", "desc": members | {"Epsilon": 1e-12}})
+    sign = np.resize([1.0, -1.0], k)
+    zero = np.zeros(1, np.float16)
+    return desc, {
+        "InputTensor": (sign * 8 * 2.0**-24).astype(np.float16),
+        "InputGradientTensor": (sign * 0.3).astype(np.float16),
+        "MeanTensor": zero,
+        "VarianceTensor": zero,
+        "ScaleTensor": np.full(1, 0.01, np.float16),
+    }
+
+
+def float16_products(desc: dc.OperatorDesc, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The scale gradient as a FLOAT16 kernel sums it: each product and the sum in float16
+    (numpy rounds to nearest, down to the subnormals), divided by sqrt(Variance + Epsilon)."""
+    got = NumpyBackend().execute(desc, inputs)
+    products = inputs["InputGradientTensor"] * (inputs["InputTensor"] - inputs["MeanTensor"])
+    total = np.float32(np.sum(products, dtype=np.float16))
+    sd = np.sqrt(np.float32(inputs["VarianceTensor"][0]) + np.float32(1e-12))
+    return dict(got, OutputScaleGradientTensor=np.full(1, total / sd, np.float16))
+
+
+@pytest.mark.parametrize("k", [2, 16])
+def test_float16_arithmetic_counts_products_among_the_subnormals(k):
+    """A FLOAT16 product sum over subnormal deviations meets FLOAT16 arithmetic (17% off here);
+    before, only each product's relative roundoff (2^-11) bounded it, and such a kernel failed
+    it (DirectML by up to 12x). Twice the answer still fails."""
+    desc, inputs = subnormal_deviations(k)
+    got = float16_products(desc, inputs)
+    ref = dc.execute(desc, inputs)
+    fp16 = ToleranceOptions.parse({"model": "fp16-statistics", "working_precision": "FLOAT16"})
+    member = "OutputScaleGradientTensor"
+    assert abs(float(got[member][0]) / float(ref[member][0]) - 1) > 0.1
+    assert compare(desc, got, ref, inputs, SPEC, fp16).passed
+    twice = dict(got, **{member: got[member] * np.float16(2)})
+    assert not compare(desc, twice, ref, inputs, SPEC, fp16).passed

@@ -193,10 +193,14 @@ def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> Slice
     """``variance``: each slice's variance, about the mean or about 0 where the kernel does not
     centre (the ``rms_normalization`` kernel's part too): what the output divides by the root
     of. A slice's variance decides its own output elements and its element of the Variance
-    output; the Mean output does not read it."""
+    output; the Mean output does not read it. ``mean``: each slice's mean (here, where the
+    kernel centres), which names the one-element slices whose value is negative: DirectML takes
+    a one-element slice's variance to be its value, so x + Epsilon <= 0 is a NaN (F5;
+    cases/directml/mvn1-one-element-nan/experiment.py)."""
     fields = read_common(desc, spec)
     x = np.asarray(inputs[fields["input"]], dtype=np.float64)
     axes, centred = fields["axes"], centres(desc, spec)
+    mean = np.mean(x, axis=axes, keepdims=True)
     divided = np.var(x, axis=axes, keepdims=True) if centred else np.mean(x * x, axis=axes, keepdims=True)
     variance = present(desc, semantics_of(desc, spec), "variance_output", spec) if centred else None
 
@@ -206,7 +210,7 @@ def slice_facts(desc: OperatorDesc, inputs: dict[str, Any], spec: Spec) -> Slice
         }
         return {k: v for k, v in out.items() if v is not None}
 
-    return SliceFacts({"variance": divided}, spread)
+    return SliceFacts({"variance": divided, "mean": mean}, spread)
 
 
 def _sizes(desc: OperatorDesc, name: str | None, spec: Spec) -> tuple[int, ...] | None:
@@ -227,7 +231,7 @@ KERNEL = Kernel(
     judge="dmlconform.tolerance.judge:plan_for",
     facts=facts,
     slice_facts=slice_facts,
-    slice_fact_names=("variance",),
+    slice_fact_names=("variance", "mean"),
     fact_names=("largest_variance", "smallest_variance"),
     bytes_per_element=80,
 )

@@ -14,6 +14,7 @@ from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
+    STORAGE_FLOOR,
     Budgets,
     Coefficients,
     member_coefficients,
@@ -78,8 +79,9 @@ def slice_errors(
 ) -> SliceErrors:
     """The per-slice terms of ``model: reduction_grad`` from the slices' sums, Variance +
     Epsilon (``ve``) and the repetition of their terms, the numpy model's and the compiled
-    judge's alike: e_bias = c_mean u g_dy sum|dy|, e_scale = c_mean u (g_dyx + c_pt)
-    sum|dy (x - Mean)| / sqrt(ve) (unbounded where ve is 0), and with batch statistics
+    judge's alike: e_bias = c_mean u g_dy sum|dy|, e_scale = (c_mean u (g_dyx + c_pt)
+    sum|dy (x - Mean)| + n eta) / sqrt(ve) (unbounded where ve is 0; eta half the working
+    precision's least subnormal, each product's underflow), and with batch statistics
     e_xc = c_pt u max|x - Mean| (centred on Mean: one rounding, no mean of n terms), or the
     centring mean's error, or the Mean member's difference from it (either reading).
 
@@ -93,6 +95,12 @@ def slice_errors(
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e_bias = co.mean * u * g_dy * sums.abs_dy
         e_scale = co.mean * u * (g_dyx + co.pointwise) * sums.abs_dy_xm * (1.0 / np.sqrt(ve))
+        # each product dy (x - Mean) rounds with an absolute error too, up to half the working
+        # precision's least subnormal (gradual underflow): FLOAT16 arithmetic over deviations of
+        # a few 2^-24 makes products among its subnormals, a product of 2.4 * 2^-24 rounding to
+        # 2 * 2^-24, whatever its relative roundoff; over sqrt(ve) = 1e-6, 0.02 each. In float32
+        # (2^-150) it is nothing
+        e_scale = e_scale + n * STORAGE_FLOOR.get(co.working_precision, 0.0) / np.sqrt(ve)
         e_scale = np.where(ve == 0, np.inf, e_scale)
         if plan.statistics == "given":
             return SliceErrors(e_bias, e_scale, g_dy=g_dy, g_dyx=g_dyx)

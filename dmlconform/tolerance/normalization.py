@@ -90,6 +90,7 @@ from dmlconform.specification.spec import Spec
 from dmlconform.tolerance.exact import exact_slices
 from dmlconform.tolerance.options import ToleranceOptions
 from dmlconform.tolerance.terms import (
+    NARROWING_ULPS,
     STORAGE_FLOOR,
     UNIT_ROUNDOFF,
     AggregateModel,
@@ -291,7 +292,7 @@ def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> Stati
     us = storage_roundoff(co)
     if not us:
         return st
-    floor = STORAGE_FLOOR.get(co.data_type, 0.0)
+    floor = STORAGE_FLOOR.get(co.data_type, 0.0) * NARROWING_ULPS[co.narrowing]
     e_mean = st.e_mean + us * (np.abs(ss.mean) + st.e_mean) + floor
     e_var = st.e_var + us * (ss.var + st.e_var) + floor + e_mean**2 - st.e_mean**2
     return StatisticsErrors(e_mean, e_var, st.e_var_own + us * (ss.var + st.e_var_own) + floor)

@@ -27,6 +27,7 @@ TEXT_COEFFICIENTS = frozenset(
         "growth_cap",
         "statistics_storage",
         "pointwise_precision",
+        "narrowing",
         "data_type",
     }
 )

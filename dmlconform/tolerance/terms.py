@@ -125,6 +125,10 @@ class Coefficients:
     #: activation), where it is wider than the working precision's: ``pointwise`` counts its
     #: roundings (empty: the working precision)
     pointwise_precision: str = ""
+    #: how a value is rounded to a type narrower than the working precision (the statistics'
+    #: storage, ``pointwise_precision``'s steps): ``nearest`` errs half an ULP of that type,
+    #: ``toward_zero`` (truncation) up to a whole one, twice as much
+    narrowing: str = "nearest"
     data_type: str = ""
     ceiling: float | None = None
     aggregate_shift: float = 1.0
@@ -205,8 +209,16 @@ def _in_pointwise_precision(values: dict[str, Any]) -> dict[str, Any]:
     on float32 statistics errs 2^13 times a float32 one (DirectML's FLOAT16 shaders)."""
     narrow = values.get("pointwise_precision")
     if narrow and UNIT_ROUNDOFF[narrow] > UNIT_ROUNDOFF[values["working_precision"]]:
-        values["pointwise"] *= UNIT_ROUNDOFF[narrow] / UNIT_ROUNDOFF[values["working_precision"]]
+        values["pointwise"] *= NARROWING_ULPS[values.get("narrowing") or "nearest"] * (
+            UNIT_ROUNDOFF[narrow] / UNIT_ROUNDOFF[values["working_precision"]]
+        )
     return values
+
+
+#: a narrowing rounding's error in units of the narrower type's unit roundoff (half an ULP):
+#: round to nearest's 1, truncation's 2 (a whole ULP: DirectML's F6, this stack's float32 ->
+#: float16 conversion)
+NARROWING_ULPS = {"nearest": 1.0, "toward_zero": 2.0}
 
 
 #: the kinds :func:`growth` knows
@@ -216,6 +228,7 @@ WORDS: dict[str, tuple[str, ...]] = {
     "working_precision": tuple(UNIT_ROUNDOFF),
     "statistics_storage": ("working", "input"),
     "pointwise_precision": tuple(UNIT_ROUNDOFF),
+    "narrowing": tuple(NARROWING_ULPS),
     "growth_cap": ("blocked", *GROWTH_KINDS, "none"),  # any other than blocked and none: growth()'s
     "mean_growth": GROWTH_KINDS,
     "spread_growth": GROWTH_KINDS,
@@ -415,12 +428,13 @@ def storage_roundoff(co: Coefficients) -> float:
     if co.statistics_storage != "input" or co.data_type not in UNIT_ROUNDOFF:
         return 0.0
     stored = UNIT_ROUNDOFF[co.data_type]
-    return stored if stored > UNIT_ROUNDOFF[co.working_precision] else 0.0
+    return stored * NARROWING_ULPS[co.narrowing] if stored > UNIT_ROUNDOFF[co.working_precision] else 0.0
 
 
 #: half the smallest subnormal of a type: what storing a statistic in it costs at the least,
 #: however small the value (a FLOAT16 variance of 1e-6 is a subnormal held to 2^-24, 6%; one
-#: under 2^-25 is 0): the absolute part beside :func:`storage_roundoff`'s relative one
+#: under 2^-25 is 0): the absolute part beside :func:`storage_roundoff`'s relative one, and
+#: beside the unit roundoff of any product computed in that type (gradual underflow)
 STORAGE_FLOOR = {"FLOAT32": 2.0**-150, "FLOAT16": 2.0**-25}
 
 
