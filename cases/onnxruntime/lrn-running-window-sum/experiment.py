@@ -65,21 +65,24 @@ def fresh_float32(x: np.ndarray) -> np.ndarray:
     return x / (np.float32(BIAS) + np.float32(ALPHA / SIZE) * window) ** np.float32(BETA)
 
 
-print(f"onnxruntime {ort.__version__}, CPUExecutionProvider; LRN size {SIZE}, alpha {ALPHA}, beta {BETA}, bias {BIAS}")
+def rel(a: np.ndarray, want: np.ndarray) -> float:
+    return float(np.max(np.abs(a.astype(np.float64) - want) / np.abs(want)))
+
+
+print(
+    f"onnxruntime {ort.__version__}, CPUExecutionProvider; LRN size {SIZE}, alpha {ALPHA}, beta {BETA}, bias {BIAS}"
+)
 reproduced = []
 for channels in (16, 4096):
     x = np.random.default_rng(channels).standard_normal((1, channels, 1, 8)).astype(np.float32)
     got, want = kernel(x), exact(x)
 
-    def rel(a: np.ndarray) -> float:
-        return float(np.max(np.abs(a.astype(np.float64) - want) / np.abs(want)))
-
     same = bool(np.array_equal(got, running_sum(x)))
     print(
         f"{channels:5d} channels: kernel == running sum bit for bit: {same}; max relative error: kernel"
-        f" {rel(got):.1e}, float32 with fresh window sums {rel(fresh_float32(x)):.1e}"
+        f" {rel(got, want):.1e}, float32 with fresh window sums {rel(fresh_float32(x), want):.1e}"
     )
     reproduced.append(same)
     if channels == 4096:
-        reproduced.append(rel(got) > 30 * rel(fresh_float32(x)))
+        reproduced.append(rel(got, want) > 30 * rel(fresh_float32(x), want))
 print("O1 reproduced" if all(reproduced) else f"O1 not reproduced ({reproduced})")
