@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import REPO, dmlconform
 
 from dmlconform.report.implementations import FindingInfo, column, page_findings, render_markdown
@@ -100,7 +101,16 @@ def test_the_published_page_holds_to_the_known_findings_files() -> None:
         path = known_findings_file(backend)
         assert path is not None, backend
         text = path.read_text()
+        entries = yaml.safe_load(text)["findings"]
         for fid in ids:
             assert re.search(rf"^  - id: {re.escape(fid)}$", text, re.M), f"{backend} {fid}"
+            # the mechanism shown is the finding's first entry, which states it
+            first = " ".join(next(f for f in entries if f["id"] == fid)["reason"].split())
+            row = re.search(
+                rf'^\| <a id="[^"]*--{re.escape(fid)}"></a>{re.escape(fid)} \| [^|]* \| \d+ \| (.*?) \| \[',
+                page,
+                re.M,
+            )
+            assert row and row.group(1) == first.replace("|", "\\|"), f"{backend} {fid}"
     for target in re.findall(r"\]\(\.\./([^)#]+)", page):
         assert (REPO / target).exists(), target

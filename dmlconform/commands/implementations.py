@@ -154,8 +154,10 @@ def _findings_of(results) -> dict:
     if path is None:
         return {}
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return {
-        str(f["id"]): FindingInfo(str(f.get("reason", "")), f.get("explained"), f.get("reproducer"))
-        for f in data.get("findings", [])
-        if isinstance(f, dict) and "id" in f
-    }
+    found: dict[str, FindingInfo] = {}
+    for f in data.get("findings", []):
+        if isinstance(f, dict) and "id" in f:  # a finding's first entry states it; the others extend it
+            found.setdefault(
+                str(f["id"]), FindingInfo(str(f.get("reason", "")), f.get("explained"), f.get("reproducer"))
+            )
+    return found

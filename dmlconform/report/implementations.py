@@ -183,7 +183,7 @@ def render_markdown(
         for fid, n in sorted(hit.items()):
             info = findings.get(c.label, {}).get(fid, FindingInfo("(not in the backend's findings file)"))
             anchor = f'<a id="{_anchor(c.results.backend_name, fid)}"></a>'
-            reason = " ".join(info.reason.split())
+            reason = " ".join(info.reason.split()).replace("|", "\\|")  # a |x| must not end the cell
             out.append(
                 f"| {anchor}{fid} | {c.label} | {n} | {reason} | {_link(info.explained, 'explained', base)} "
                 f"| {_link(info.reproducer, 'reproducer', base)} |"
