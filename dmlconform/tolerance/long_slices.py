@@ -36,8 +36,15 @@ import numpy as np
 from dmlconform.native import njit, types
 from dmlconform.reference import compiled as rk
 from dmlconform.reference.compiled import LANES, _lane_total, run_chunks
+from dmlconform.tolerance.distinct_compiled import (
+    BUCKET_BITS,
+    DIRECT_BITS,
+    bucket_distinct,
+    few_values,
+    keys_outside,
+)
 from dmlconform.tolerance.exact_compiled import NO_LOW, exact_from_sums, lowest_bit, sums_on_lattice
-from dmlconform.tolerance.judge_compiled import BUCKET_BITS, DIRECT_BITS, _count_buckets, _spread_and_keys
+from dmlconform.tolerance.judge_compiled import _spread_and_keys
 
 PART = 1 << 18
 """Elements of a slice per part: the unit of parallel work and of the spread's partial sums."""
@@ -214,7 +221,7 @@ def bucket_scatter(keys, n, p0, p1, lo, span, shift, fill, out):  # type: ignore
 def count_buckets(keys, starts, b0, b1, lo, bitmap, count_o, at):  # type: ignore[no-untyped-def]
     """``count_o[at]``: the distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:
     starts[b + 1]]``), counted on ``bitmap`` (2^BUCKET_BITS bits, clear; left clear)."""
-    count_o[at] = _count_buckets(keys, starts, b0, b1, lo, bitmap)
+    count_o[at] = bucket_distinct(keys, starts, b0, b1, lo, bitmap)
 
 
 def _parts(n: int) -> int:
@@ -284,14 +291,31 @@ def _exact(
     return bool(exact_from_sums(int(low.min()), abs_sum, total, squares, n, limit))
 
 
+def _few_distinct(keys: np.ndarray, lo: int, hi: int) -> int:
+    """:func:`judge_compiled.few_distinct` of the keys in [lo, hi], its check on every thread."""
+    count, values = few_values(keys, 0, keys.size, lo, hi)
+    if count < 0:
+        return -1
+    bounds = np.linspace(0, keys.size, max(rk.THREADS, 1) + 1).astype(np.int64)
+    misses = np.zeros(bounds.size - 1, np.int64)
+
+    def call(r0: int, r1: int) -> None:
+        for r in range(r0, r1):
+            misses[r] = keys_outside(keys, int(bounds[r]), int(bounds[r + 1]), lo, hi, values)
+
+    run_chunks(misses.size, keys.size, call)
+    return -1 if misses.any() else int(count)
+
+
 def long_slice_statistics(
     rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, k: int, mean: float, var: float,
-    limit: float,
+    limit: float, count_exact: bool = True,
 ) -> tuple[float, float, bool]:  # fmt: skip
     """Slice ``k``'s spread of the squared deviations, its number of distinct values (NaN
     and inf each count as distinct, -0 == +0) and whether its sums in a precision whose exact
     integers reach ``limit`` are exact in any order, given its mean and variance: the same
-    figures as the one-thread kernel (:func:`dmlconform.tolerance.judge_compiled.slice_statistics`)."""
+    figures as the one-thread kernel (:func:`dmlconform.tolerance.judge_compiled.slice_statistics`),
+    the count NaN where the slice is exact and not ``count_exact``."""
     flat, sk, sm, (_, m_len, l_len) = rows
     n = m_len * l_len
     parts = _parts(n)
@@ -311,13 +335,17 @@ def long_slice_statistics(
     sqstd = math.sqrt(float(np.sum(spread)) / n)
     finite_lo, finite_hi, n_nonfinite = int(lo.min()), int(hi.max()), int(nonfinite.sum())
     exact = _exact(rows, k, sums, limit)
+    if exact and not count_exact:
+        return sqstd, math.nan, exact
     if n_nonfinite == n:
         return sqstd, float(n_nonfinite), exact
     span = finite_hi - finite_lo + 1
     if span <= (1 << DIRECT_BITS):
         distinct = _distinct_direct(keys, finite_lo, span)
     else:
-        distinct = _distinct_bucketed(keys, n, finite_lo, span)
+        distinct = _few_distinct(keys, finite_lo, finite_hi)
+        if distinct < 0:
+            distinct = _distinct_bucketed(keys, n, finite_lo, span)
     return sqstd, float(distinct + n_nonfinite), exact
 
 
@@ -328,11 +356,11 @@ def is_long(shape: tuple[int, int, int]) -> bool:
 
 def fill_long_slices(
     rows: tuple[np.ndarray, int, int, tuple[int, int, int]], half: bool, limit: float, mean: np.ndarray,
-    var: np.ndarray, sqstd: np.ndarray, distinct: np.ndarray, exact: np.ndarray,
+    var: np.ndarray, sqstd: np.ndarray, distinct: np.ndarray, exact: np.ndarray, count_exact: bool = True,
 ) -> None:  # fmt: skip
     """Every slice's spread, distinct count and exactness into ``sqstd``, ``distinct`` and
-    ``exact`` (1 or 0), from their means and variances."""
+    ``exact`` (1 or 0), from their means and variances (:func:`long_slice_statistics`)."""
     for k in range(rows[3][0]):
         sqstd[k], distinct[k], exact[k] = long_slice_statistics(
-            rows, half, k, float(mean[k]), float(var[k]), limit
+            rows, half, k, float(mean[k]), float(var[k]), limit, count_exact
         )

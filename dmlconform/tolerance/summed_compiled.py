@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from dmlconform.native import njit
+from dmlconform.tolerance.judge_items import work_items
 
 #: the lowest-bit exponent of a slice with no non-zero value
 NONE = 1 << 20
@@ -55,7 +56,6 @@ def parts(rows, bits, item_k, item_p0, item_p1, low_o, abs_o, finite_o):  # type
 def summed_exactly(rows: np.ndarray, u: float) -> np.ndarray:
     """:func:`dmlconform.tolerance.exact.summed_exactly` of float32 ``rows`` (K, n)."""
     from dmlconform.reference.compiled import run_chunks
-    from dmlconform.tolerance.judge import work_items
 
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     k_len, n = rows.shape

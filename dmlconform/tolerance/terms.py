@@ -17,6 +17,7 @@ from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import evaluate
 from dmlconform.specification.slices import to_slices
 from dmlconform.specification.spec import Spec, resolve_branch_points
+from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.options import MODEL_ALIASES, TEXT_COEFFICIENTS, ToleranceOptions
 
 UNIT_ROUNDOFF = {"FLOAT32": 2.0**-24, "FLOAT16": 2.0**-11, "FLOAT64": 2.0**-53}
@@ -508,8 +509,6 @@ class SummandStatistics:
 def summand_statistics(plan: Any, terms: np.ndarray) -> SummandStatistics:
     """:class:`SummandStatistics` of ``terms`` (float32: what a float32 kernel adds) over the
     plan's axes, keepdims."""
-    from dmlconform.tolerance.exact import summed_exactly
-
     t = np.asarray(terms, dtype=np.float64)
     mean = t.mean(axis=plan.axes, keepdims=True)
     std = np.sqrt(((t - mean) ** 2).mean(axis=plan.axes, keepdims=True))
