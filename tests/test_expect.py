@@ -3,11 +3,13 @@ the outcome a covered case settles to, and the accuracy classes summed from reco
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from helpers import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -403,13 +405,29 @@ def test_case_id_format_still_works_and_names_its_finding(tmp_path: Path) -> Non
 
 
 def test_shipped_findings_files_load_against_the_spec() -> None:
-    for backend in ("directml", "torch", "onnxruntime"):
+    for backend in ("directml", "torch", "onnxruntime", "openvino", "jax"):
         path = known_findings_file(backend)
         assert path is not None and path.parent.name == "known_findings"
         found = load_expectations(path, SPEC)
         assert found and all(b.reason and b.finding for b in found)
     assert known_findings_file("numpy") is None
     assert known_findings_file("../etc/passwd") is None
+
+
+def test_every_shipped_finding_names_its_explanation_and_reproducer() -> None:
+    """The issue's rule: a finding comes with its mechanism explained (a page and an anchor that
+    exist) and a reproducer directory under cases/ that runs without the suite (experiment.py) or
+    replays (case.json)."""
+    repo = Path(__file__).resolve().parents[1]
+    for path in sorted((repo / "dmlconform" / "known_findings").glob("*.yaml")):
+        for finding in yaml.safe_load(path.read_text())["findings"]:
+            where = f"{path.name} {finding['id']}"
+            page, _, anchor = finding.get("explained", "").partition("#")
+            assert page and (repo / page).is_file(), where
+            assert anchor and re.search(rf'id="{re.escape(anchor)}"', (repo / page).read_text()), where
+            case = repo / finding.get("reproducer", "-")
+            assert case.parent.parent == repo / "cases", where
+            assert (case / "experiment.py").is_file() or (case / "case.json").is_file(), where
 
 
 def test_accuracy_class_is_the_weakest_of_an_operator_x_data_type() -> None:

@@ -27,7 +27,7 @@ from dmlconform.generation import data
 from dmlconform.generation import strategies as dst
 from dmlconform.kernels.base import kernel_named
 from dmlconform.specification.structure_builder import model_for, operators_and_levels
-from dmlconform.tolerance import judge
+from dmlconform.tolerance import judge, work_items
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
 SPEC = dc.load_spec()
@@ -347,7 +347,12 @@ def test_given_statistics_that_vary_along_different_axes_give_the_models_figures
 
 def test_work_items_cover_every_element_once():
     for k_len, n in ((1, 2**20 + 1), (3, 2**16), (64, 1000), (2, 5)):
-        item_k, p0, p1 = judge.work_items(k_len, n)
+        item_k, p0, p1 = work_items.work_items(k_len, n)
+        some = work_items.items_of(np.arange(1, k_len, 2), n)  # the on-grid pass's: some slices
+        assert all(
+            np.array_equal(a[np.isin(item_k, some[0])], b)
+            for a, b in zip((item_k, p0, p1), some, strict=True)
+        )
         for k in range(k_len):
             mine = np.flatnonzero(item_k == k)
             assert p0[mine[0]] == 0 and p1[mine[-1]] == n

@@ -613,7 +613,7 @@ def test_the_backend_fails_each_bug_findings_reproducer_case(finding):
     [
         ("OV4", {"model": "default", "ulp_scale": 64}),
         ("OV5", {"model": "default", "pointwise_precision": "FLOAT16"}),
-        ("OV7", {"model": "lenient"}),
+        ("OV7", {"model": "sequential"}),
     ],
 )
 def test_bounded_findings_fail_the_default_model_and_meet_their_bound(finding, bound):

@@ -28,9 +28,7 @@ from dmlconform.native import njit, types
 from dmlconform.reference import _factor
 from dmlconform.reference.compiled import LANES, _lane_total, run_chunks
 from dmlconform.tolerance.float_bits import binade64, inverse_binade64, spacing
-
-ITEM = 1 << 16
-"""Elements of a slice per work item (any cut gives the same verdict: the sums are exact)."""
+from dmlconform.tolerance.work_items import ITEM, items_of
 
 F16_OVERFLOW = 65520.0
 """The magnitude from which a float64 rounds to float16's inf (65504 and half its top spacing)."""
@@ -160,14 +158,6 @@ def item_on_grid(  # type: ignore[no-untyped-def]
                 break
 
 
-def _items(slices: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(slice, first, end) of the work items of ``slices``: each cut into runs of about
-    :data:`ITEM` elements."""
-    parts = max(1, n // ITEM)
-    bounds = np.asarray([n * i // parts for i in range(parts + 1)], np.int64)
-    return np.repeat(slices, parts), np.tile(bounds[:-1], slices.size), np.tile(bounds[1:], slices.size)
-
-
 def _per_slice_sums(
     rows: tuple[np.ndarray, int, int, tuple[int, int, int]], items: tuple[np.ndarray, ...], centre: np.ndarray,
     power: int,
@@ -195,7 +185,7 @@ def grid_slices(
         return None
     flat, sk, sm, (k_len, m_len, l_len) = rows
     n = m_len * l_len
-    items = _items(np.flatnonzero(exact).astype(np.int64), n)
+    items = items_of(np.flatnonzero(exact).astype(np.int64), n)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = _per_slice_sums(rows, items, np.zeros(k_len), 1) / n
         sd = np.sqrt(_per_slice_sums(rows, items, mean, 2) / n + plan.epsilon)

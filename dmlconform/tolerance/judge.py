@@ -42,10 +42,10 @@ from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
-from dmlconform.tolerance.judge_items import logical_index, merge_items, work_items, worst_of
 from dmlconform.tolerance.normalization import ceiling_deltas, exact_replaces_growth
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import UNIT_ROUNDOFF, SummandStatistics, summed_growth
+from dmlconform.tolerance.work_items import logical_index, merge_items, work_items, worst_of
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from dmlconform.native import njit
-from dmlconform.tolerance.judge_items import work_items
+from dmlconform.tolerance.work_items import work_items
 
 #: the lowest-bit exponent of a slice with no non-zero value
 NONE = 1 << 20

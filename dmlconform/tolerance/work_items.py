@@ -1,17 +1,36 @@
-"""How the compiled judge's element pass cuts slices into work items and merges their figures.
+"""How the compiled judge cuts slices into work items for its threads.
 
-Why items: a slice of 2^24 elements in one slice must still use every thread, so each slice is
-cut into runs of about :data:`ITEM` elements; the cut depends on the sizes only, never on the
-thread count, so the figures (whose sums are added in item order) are the same bits on every
-machine. Kept apart from :mod:`dmlconform.tolerance.judge`, whose models' terms it serves; it
-imports the kernels' module (numba) where it is called, as the judge does.
-"""
+One cut for every compiled pass (the element pass, the summands' exactness, the on-grid slices),
+so that their sums are taken in the same order. The cut depends on the sizes only, never on the
+thread count: an item's sums are added to the others in item order, and that order is the last
+bits of the aggregate fit's and the gradients' sums, which must be the same on every machine.
+And how the element pass's per-item figures merge into one row per slice and name the worst
+element (the figures' columns are the kernels' module's, imported where they are read, as the
+judge imports it: numba loads only for the cases it takes)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+ITEM = 1 << 16
+"""Elements of a slice per work item: a slice of 2^k elements is cut into 2^(k - 16) items."""
+
+
+def items_of(slices: np.ndarray, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slice, first, end) of each work item of ``slices`` (slice indices, each of ``n_slice``
+    elements): each cut into equal runs of about :data:`ITEM` elements (whole if shorter), so
+    that a reduction of 2^24 elements in one slice still uses every thread."""
+    parts = max(1, n_slice // ITEM)
+    bounds = np.asarray([n_slice * i // parts for i in range(parts + 1)], np.int64)
+    slices = np.asarray(slices, np.int64)
+    return np.repeat(slices, parts), np.tile(bounds[:-1], slices.size), np.tile(bounds[1:], slices.size)
+
+
+def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`items_of` every slice of ``k_len``."""
+    return items_of(np.arange(k_len, dtype=np.int64), n_slice)
 
 
 def logical_index(
@@ -30,24 +49,6 @@ def logical_index(
     for axis, v in zip(plan.axes, np.unravel_index(pos, red_shape) if red_shape else (), strict=False):
         index[axis] = v
     return np.ravel_multi_index(tuple(index), plan.shape)
-
-
-ITEM = 1 << 16
-"""Elements of a slice per work item: a slice of 2^k elements is cut into 2^(k - 16) items."""
-
-
-def work_items(k_len: int, n_slice: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(slice, first, end) of each work item: each slice cut into equal runs of about
-    :data:`ITEM` elements (whole if shorter), so that a reduction of 2^24 elements in one slice
-    still uses every thread. The cut depends on the sizes only, never on the thread count: an
-    item's sums are added to the others in item order, and that order is the last bits of the
-    aggregate fit's and the gradients' sums, which must be the same on every machine."""
-    parts = max(1, n_slice // ITEM)
-    bounds = [n_slice * i // parts for i in range(parts + 1)]
-    item_k = np.repeat(np.arange(k_len, dtype=np.int64), parts)
-    item_p0 = np.tile(np.asarray(bounds[:-1], np.int64), k_len)
-    item_p1 = np.tile(np.asarray(bounds[1:], np.int64), k_len)
-    return item_k, item_p0, item_p1
 
 
 def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
