@@ -141,16 +141,16 @@ def count_distinct(keys, nk, lo, hi, tmp, bitmap):  # type: ignore[no-untyped-de
         b = (np.int64(keys[i]) - np.int64(lo)) >> BUCKET_BITS
         tmp[fill[b]] = keys[i]
         fill[b] += 1
-    return bucket_distinct(tmp, starts, 0, n_buckets, lo, bitmap)
+    return bucket_distinct(tmp, starts, 0, n_buckets, lo, BUCKET_BITS, bitmap)
 
 
 @njit(cache=True)
-def bucket_distinct(keys, starts, b0, b1, lo, bitmap):  # type: ignore[no-untyped-def]
+def bucket_distinct(keys, starts, b0, b1, lo, bits, bitmap):  # type: ignore[no-untyped-def]
     """The distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:starts[b + 1]]``, its
-    keys within 2^BUCKET_BITS values of each other), counted on the first 2^BUCKET_BITS bits of
+    keys within 2^``bits`` values of each other), counted on the first 2^``bits`` bits of
     ``bitmap`` (clear; left clear)."""
-    mask = (np.int64(1) << BUCKET_BITS) - 1
-    words = np.int64(1) << (BUCKET_BITS - 6)
+    mask = (np.int64(1) << bits) - 1
+    words = np.int64(1) << (bits - 6)
     count = np.int64(0)
     for b in range(b0, b1):
         for i in range(starts[b], starts[b + 1]):

@@ -214,14 +214,15 @@ def bucket_scatter(keys, n, p0, p1, lo, span, shift, fill, out):  # type: ignore
 
 
 @njit(
-    types.void(_ro_u4, _ro_i8, types.int64, types.int64, types.int64, _u8, _i8, types.int64),
+    types.void(_ro_u4, _ro_i8, types.int64, types.int64, types.int64, types.int64, _u8, _i8, types.int64),
     cache=True,
     nogil=True,
 )
-def count_buckets(keys, starts, b0, b1, lo, bitmap, count_o, at):  # type: ignore[no-untyped-def]
+def count_buckets(keys, starts, b0, b1, lo, bits, bitmap, count_o, at):  # type: ignore[no-untyped-def]
     """``count_o[at]``: the distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:
-    starts[b + 1]]``), counted on ``bitmap`` (2^BUCKET_BITS bits, clear; left clear)."""
-    count_o[at] = bucket_distinct(keys, starts, b0, b1, lo, bitmap)
+    starts[b + 1]]``, keys within 2^``bits`` values), counted on ``bitmap`` (2^``bits`` bits,
+    clear; left clear)."""
+    count_o[at] = bucket_distinct(keys, starts, b0, b1, lo, bits, bitmap)
 
 
 def _parts(n: int) -> int:
@@ -268,7 +269,9 @@ def _distinct_bucketed(keys: np.ndarray, n: int, lo: int, span: int) -> int:
     def call(r0: int, r1: int) -> None:
         bitmap = np.zeros(1 << (BUCKET_BITS - 6), np.uint64)
         for r in range(r0, r1):
-            count_buckets(sorted_keys, starts, int(cuts[r]), int(cuts[r + 1]), lo, bitmap, counts, r)
+            count_buckets(
+                sorted_keys, starts, int(cuts[r]), int(cuts[r + 1]), lo, BUCKET_BITS, bitmap, counts, r
+            )
 
     run_chunks(runs, n, call)
     return int(counts.sum())
