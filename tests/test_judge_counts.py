@@ -198,3 +198,48 @@ def test_the_statistics_outputs_count_where_their_coefficients_read_the_repetiti
     assert got.keys() == want.keys() and len(want) == 2
     for member in want:
         assert got[member].tobytes() == want[member].tobytes()
+
+
+@st.composite
+def narrow_long_slice(draw: st.DrawFn) -> np.ndarray:
+    """A long slice of values spanning a narrow range of keys (the first pass's window marks
+    them), sometimes with NaN or inf (never marked), a few far outliers or a skew that leaves
+    keys outside the window around the mean (the keys are then written and counted apart)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = ls.LONG_SLICE + draw(st.integers(0, 5000))
+    centre = draw(st.sampled_from([1000.0, -3.0, 1.0e-30, 0.0]))
+    levels = draw(st.sampled_from([7, 1000, 1 << 16]))
+    x = (centre + rng.integers(0, levels, n) * draw(st.sampled_from([2.0**-20, 2.0**-12, 1.0]))).astype(
+        np.float32
+    )
+    change = draw(st.sampled_from(["none", "nan", "inf", "outliers", "skew", "all nan"]))
+    if change == "nan":
+        x[rng.integers(0, n, 7)] = np.nan
+    elif change == "inf":
+        x[rng.integers(0, n, 7)] = np.inf * np.sign(rng.standard_normal(7)).astype(np.float32)
+    elif change == "outliers":
+        x[rng.integers(0, n, 3)] = np.float32(1e20)
+    elif change == "skew":  # most values at one end: the mean's window misses the other end
+        x[: n - 100] = x[0]
+        x[n - 100 :] = np.nextafter(x[0], np.float32(np.inf)) * np.float32(1 + 2.0**-10)
+    elif change == "all nan":
+        x[:] = np.nan
+    return x
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=HEALTH)
+@given(narrow_long_slice(), st.sampled_from([1, 2]), st.booleans())
+def test_a_long_slices_count_is_numpys_in_and_out_of_its_window(
+    x: np.ndarray, threads: int, half: bool
+) -> None:
+    from dmlconform.reference import compiled as rk
+
+    if half:
+        with np.errstate(over="ignore"):
+            x = x.astype(np.float16).astype(np.float32)
+    rows = (x, x.size, x.size, (1, 1, x.size))
+    with pytest.MonkeyPatch.context() as mp, np.errstate(invalid="ignore", over="ignore"):
+        mp.setattr(rk, "THREADS", threads)
+        mean, var = float(np.mean(x, dtype=np.float64)), float(np.var(x, dtype=np.float64))
+        got = ls.long_slice_statistics(rows, half, 0, mean, var, LIMIT)[1]
+    assert got == numpy_distinct(x.astype(np.float16) if half else x)

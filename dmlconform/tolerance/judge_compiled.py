@@ -71,12 +71,10 @@ N_FIGURES = 17
 
 
 @njit(cache=True)
-def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
+def spread_row(row, mean, var, acc, sums):  # type: ignore[no-untyped-def]
     """Add a row's ((x - mean)^2 - var)^2 into the lanes ``acc`` (lane j % LANES: LLVM vectorizes
     the block loops) and its |x|, x and x^2 into the lanes of ``sums`` (3 LANES: the exactness
-    test's, :mod:`dmlconform.tolerance.exact_compiled`), write each value's ordinal key
-    (branch-free) to ``keys[base + j]``, and return the running smallest and largest finite key
-    and non-finite count."""
+    test's, :mod:`dmlconform.tolerance.exact_compiled`)."""
     length = row.size
     nb = length // LANES
     for blk in range(nb):
@@ -96,7 +94,14 @@ def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, 
         sums[j - nb * LANES] += abs(v)
         sums[LANES + j - nb * LANES] += v
         sums[2 * LANES + j - nb * LANES] += v * v
-    for j in range(length):
+
+
+@njit(cache=True)
+def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
+    """:func:`spread_row`, then each value's ordinal key (branch-free) into ``keys[base + j]``;
+    returns the running smallest and largest finite key and non-finite count."""
+    spread_row(row, mean, var, acc, sums)
+    for j in range(row.size):
         v = row[j]
         key = (ordinal16(row_bits[j]) if half else ordinal32(row_bits[j])) + 2147483648
         keys[np.uint64(base + j)] = np.uint32(key)
