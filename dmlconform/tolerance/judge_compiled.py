@@ -97,10 +97,9 @@ def spread_row(row, mean, var, acc, sums):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
-    """:func:`spread_row`, then each value's ordinal key (branch-free) into ``keys[base + j]``;
-    returns the running smallest and largest finite key and non-finite count."""
-    spread_row(row, mean, var, acc, sums)
+def keys_and_range(row, row_bits, half, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]
+    """Each value's ordinal key (branch-free) into ``keys[base + j]``; returns the running
+    smallest and largest finite key and non-finite count."""
     for j in range(row.size):
         v = row[j]
         key = (ordinal16(row_bits[j]) if half else ordinal32(row_bits[j])) + 2147483648
@@ -110,6 +109,13 @@ def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, 
         lo = min(lo, key) if finite else lo
         hi = max(hi, key) if finite else hi
     return lo, hi, nonfinite
+
+
+@njit(cache=True)
+def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
+    """:func:`spread_row`, then :func:`keys_and_range`."""
+    spread_row(row, mean, var, acc, sums)
+    return keys_and_range(row, row_bits, half, keys, base, lo, hi, nonfinite)
 
 
 def _sig(*kinds: str):  # type: ignore[no-untyped-def]

@@ -15,12 +15,12 @@ over the parts or the buckets on the thread pool:
    exactness test (:mod:`dmlconform.tolerance.exact_compiled`: the parts' sums added decide
    as the whole slice's; where they allow exactness, the parts' lowest set bits are read next);
    and each key within 2^:data:`WINDOW_BITS` values around the mean's marks a bitmap, one per
-   thread (a run of parts on one bitmap), the keys outside that window counted; a run whose
-   part had a key outside it writes the keys of its next parts out instead (data spanning a
-   wide range: marking would cost a pass for nothing);
+   thread (a run of parts on one bitmap), the keys outside that window counted; once a chunk of
+   CHUNK values holds a key outside it, the thread writes the keys of the rest of its run out
+   instead (data spanning a wide range: marking would cost a pass for nothing);
 2. the distinct count of the finite keys, where one is asked for: when no finite key fell
    outside the window (the common case: data whose values span a narrow range), the bitmaps
-   merged by OR and counted; otherwise the parts still marked write their keys out (non-finite
+   merged by OR and counted; otherwise the values marked write their keys out (non-finite
    keys lie outside the finite keys' range, so a range test leaves them out without a
    compaction) and keys spanning at most 2^DIRECT_BITS values mark one bitmap per thread, a
    few values are checked against themselves, and wider ones are partitioned by their high bits
@@ -56,7 +56,7 @@ from dmlconform.tolerance.distinct_compiled import (
 )
 from dmlconform.tolerance.exact_compiled import NO_LOW, exact_from_sums, lowest_bit, sums_on_lattice
 from dmlconform.tolerance.float_bits import ordinal16, ordinal32
-from dmlconform.tolerance.judge_compiled import _spread_and_keys, spread_row
+from dmlconform.tolerance.judge_compiled import _spread_and_keys, keys_and_range, spread_row
 
 PART = 1 << 18
 """Elements of a slice per part: the unit of parallel work and of the spread's partial sums."""
@@ -93,13 +93,16 @@ that vectorizes, then marked by a scalar one (one loop doing both ran at a third
 
 
 @njit(cache=True)
-def _spread_and_marks(row, row_bits, mean, var, half, acc, sums, base, bitmap, buf, range_and_counts):  # type: ignore[no-untyped-def]  # noqa: E501
+def _spread_and_marks(row, row_bits, mean, var, half, acc, sums, base, bitmap, buf, keys, pos, counts):  # type: ignore[no-untyped-def]  # noqa: E501
     """:func:`judge_compiled.spread_row`, then each finite value's key marked in ``bitmap`` (bit
-    key - base) where it lies in the window [base, base + 2^WINDOW_BITS); ``range_and_counts``:
-    the running smallest and largest finite key, non-finite count and count of finite keys
-    outside the window. ``buf``: CHUNK int64 of scratch."""
+    key - base) where it lies in the window [base, base + 2^WINDOW_BITS), chunk by chunk until
+    a chunk has a key outside it: from the next chunk on, the keys are written to
+    ``keys[pos + j]`` instead. ``counts``: the running smallest and largest finite key,
+    non-finite count and count of finite keys outside the window. Returns those and how many
+    values from the row's start were marked (their keys not written). ``buf``: CHUNK int64 of
+    scratch."""
     spread_row(row, mean, var, acc, sums)
-    lo, hi, nonfinite, outside = range_and_counts
+    lo, hi, nonfinite, outside = counts
     window = np.int64(1) << WINDOW_BITS
     for c0 in range(0, row.size, CHUNK):
         cnt = min(CHUNK, row.size - c0)
@@ -117,7 +120,13 @@ def _spread_and_marks(row, row_bits, mean, var, half, acc, sums, base, bitmap, b
             off = buf[j]
             if off >= 0:
                 bitmap[np.uint64(off >> 6)] |= np.uint64(1) << np.uint64(off & 63)
-    return lo, hi, nonfinite, outside
+        if outside > 0:  # the data span a wide range: the keys of the rest are written
+            end = c0 + cnt
+            lo, hi, nonfinite = keys_and_range(
+                row[end:], row_bits[end:], half, keys, pos + end, lo, hi, nonfinite
+            )
+            return (lo, hi, nonfinite, outside), end
+    return (lo, hi, nonfinite, outside), row.size
 
 
 @njit(
@@ -136,10 +145,11 @@ def part_statistics(
     ((x - mean)^2 - var)^2 (lane sums, combined by the reference's pairwise tree), the sums of
     |x|, x and x^2 (a row of ``sums_o``) and, in a row of ``counts_o``, the smallest and largest
     finite key, the number of non-finite values, of finite keys outside the window from ``base``
-    and whether the part's keys were written, per part. The keys inside the window are marked
-    in ``bitmap`` until a part has one outside it; from the next part on, each key is written
-    to ``keys`` at its slice position instead (data spanning a wide range, which the counting
-    sort then reads: marking there would cost a pass for nothing)."""
+    and the slice position up to which the part's values were marked (their keys not written),
+    per part. The keys inside the window are marked in ``bitmap`` until a chunk has one outside
+    it; from then on each key is written to ``keys`` at its slice position instead (data
+    spanning a wide range, which the counting sort then reads: marking there would cost a pass
+    for nothing)."""
     acc = np.zeros(LANES)
     sums = np.zeros(3 * LANES)
     buf = np.empty(CHUNK, np.int64)
@@ -150,29 +160,22 @@ def part_statistics(
         counts = (np.int64(0xFFFFFFFF), np.int64(0), np.int64(0), np.int64(0))
         e0 = p * PART
         e1 = min(e0 + PART, n)
+        marked_end = e0
         for m in range(e0 // l_len, (e1 - 1) // l_len + 1):
             j0 = max(e0 - m * l_len, 0)
             j1 = min(e1 - m * l_len, l_len)
             start = k * x_sk + m * x_sm + j0
             row, row_bits = x[start : start + j1 - j0], x_bits[start : start + j1 - j0]
+            pos = m * l_len + j0
             if marking:
-                counts = _spread_and_marks(
-                    row, row_bits, mean, var, half, acc, sums, base, bitmap, buf, counts
+                counts, marked = _spread_and_marks(
+                    row, row_bits, mean, var, half, acc, sums, base, bitmap, buf, keys, pos, counts
                 )
+                marked_end = pos + marked
+                marking = marked == row.size
             else:
                 lo, hi, nonfinite = _spread_and_keys(
-                    row,
-                    row_bits,
-                    mean,
-                    var,
-                    half,
-                    acc,
-                    sums,
-                    keys,
-                    m * l_len + j0,
-                    counts[0],
-                    counts[1],
-                    counts[2],
+                    row, row_bits, mean, var, half, acc, sums, keys, pos, counts[0], counts[1], counts[2]
                 )
                 counts = (lo, hi, nonfinite, counts[3])
         spread_o[p - p0] = _lane_total(acc)
@@ -180,29 +183,25 @@ def part_statistics(
             sums_o[p - p0, c] = _lane_total(sums[c * LANES : (c + 1) * LANES])
         for c in range(4):
             counts_o[p - p0, c] = counts[c]
-        counts_o[p - p0, 4] = 0 if marking else 1
-        marking = marking and counts[3] == 0
+        counts_o[p - p0, 4] = marked_end
 
 
 @njit(
-    types.void(_ro_i4, types.int64, types.int64, types.int64, types.int64, types.int64, types.boolean,
-               types.int64, types.int64, _u4),
+    types.void(_ro_f4, _ro_i4, types.int64, types.int64, types.int64, types.int64, types.boolean, types.int64,
+               types.int64, _u4),
     cache=True,
     nogil=True,
 )  # fmt: skip
-def part_keys(x_bits, x_sk, x_sm, k, n, l_len, half, p0, p1, keys):  # type: ignore[no-untyped-def]
-    """Each value's ordinal key of parts [p0, p1) of slice ``k`` into ``keys`` at its slice
-    position."""
-    for p in range(p0, p1):
-        e0 = p * PART
-        e1 = min(e0 + PART, n)
-        for m in range(e0 // l_len, (e1 - 1) // l_len + 1):
-            j0 = max(e0 - m * l_len, 0)
-            j1 = min(e1 - m * l_len, l_len)
-            start = k * x_sk + m * x_sm
-            for j in range(j0, j1):
-                bits = x_bits[start + j]
-                keys[m * l_len + j] = np.uint32((ordinal16(bits) if half else ordinal32(bits)) + 2147483648)
+def range_keys(x, x_bits, x_sk, x_sm, k, l_len, half, e0, e1, keys):  # type: ignore[no-untyped-def]
+    """The ordinal keys of elements [e0, e1) of slice ``k`` into ``keys`` at their slice
+    positions."""
+    for m in range(e0 // l_len, (e1 - 1) // l_len + 1):
+        j0 = max(e0 - m * l_len, 0)
+        j1 = min(e1 - m * l_len, l_len)
+        start = k * x_sk + m * x_sm
+        keys_and_range(
+            x[start + j0 : start + j1], x_bits[start + j0 : start + j1], half, keys, m * l_len + j0, 0, 0, 0
+        )
 
 
 @njit(types.void(_ro_i4, *(types.int64,) * 7, _i8), cache=True, nogil=True)
@@ -398,7 +397,7 @@ def long_slice_statistics(
     n = m_len * l_len
     parts = _parts(n)
     spread = np.empty(parts)
-    # smallest and largest finite key, non-finite, outside the window, keys written
+    # smallest and largest finite key, non-finite, outside the window, marked up to
     counts = np.empty((parts, 5), np.int64)
     sums = np.empty((parts, 3))
     bits = flat.view(np.int32)
@@ -429,13 +428,14 @@ def long_slice_statistics(
         return sqstd, float(n_nonfinite), exact
     if not counts[:, 3].any():  # every finite key marked
         return sqstd, float(count_marked(bitmaps, bitmaps.shape[1]) + n_nonfinite), exact
-    marked = np.flatnonzero(counts[:, 4] == 0)  # the parts whose keys are still to write
+    starts = np.arange(parts, dtype=np.int64) * PART
+    marked = np.flatnonzero(counts[:, 4] > starts)  # parts whose first values' keys are still to write
 
     def write(i0: int, i1: int) -> None:
         for p in marked[i0:i1]:
-            part_keys(bits, sk, sm, k, n, l_len, half, int(p), int(p) + 1, keys)
+            range_keys(flat, bits, sk, sm, k, l_len, half, int(starts[p]), int(counts[p, 4]), keys)
 
-    run_chunks(marked.size, marked.size * PART, write)
+    run_chunks(marked.size, int((counts[marked, 4] - starts[marked]).sum()), write)
     span = finite_hi - finite_lo + 1
     if span <= (1 << DIRECT_BITS):
         distinct = _distinct_direct(keys, finite_lo, span)
