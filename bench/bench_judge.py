@@ -290,14 +290,23 @@ def case(name: str, n: int, spec: Any, regime: str, parts: bool = False) -> dict
 
 def judge_parts(desc: dc.OperatorDesc, inputs: dict[str, Any], spec: Any) -> dict[str, Callable[[], object]]:
     """Two steps of the centred model's judge: the statistics pass (moments, spread, distinct
-    count, exactness) and the on-grid slices (nothing where no slice is exact)."""
+    count, exactness; the exact slices uncounted where the default model reads no repetition
+    there, as the judge leaves them) and the on-grid slices (nothing where no slice is exact)."""
     from dmlconform.tolerance.grid_compiled import grid_slices
+    from dmlconform.tolerance.normalization import exact_replaces_growth
 
     plan = dc.plan(desc, spec)
     x = inputs[plan.input]
-    ss, rows, perm = judge.slice_statistics(plan, x)
+    co = tolerance.coefficients(
+        spec.operator(desc.operator).tolerance,
+        desc.get(plan.output, spec).data_type,
+        plan.activation,
+        NO_OPTIONS,
+    )
+    count_exact = not exact_replaces_growth(co, tolerance.UNIT_ROUNDOFF[co.working_precision])
+    ss, rows, perm = judge.slice_statistics(plan, x, count_exact=count_exact)
     return {
-        "statistics": lambda: judge.slice_statistics(plan, x),
+        "statistics": lambda: judge.slice_statistics(plan, x, count_exact=count_exact),
         "on-grid": lambda: grid_slices(plan, inputs, ss.exact, rows, perm, np.dtype(np.float32)),
     }
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dmlconform.reference import compiled as rk
+from dmlconform.tolerance import distinct_compiled as dk
 from dmlconform.tolerance import judge_compiled as jk
 from dmlconform.tolerance import long_slices as ls
 
@@ -56,7 +57,7 @@ def slices(kind: str) -> np.ndarray:
     if kind == "half":  # FLOAT16 values, their own ordinals
         return rng.standard_normal(N).astype(np.float16).astype(np.float32)
     if kind == "sparse-aligned":  # 1000 sparse buckets, each key at the same place in its bucket
-        bits = 0x00800000 + (np.arange(N) % 1000).astype(np.int64) * (1 << jk.BUCKET_BITS)
+        bits = 0x00800000 + (np.arange(N) % 1000).astype(np.int64) * (1 << dk.BUCKET_BITS)
         return bits.astype(np.int32).view(np.float32)
     raise AssertionError(kind)
 
@@ -116,5 +117,5 @@ def test_the_one_thread_kernel_counts_dense_and_sparse_buckets(kind: str) -> Non
     here fall on the same bits): the count still equals numpy's."""
     x = slices(kind)[: ls.LONG_SLICE - 1]
     out = [np.empty(1) for _ in range(5)]
-    jk.slice_statistics(x, x.view(np.int32), x.size, x.size, 0, 1, 1, x.size, False, False, LIMIT, *out)
+    jk.slice_statistics(x, x.view(np.int32), x.size, x.size, 0, 1, 1, x.size, False, False, LIMIT, True, *out)
     assert out[3][0] == numpy_distinct(x)

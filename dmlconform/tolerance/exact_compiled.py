@@ -169,7 +169,7 @@ def exact_from_sums(low, abs_sum, total, squares, n, limit):  # type: ignore[no-
 def exact_slice(x_bits, k, x_sk, x_sm, m_len, l_len, sums, limit):  # type: ignore[no-untyped-def]
     """Whether slice ``k`` of (K, M, L) rows (element (m, j) at ``k x_sk + m x_sm + j``; its
     values' bits ``x_bits``) is summed exactly, from its sums of |x|, x and x^2 in the lanes of
-    ``sums`` (3 LANES, destroyed: :func:`dmlconform.tolerance.judge_compiled._spread_and_keys`)
+    ``sums`` (3 LANES, destroyed: :func:`dmlconform.tolerance.judge_compiled.spread_row`)
     and, where these allow it, its values' lowest set bit (a second read)."""
     abs_sum = _lane_total(sums[:LANES])
     total = _lane_total(sums[LANES : 2 * LANES])

@@ -42,10 +42,10 @@ from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
-from dmlconform.tolerance.normalization import ceiling_deltas
+from dmlconform.tolerance.normalization import ceiling_deltas, exact_replaces_growth
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import UNIT_ROUNDOFF, SummandStatistics, summed_growth
-from dmlconform.tolerance.work_items import work_items
+from dmlconform.tolerance.work_items import logical_index, merge_items, work_items, worst_of
 
 KERNEL_MIN_ELEMENTS = MIRROR_MAX_ELEMENTS + 1
 """Cases whose main input has fewer elements are judged by the numpy model: the kernels'
@@ -57,20 +57,41 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 @dataclass(frozen=True)
 class ModelTerms:
     """What the compiled pass leaves for the numpy model: the plan, the slices' statistics and
-    their errors (in the kernel's slice order) and the working precision's unit roundoff."""
+    their errors (in the kernel's slice order) and the working precision's unit roundoff.
+    ``recount``: the statistics with every slice's repetition, where ``ss`` left the exact
+    slices' uncounted (``slice_statistics(count_exact=False)``)."""
 
     plan: KernelPlan
     ss: Any  # tolerance.SliceStatistics
     st: Any  # tolerance.StatisticsErrors
     u: float
+    recount: Callable[[], Any] | None = None
 
     def output_budgets(
         self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, tolerance: ToleranceOptions
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """The statistics outputs' budgets and coefficients (the numpy model's own function)."""
-        return tl.statistics_output_budgets(
-            desc, self.plan, self.ss, self.st, reference, spec, tolerance, self.u
-        )
+        """The statistics outputs' budgets and coefficients (the numpy model's own function),
+        from statistics with every repetition counted where an output's coefficients read
+        them on exact slices (a data type the main output's model does not hold exact)."""
+        ss = self.ss
+        if self.recount is not None and not all(
+            exact_replaces_growth(co, self.u)
+            for co in self._output_coefficients(desc, reference, spec, tolerance)
+        ):
+            ss = self.recount()
+        return tl.statistics_output_budgets(desc, self.plan, ss, self.st, reference, spec, tolerance, self.u)
+
+    def _output_coefficients(
+        self, desc: OperatorDesc, reference: dict[str, Any], spec: Spec, tolerance: ToleranceOptions
+    ) -> list[Any]:
+        """The coefficients of the statistics outputs the reference holds."""
+        tol = spec.operator(desc.operator).tolerance
+        names = (self.plan.mean_output, self.plan.variance_output)
+        return [
+            tl.coefficients(tol, desc.get(name, spec).data_type, None, tolerance)
+            for name in names
+            if name and name in reference
+        ]
 
 
 Rows = tuple[np.ndarray, int, int, tuple[int, int, int]]
@@ -113,13 +134,20 @@ def input_rows(slicing: Any, x: Any) -> tuple[Rows, tuple[int, ...], bool]:
 
 
 def slice_statistics(
-    plan: KernelPlan, x: np.ndarray, moments_only: bool = False, exactness: bool = True
+    plan: KernelPlan,
+    x: np.ndarray,
+    moments_only: bool = False,
+    exactness: bool = True,
+    count_exact: bool = True,
 ) -> tuple[Any, tuple, tuple[int, ...]]:
     """The numpy model's :class:`~dmlconform.tolerance.SliceStatistics` as (K,) arrays in the
     kernel's slice order, computed by the compiled statistics kernel; the input's rows
     (flat, sk, sm, (K, M, L)) and the axis order of the slice order. ``moments_only``: the mean
     and variance only (the spread and the repetition NaN); ``exactness``: whether to test which
-    slices sum exactly (the centred model's; None without)."""
+    slices sum exactly (the centred model's; None without); ``count_exact``: whether to count
+    the distinct values of those slices too (else their repetition is NaN: a model that holds
+    them to their division reads none, :func:`~dmlconform.tolerance.normalization.exact_replaces_growth`,
+    and the count is most of the pass on data whose values span a wide range)."""
     from dmlconform.reference.compiled import run_chunks
     from dmlconform.tolerance import judge_compiled as jk
     from dmlconform.tolerance import long_slices
@@ -132,16 +160,17 @@ def slice_statistics(
     bits = flat.view(np.int32)
     # long slices: their moments here, the rest part by part on every thread
     by_parts = not moments_only and long_slices.is_long(shape)
+    count_exact = count_exact or not exactness  # without the exact slices, every count is read
 
     def call(k0: int, k1: int) -> None:
         jk.slice_statistics(
-            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only or by_parts, limit,
+            flat, bits, sk, sm, k0, k1, m_len, l_len, half, moments_only or by_parts, limit, count_exact,
             mean[k0:k1], var[k0:k1], sqstd[k0:k1], distinct[k0:k1], exact[k0:k1],
         )  # fmt: skip
 
     run_chunks(k_len, x.size, call)  # numba is loaded by now (judge_compiled)
     if by_parts:
-        long_slices.fill_long_slices(rows, half, limit, mean, var, sqstd, distinct, exact)
+        long_slices.fill_long_slices(rows, half, limit, mean, var, sqstd, distinct, exact, count_exact)
     n = m_len * l_len
     exact = None if moments_only or not exactness else exact > 0.0
     return SliceStatistics(mean, var, sqstd, n / np.maximum(distinct, 1.0), exact), rows, perm
@@ -247,7 +276,9 @@ def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) 
     statistics: the numpy model's own functions on (K,) arrays."""
     from dmlconform.tolerance.grid_compiled import grid_slices
 
-    ss, rows, perm = slice_statistics(plan, inputs[plan.input])
+    x = inputs[plan.input]
+    count_exact = not exact_replaces_growth(co, u)
+    ss, rows, perm = slice_statistics(plan, x, count_exact=count_exact)
     st = tl.statistics_errors(plan, ss, co, u)
     var = ss.var
     ceiling = None
@@ -262,7 +293,8 @@ def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) 
         own_scale = tl.own_divisor_error(plan, ss, st, co, u)
     return SliceTerms(
         plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
-        st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling, model=ModelTerms(plan, ss, st, u),
+        st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling,
+        model=ModelTerms(plan, ss, st, u, None if count_exact else lambda: slice_statistics(plan, x)[0]),
         aggregate=(shift, own_scale, grid_slices(plan, inputs, ss.exact, rows, perm, _output_dtype(co))),
     )  # fmt: skip
 
@@ -451,56 +483,6 @@ def _cancellation(plan: KernelPlan, spec: Spec) -> tuple[np.ndarray, np.ndarray]
     return postfix(act.cancellation, "x", dict(plan.activation_params))
 
 
-def _logical_index(
-    k: np.ndarray,
-    pos: np.ndarray,
-    plan: KernelPlan,
-    n_kept_shape: tuple[int, ...],
-    red_shape: tuple[int, ...],
-) -> np.ndarray:
-    """The C-order flat index in the logical array of element ``pos`` of slice ``k``."""
-    index = [np.zeros_like(k) for _ in plan.shape]
-    for axis, v in zip(
-        plan.kept_axes, np.unravel_index(k, n_kept_shape) if n_kept_shape else (), strict=False
-    ):
-        index[axis] = v
-    for axis, v in zip(plan.axes, np.unravel_index(pos, red_shape) if red_shape else (), strict=False):
-        index[axis] = v
-    return np.ravel_multi_index(tuple(index), plan.shape)
-
-
-def merge_items(fig: np.ndarray, item_k: np.ndarray, k_len: int) -> np.ndarray:
-    """One figures row per slice from its work items' rows (in element order): sums add,
-    maxima take the max, the worst element is the first item's holding the largest ratio."""
-    from dmlconform.tolerance import judge_compiled as jk
-
-    if item_k.size == k_len:
-        return fig
-    parts = item_k.size // k_len
-    rows = fig.reshape(k_len, parts, jk.N_FIGURES)
-    out = rows.sum(axis=1)
-    for col in (jk.F_ULP, jk.F_ABS):
-        out[:, col] = rows[:, :, col].max(axis=1)
-    first = np.argmax(rows[:, :, jk.F_RATIO], axis=1)
-    for col in (jk.F_RATIO, jk.F_POS, jk.F_GOT, jk.F_REF, jk.F_BUDGET):
-        out[:, col] = rows[np.arange(k_len), first, col]
-    return out
-
-
-def worst_of(fig: np.ndarray, plan: KernelPlan) -> tuple[int, tuple[int, ...]]:
-    """(slice, logical index) of the worst element: the largest ratio, the first in C order
-    among equal ones (as np.argmax over the whole tensor)."""
-    from dmlconform.tolerance import judge_compiled as jk
-
-    kept_shape = tuple(plan.shape[i] for i in plan.kept_axes)
-    red_shape = tuple(plan.shape[i] for i in plan.axes)
-    top = fig[:, jk.F_RATIO].max()
-    ks = np.flatnonzero(fig[:, jk.F_RATIO] == top)
-    flat = _logical_index(ks, fig[ks, jk.F_POS].astype(np.int64), plan, kept_shape, red_shape)
-    best = int(np.argmin(flat))
-    return int(ks[best]), tuple(int(i) for i in np.unravel_index(int(flat[best]), plan.shape))
-
-
 @dataclass
 class _ElementPass:
     """The element pass's results: per-item figures, the budgets it stored (slice order), and
@@ -679,7 +661,7 @@ def sample_budgets(
     slicing = p.terms.slicing
     kept_shape = tuple(slicing.shape[i] for i in slicing.kept_axes)
     red_shape = tuple(slicing.shape[i] for i in slicing.axes)
-    at = _logical_index(ks, pos, slicing, kept_shape, red_shape)
+    at = logical_index(ks, pos, slicing, kept_shape, red_shape)
     return at, p.store[ks * p.n_slice + pos], p.terms
 
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from dmlconform.native import njit, types
 from dmlconform.reference.compiled import LANES, SHIFT_LIMIT, _centered_stats, _lane_total, activate
+from dmlconform.tolerance.distinct_compiled import DIRECT_BITS, SMALL_SORT, count_distinct
 from dmlconform.tolerance.exact_compiled import exact_slice
 from dmlconform.tolerance.float_bits import (
     F16_EDGE,
@@ -65,93 +66,15 @@ F_RATIO, F_POS, F_ULP, F_ABS, F_FAIL, F_GOT, F_REF, F_BUDGET = range(8)
 F_AA, F_BB, F_CC, F_DD, F_EE, F_COUNT, F_D2, F_RB2, F_ROUND2 = range(8, 17)
 N_FIGURES = 17
 
-SMALL_SORT = 1024  # slices with at most this many finite keys are sorted, not bucketed
-BUCKET_BITS = 21  # one bucket's keys span 2^21 values: a 256 KiB bitmap, in cache
-DIRECT_BITS = 22  # a slice whose keys span at most 2^22 values uses one bitmap directly
-
-
 # ---------------------------------------------------------------------------------------------
 # Statistics
 
 
 @njit(cache=True)
-def _mark(bitmap, w, bit):  # type: ignore[no-untyped-def]
-    """Set ``bit`` of word ``w``; 1 if it was clear. No branch: which keys are new is data
-    (random for most data), and a mispredicted branch per key cost most of the count."""
-    old = bitmap[np.uint64(w)]
-    bitmap[np.uint64(w)] = old | bit
-    return np.int64((old & bit) == 0)
-
-
-@njit(cache=True)
-def _count_distinct(keys, nk, lo, hi, tmp, bitmap):  # type: ignore[no-untyped-def]
-    """How many distinct values ``keys[:nk]`` (uint32, in [lo, hi]) holds; destroys the order of
-    ``keys``."""
-    if nk == 0:
-        return 0
-    if nk <= SMALL_SORT:
-        part = keys[:nk]
-        part.sort()
-        count = 1
-        for i in range(1, nk):
-            if part[i] != part[i - 1]:
-                count += 1
-        return count
-    span = np.int64(hi) - np.int64(lo) + 1
-    if span <= (1 << DIRECT_BITS):
-        count = 0
-        for i in range(nk):
-            off = np.int64(keys[i]) - np.int64(lo)
-            count += _mark(bitmap, off >> 6, np.uint64(1) << np.uint64(off & 63))
-        words = (span >> 6) + 1
-        if words <= nk:
-            bitmap[:words] = 0
-        else:
-            for i in range(nk):
-                bitmap[(np.int64(keys[i]) - np.int64(lo)) >> 6] = 0
-        return count
-    # counting sort by the high bits, then one bitmap per bucket
-    n_buckets = ((span - 1) >> BUCKET_BITS) + 1
-    starts = np.zeros(n_buckets + 1, np.int64)
-    for i in range(nk):
-        starts[((np.int64(keys[i]) - np.int64(lo)) >> BUCKET_BITS) + 1] += 1
-    for b in range(n_buckets):
-        starts[b + 1] += starts[b]
-    fill = starts[:n_buckets].copy()
-    for i in range(nk):
-        b = (np.int64(keys[i]) - np.int64(lo)) >> BUCKET_BITS
-        tmp[fill[b]] = keys[i]
-        fill[b] += 1
-    return _count_buckets(tmp, starts, 0, n_buckets, lo, bitmap)
-
-
-@njit(cache=True)
-def _count_buckets(keys, starts, b0, b1, lo, bitmap):  # type: ignore[no-untyped-def]
-    """The distinct keys of buckets [b0, b1) (bucket b: ``keys[starts[b]:starts[b + 1]]``, its
-    keys within 2^BUCKET_BITS values of each other), counted on the first 2^BUCKET_BITS bits of
-    ``bitmap`` (clear; left clear)."""
-    mask = (np.int64(1) << BUCKET_BITS) - 1
-    words = np.int64(1) << (BUCKET_BITS - 6)
-    count = np.int64(0)
-    for b in range(b0, b1):
-        for i in range(starts[b], starts[b + 1]):
-            off = (np.int64(keys[i]) - np.int64(lo)) & mask
-            count += _mark(bitmap, off >> 6, np.uint64(1) << np.uint64(off & 63))
-        if starts[b + 1] - starts[b] > words:  # a dense bucket: clearing each key's word costs more
-            bitmap[:words] = 0
-        else:
-            for i in range(starts[b], starts[b + 1]):
-                bitmap[((np.int64(keys[i]) - np.int64(lo)) & mask) >> 6] = 0
-    return count
-
-
-@njit(cache=True)
-def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
+def spread_row(row, mean, var, acc, sums):  # type: ignore[no-untyped-def]
     """Add a row's ((x - mean)^2 - var)^2 into the lanes ``acc`` (lane j % LANES: LLVM vectorizes
     the block loops) and its |x|, x and x^2 into the lanes of ``sums`` (3 LANES: the exactness
-    test's, :mod:`dmlconform.tolerance.exact_compiled`), write each value's ordinal key
-    (branch-free) to ``keys[base + j]``, and return the running smallest and largest finite key
-    and non-finite count."""
+    test's, :mod:`dmlconform.tolerance.exact_compiled`)."""
     length = row.size
     nb = length // LANES
     for blk in range(nb):
@@ -171,7 +94,13 @@ def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, 
         sums[j - nb * LANES] += abs(v)
         sums[LANES + j - nb * LANES] += v
         sums[2 * LANES + j - nb * LANES] += v * v
-    for j in range(length):
+
+
+@njit(cache=True)
+def keys_and_range(row, row_bits, half, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]
+    """Each value's ordinal key (branch-free) into ``keys[base + j]``; returns the running
+    smallest and largest finite key and non-finite count."""
+    for j in range(row.size):
         v = row[j]
         key = (ordinal16(row_bits[j]) if half else ordinal32(row_bits[j])) + 2147483648
         keys[np.uint64(base + j)] = np.uint32(key)
@@ -180,6 +109,13 @@ def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, 
         lo = min(lo, key) if finite else lo
         hi = max(hi, key) if finite else hi
     return lo, hi, nonfinite
+
+
+@njit(cache=True)
+def _spread_and_keys(row, row_bits, mean, var, half, acc, sums, keys, base, lo, hi, nonfinite):  # type: ignore[no-untyped-def]  # noqa: E501
+    """:func:`spread_row`, then :func:`keys_and_range`."""
+    spread_row(row, mean, var, acc, sums)
+    return keys_and_range(row, row_bits, half, keys, base, lo, hi, nonfinite)
 
 
 def _sig(*kinds: str):  # type: ignore[no-untyped-def]
@@ -206,8 +142,8 @@ def _sig(*kinds: str):  # type: ignore[no-untyped-def]
 
 
 _STATS_SIG = _sig(
-    "f4[]", "i4[]", "i8", "i8", "i8", "i8", "i8", "i8", "b1", "b1", "f8", "f8[:]", "f8[:]", "f8[:]", "f8[:]",
-    "f8[:]",
+    "f4[]", "i4[]", "i8", "i8", "i8", "i8", "i8", "i8", "b1", "b1", "f8", "b1", "f8[:]", "f8[:]", "f8[:]",
+    "f8[:]", "f8[:]",
 )  # fmt: skip
 _OPERAND = ("f8[,]", "i8[]", "i8[]", "b1")
 _JUDGE_SIG = _sig(
@@ -226,8 +162,8 @@ _JUDGE_SIG = _sig(
 
 @njit(_STATS_SIG, cache=True, nogil=True, error_model="numpy")
 def slice_statistics(
-    x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, moments_only, limit, mean_o, var_o, sqstd_o, distinct_o,
-    exact_o,
+    x, x_bits, x_sk, x_sm, k0, k1, m_len, l_len, half, moments_only, limit, count_exact, mean_o, var_o, sqstd_o,
+    distinct_o, exact_o,
 ):  # type: ignore[no-untyped-def]  # noqa: E501  # fmt: skip
     """Per slice in [k0, k1): mean, population variance, the spread of the squared deviations
     (:func:`dmlconform.tolerance.normalization._slice_stats`) and the number of distinct values (NaN and inf
@@ -235,7 +171,9 @@ def slice_statistics(
     the mean and variance only (the spread, the count and ``exact_o`` NaN), for a model that reads
     no more (the RMS model's mean square is var + mean^2). ``exact_o``: 1 where the slice's sums
     in a precision whose exact integers reach ``limit`` are exact in any order, else 0
-    (:mod:`dmlconform.tolerance.exact`, decided from the sums of the same pass)."""
+    (:mod:`dmlconform.tolerance.exact`, decided from the sums of the same pass); the count of
+    such a slice NaN unless ``count_exact`` (a model that holds exact slices to their division
+    reads no repetition there)."""
     n = m_len * l_len
     acc = np.zeros(LANES)
     acc2 = np.zeros(LANES)
@@ -268,7 +206,12 @@ def slice_statistics(
                 x[start : start + l_len], x_bits[start : start + l_len], mean, var, half, acc, sums, keys,
                 m * l_len, lo, hi, nonfinite,
             )  # fmt: skip
-        exact_o[k - k0] = 1.0 if exact_slice(x_bits, k, x_sk, x_sm, m_len, l_len, sums, limit) else 0.0
+        exact = exact_slice(x_bits, k, x_sk, x_sm, m_len, l_len, sums, limit)
+        exact_o[k - k0] = 1.0 if exact else 0.0
+        sqstd_o[k - k0] = math.sqrt(_lane_total(acc) / n)
+        if exact and not count_exact:
+            distinct_o[k - k0] = math.nan
+            continue
         nk = n
         if nonfinite > 0:  # NaN and inf each count as distinct: leave them out of the keys
             nk = 0
@@ -279,8 +222,7 @@ def slice_statistics(
                         bits = x_bits[start + j]
                         keys[nk] = np.uint32((ordinal16(bits) if half else ordinal32(bits)) + 2147483648)
                         nk += 1
-        sqstd_o[k - k0] = math.sqrt(_lane_total(acc) / n)
-        distinct_o[k - k0] = _count_distinct(keys, nk, lo, hi, tmp, bitmap) + nonfinite
+        distinct_o[k - k0] = count_distinct(keys, nk, lo, hi, tmp, bitmap) + nonfinite
 
 
 # columns of gradient_sums' output: per work item, over its elements (c the centre, M the Mean), in

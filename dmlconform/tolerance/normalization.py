@@ -253,7 +253,15 @@ def exact_where_summed_exactly(
 def exact_applies(ss: SliceStatistics, co: Coefficients, u: float) -> bool:
     """Some slice is summed exactly (``ss.exact``), in float32 or finer, under a model that admits
     sums only: where the exact-slice terms replace the growth terms."""
-    return summed(co) and u <= UNIT_ROUNDOFF["FLOAT32"] and ss.exact is not None and bool(np.any(ss.exact))
+    return exact_replaces_growth(co, u) and ss.exact is not None and bool(np.any(ss.exact))
+
+
+def exact_replaces_growth(co: Coefficients, u: float) -> bool:
+    """Whether the model, in this working precision, holds a slice whose sums are exact to their
+    division (:func:`exact_where_summed_exactly`): its statistics errors then read none of the
+    growth terms, and so not the slice's repetition, which the compiled judge need not count
+    there (:func:`dmlconform.tolerance.judge.slice_statistics`)."""
+    return summed(co) and u <= UNIT_ROUNDOFF["FLOAT32"]
 
 
 def variance_rounds(ss: SliceStatistics, n: int) -> np.ndarray:
