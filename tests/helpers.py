@@ -192,3 +192,22 @@ def mvn1(
 ) -> OperatorDesc:
     """An MVN1 OperatorDesc: see :func:`mvn1_body`."""
     return parse_desc(mvn1_json(sizes, axes, dtype, **members))
+
+
+def centred_case(name: str, n: int, dtype: str, regime: str, seed: int) -> tuple[OperatorDesc, dict]:
+    """MVN1 over three slices with Scale, Bias and a FusedAdd as large as the input, or BNT over
+    four channels with its statistics outputs, and its drawn inputs: the compiled judge's
+    centred cases in the judge's tests."""
+    from dmlconform.generation import data
+
+    t = {"DataType": dtype, "Sizes": [3, n]}
+    if name == "MVN1":
+        body = {"InputTensor": t, "OutputTensor": t, "ScaleTensor": {"DataType": dtype, "Sizes": [1, n]},
+                "BiasTensor": {"DataType": dtype, "Sizes": [3, 1]}, "Axes": [1], "NormalizeVariance": True}  # fmt: skip
+        desc = parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body})
+    else:
+        big, stat = {"DataType": dtype, "Sizes": [2, 4, n // 2]}, {"DataType": dtype, "Sizes": [1, 4, 1]}
+        desc = parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": {
+            "InputTensor": big, "ScaleTensor": stat, "BiasTensor": stat, "FusedAddTensor": big, "OutputTensor": big,
+            "OutputMeanTensor": stat, "OutputVarianceTensor": stat, "Epsilon": 1e-5}})  # fmt: skip
+    return desc, data.make_inputs(desc, regime, seed=seed, spec=SPEC)

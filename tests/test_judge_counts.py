@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import centred_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmlconform as dc
-from dmlconform.generation import data
 from dmlconform.kernels import normalization
 from dmlconform.tolerance import distinct_compiled as dk
 from dmlconform.tolerance import judge
@@ -103,22 +103,6 @@ def test_few_distinct_gives_up_past_its_values_and_after_its_sample() -> None:
     assert distinct(np.resize(pool[: dk.FEW + 1], keys.size)) == -1
     x[-1] = pool[dk.FEW]
     assert distinct(x) == -1
-
-
-def centred_case(name: str, n: int, dtype: str, regime: str, seed: int) -> tuple[object, dict]:
-    """MVN1 over three slices with Scale, Bias and a FusedAdd, or BNT over four channels with its
-    statistics outputs."""
-    t = {"DataType": dtype, "Sizes": [3, n]}
-    if name == "MVN1":
-        body = {"InputTensor": t, "OutputTensor": t, "ScaleTensor": {"DataType": dtype, "Sizes": [1, n]},
-                "BiasTensor": {"DataType": dtype, "Sizes": [3, 1]}, "Axes": [1], "NormalizeVariance": True}  # fmt: skip
-        desc = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body})
-    else:
-        big, stat = {"DataType": dtype, "Sizes": [2, 4, n // 2]}, {"DataType": dtype, "Sizes": [1, 4, 1]}
-        desc = dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": {
-            "InputTensor": big, "ScaleTensor": stat, "BiasTensor": stat, "FusedAddTensor": big, "OutputTensor": big,
-            "OutputMeanTensor": stat, "OutputVarianceTensor": stat, "Epsilon": 1e-5}})  # fmt: skip
-    return desc, data.make_inputs(desc, regime, seed=seed, spec=SPEC)
 
 
 def judged(desc, inputs, options: ToleranceOptions, count_all: bool):  # type: ignore[no-untyped-def]

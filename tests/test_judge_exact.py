@@ -20,12 +20,12 @@ import math
 
 import numpy as np
 import pytest
+from helpers import centred_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmlconform as dc
 from dmlconform import tolerance as tl
-from dmlconform.generation import data
 from dmlconform.reference import compiled as rk
 from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance import judge, long_slices
@@ -255,22 +255,6 @@ def test_the_spacing_of_the_grid_is_ulp_ofs() -> None:
         assert np.array_equal([spacing(a, half) for a in v], ulp_of(v, dtype))
 
 
-def grid_case(name: str, n: int, dtype: str, regime: str, seed: int) -> tuple[object, dict]:
-    """A desc of MVN1 (three slices, Scale, Bias and a FusedAdd as large as the input) or BNT
-    (four channels), its drawn inputs."""
-    t = {"DataType": dtype, "Sizes": [3, n]}
-    if name == "MVN1":
-        body = {"InputTensor": t, "OutputTensor": t, "ScaleTensor": {"DataType": dtype, "Sizes": [1, n]},
-                "BiasTensor": {"DataType": dtype, "Sizes": [3, 1]}, "Axes": [1], "NormalizeVariance": True}  # fmt: skip
-        desc = dc.parse_desc({"type": "MEAN_VARIANCE_NORMALIZATION1", "desc": body})
-    else:
-        big, stat = {"DataType": dtype, "Sizes": [2, 4, n // 2]}, {"DataType": dtype, "Sizes": [1, 4, 1]}
-        desc = dc.parse_desc({"type": "BATCH_NORMALIZATION_TRAINING", "desc": {
-            "InputTensor": big, "ScaleTensor": stat, "BiasTensor": stat, "FusedAddTensor": big, "OutputTensor": big,
-            "OutputMeanTensor": stat, "OutputVarianceTensor": stat, "Epsilon": 1e-5}})  # fmt: skip
-    return desc, data.make_inputs(desc, regime, seed=seed, spec=SPEC)
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=HEALTH)
 @given(
     st.sampled_from(["MVN1", "BNT"]),
@@ -281,7 +265,7 @@ def grid_case(name: str, n: int, dtype: str, regime: str, seed: int) -> tuple[ob
     st.sampled_from(["none", "one off the grid", "scaled"]),
 )
 def test_on_grid_slices_are_the_numpy_models(name, n, dtype, regime, seed, change) -> None:
-    desc, inputs = grid_case(name, n, dtype, regime, seed)
+    desc, inputs = centred_case(name, n, dtype, regime, seed)
     plan = dc.plan(desc, SPEC)
     x = inputs[plan.input]
     if change == "one off the grid":  # one value a quarter of its lattice step off
@@ -305,7 +289,7 @@ def test_exact_data_has_on_grid_slices_and_others() -> None:
     outputs and not for others."""
     seen = set()
     for seed in range(6):
-        desc, inputs = grid_case("BNT", 64, "FLOAT32", "exact_statistics", seed)
+        desc, inputs = centred_case("BNT", 64, "FLOAT32", "exact_statistics", seed)
         plan = dc.plan(desc, SPEC)
         ss, rows, perm = judge.slice_statistics(plan, inputs[plan.input])
         got = grid_slices(plan, inputs, ss.exact, rows, perm, np.dtype(np.float32))
@@ -316,7 +300,7 @@ def test_exact_data_has_on_grid_slices_and_others() -> None:
 def test_the_separate_test_is_still_what_the_numpy_model_reads() -> None:
     """exact_slices (the numpy model's, small cases) and the judge's pass agree on drawn data of
     the exact-statistics regime."""
-    desc, inputs = grid_case("MVN1", 4096, "FLOAT32", "exact_statistics", 3)
+    desc, inputs = centred_case("MVN1", 4096, "FLOAT32", "exact_statistics", 3)
     plan = dc.plan(desc, SPEC)
     x = inputs[plan.input]
     want = exact_slices(to_slices(np.asarray(x), plan.axes), UNIT_ROUNDOFF["FLOAT32"])
