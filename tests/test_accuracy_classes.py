@@ -130,7 +130,9 @@ def test_lanes_and_a_loop_meet_their_classes_at_four_million(regime):
 
 @pytest.mark.parametrize("n", [6, 64, 4096, 65537, 2**20])
 def test_four_ulps_fail_every_class_of_sums_on_exact_data_that_the_kernels_meet(n):
-    desc = mvn1(n, slices=max(1, min(6, 2**20 // n)), affine=True)
+    # 6 slices of 6 (36 elements) cannot tell 4 u of scale from the 2 u a sound kernel's 1 / sd
+    # may err by (the spec's divisor_evaluation): 32 slices of them can
+    desc = mvn1(n, slices=32 if n < 16 else max(1, min(6, 2**20 // n)), affine=True)
     for model in SUMMED:
         assert not passes(OutputScaledFourUlps(), desc, "exact_statistics", model), model
     assert passes(LOOP, desc, "exact_statistics", "tight")

@@ -148,7 +148,8 @@ def test_short_float16_slices_centre_half_an_ulp_off_a_float16_number():
 
 @pytest.mark.parametrize("n", [6, 64, 255, 4097, 65537, 2**20])
 def test_a_four_ulp_scale_error_fails_exact_data_that_sound_kernels_pass(n):
-    desc = mvn1(n, slices=6)
+    # 36 elements cannot tell 4 u of scale from the 2 u a sound 1 / sd may err by: 32 slices
+    desc = mvn1(n, slices=32 if n < 16 else 6)
     for kernel in (NumpyBackend(), KERNELS["32-strided"], KERNELS["32-rsqrt"]):
         c = verdict(kernel, desc, "exact_statistics")
         assert c.passed, c.message

@@ -277,9 +277,12 @@ def exact_divisor_rounding(
     """On slices summed exactly, the relative error of sqrt(var + eps) counted from the data: the
     float32 addition of Epsilon rounds to a value known here (what every correctly rounded add
     gives), then u for the square root unless it is exact on an exactly computed variance, and u
-    for 1 / sd (or a reciprocal square root) unless sd is a power of two. With the exact-divisor
-    data of the ``exact_statistics`` regime every step is exact: what is left of the slice's scale
-    error is the variance's own (its division by n, a running mean's rounding)."""
+    for 1 / sd (or a reciprocal square root) unless sd is a power of two; but never less than
+    ``divisor_evaluation`` u for the evaluation of 1 / sqrt(w) itself. With the exact-divisor
+    data of the ``exact_statistics`` regime correctly rounded steps are exact, yet a sound kernel
+    need not be: an rsqrt estimate refined by one float32 Newton step lands an ULP off, and a
+    variance a few u low (a running mean's, PyTorch's CPU layer_norm) moves a correctly rounded
+    1 / sd one ULP up, 2 u above a power of two, in every slice alike (the spec's derivation)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         v32 = np.float32(ss.var).astype(np.float64)
         w = np.float32(v32 + float(np.float32(plan.epsilon))).astype(np.float64)
@@ -288,7 +291,8 @@ def exact_divisor_rounding(
         added = np.abs(np.sqrt(w) - true) / true
         sqrt_rounds = (variance_rounds(ss, n) > 0) | (r * r != w)
         power_of_two = np.frexp(r)[0] == 0.5
-    return added + u * (sqrt_rounds.astype(float) + (~power_of_two).astype(float))
+    counted = u * (sqrt_rounds.astype(float) + (~power_of_two).astype(float))
+    return added + np.maximum(counted, co.divisor_evaluation * u)
 
 
 def stored(st: StatisticsErrors, ss: SliceStatistics, co: Coefficients) -> StatisticsErrors:

@@ -32,6 +32,7 @@ DEFAULT_COEFFICIENTS = {
     "pointwise": 4.0,
     "output_ulps": 1.0,
     "cancellation": 8.0,
+    "divisor_evaluation": 2.0,
 }
 
 
@@ -131,6 +132,10 @@ class Coefficients:
     narrowing: str = "nearest"
     data_type: str = ""
     ceiling: float | None = None
+    #: the relative error (in u) a sound kernel may make evaluating 1 / sqrt(w) from a float32
+    #: w = var + eps, where correctly rounded steps are exact (a power of four): the floor of
+    #: the divisor's rounding on slices summed exactly (normalization.exact_divisor_rounding)
+    divisor_evaluation: float = 2.0
     aggregate_shift: float = 1.0
     aggregate_scale: float = 1.0
     aggregate_residual: float = 1.0
