@@ -42,7 +42,7 @@ from dmlconform.specification.spec import Spec, resolve_branch_points
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
-from dmlconform.tolerance.normalization import ceiling_deltas, exact_replaces_growth
+from dmlconform.tolerance.normalization import ceiling_deltas, exact_replaces_growth, rounds_back
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 from dmlconform.tolerance.terms import UNIT_ROUNDOFF, SummandStatistics, summed_growth
 from dmlconform.tolerance.work_items import logical_index, merge_items, work_items, worst_of
@@ -625,6 +625,7 @@ def judge_normalization(
     if p.co.max_ulp is None and p.terms.aggregate is not None:
         shift, scale, grid = p.terms.aggregate
         sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
+        grid = grid if rounds_back(p.co) else None
         out.aggregate = tl.aggregate_from_sums(
             sums, shift, scale, p.co, grid, p.terms.slicing.normalize_variance
         )
