@@ -122,17 +122,18 @@ class Activation:
     branch_points: tuple[Any, ...] = ()
     cancellation: str | None = None  # error scale for the tolerance model (activations.yaml)
     value: int | None = None  # DML_OPERATOR_TYPE; parameters are in its desc struct's order
+    extrema: tuple[Any, ...] = ()  # interior minima and maxima of a smooth stretch (activations.yaml)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
 
 
-def resolve_branch_points(act: Activation, values: dict[str, Any]) -> list[float]:
-    """``act``'s spec ``branch_points`` as numbers, parameter references taken from ``values``
-    (a parameter with no value is skipped)."""
+def _resolve_points(points: tuple[Any, ...], values: dict[str, Any]) -> list[float]:
+    """Spec points as numbers, parameter references taken from ``values`` (a parameter with no
+    value is skipped)."""
     out = []
-    for bp in act.branch_points:
+    for bp in points:
         if isinstance(bp, dict):
             v = values.get(bp["parameter"])
             if v is None:
@@ -141,6 +142,20 @@ def resolve_branch_points(act: Activation, values: dict[str, Any]) -> list[float
         else:
             out.append(float(bp))
     return out
+
+
+def resolve_branch_points(act: Activation, values: dict[str, Any]) -> list[float]:
+    """``act``'s spec ``branch_points`` as numbers (parameter references from ``values``)."""
+    return _resolve_points(act.branch_points, values)
+
+
+def resolve_bounding_points(act: Activation, values: dict[str, Any]) -> list[float]:
+    """Where ``act`` may take its extreme value over an interval other than at the interval's
+    ends: its branch points (a one-sided limit at a jump) and its interior ``extrema`` (GELU's
+    minimum). The tolerance model bounds an element's error by the activation's largest change
+    over the error interval, which these points and the ends hold; data generation draws values
+    near the branch points only."""
+    return _resolve_points(act.branch_points + act.extrema, values)
 
 
 @dataclass(frozen=True)
@@ -714,6 +729,7 @@ def _activations(act: dict[str, Any]) -> dict[str, Activation]:
             tuple(x.get("branch_points", [])),
             x.get("cancellation"),
             x.get("value"),
+            tuple(x.get("extrema", [])),
         )
         for x in act["activations"]
     }

@@ -38,7 +38,7 @@ from dmlconform.reference.activations import activation_args
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import postfix
 from dmlconform.specification.slices import to_slices
-from dmlconform.specification.spec import Spec, resolve_branch_points
+from dmlconform.specification.spec import Spec, resolve_bounding_points
 from dmlconform.tolerance import SliceStatistics
 from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.gradients import GradientSums, Repetition, rounded_budgets, slice_errors
@@ -465,7 +465,7 @@ class CompiledCase:
 
 def _branch_tables(plan: KernelPlan, spec: Spec) -> tuple[np.ndarray, np.ndarray]:
     act = spec.activations.get(plan.activation) if plan.activation else None
-    points = resolve_branch_points(act, plan.activation_params) if act and act.branch_points else []
+    points = resolve_bounding_points(act, plan.activation_params) if act else []
     sides = np.zeros((len(points), 3))
     for i, b in enumerate(points):
         sides[i] = model_activation.activation(

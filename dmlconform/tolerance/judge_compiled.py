@@ -330,7 +330,11 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
         if abs(e_y) < math.inf and e_y > curved_from:
             ew = e_y / 16.0
             near = (activate(act, y + ew, pa, pb) - activate(act, y - ew, pa, pb)) / (2.0 * ew)
+            up = (hi - f) / e_y
+            down = (f - lo) / e_y
             if abs(slope - near) > curvature_rtol * fmax(abs(slope), abs(near)):
+                excluded = True
+            if abs(up - down) > curvature_rtol * fmax(abs(up), abs(down)):
                 excluded = True
         e_act = fmax(e_act, jump) + act_ulps * u * abs(f)
         if canc_ops.size > 0:

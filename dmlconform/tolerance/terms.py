@@ -16,7 +16,7 @@ from dmlconform.reference import activation_arrays as model_activation
 from dmlconform.specification.desc import OperatorDesc
 from dmlconform.specification.expr import evaluate
 from dmlconform.specification.slices import to_slices
-from dmlconform.specification.spec import Spec, resolve_branch_points
+from dmlconform.specification.spec import Spec, resolve_bounding_points
 from dmlconform.tolerance.exact import summed_exactly
 from dmlconform.tolerance.options import MODEL_ALIASES, TEXT_COEFFICIENTS, ToleranceOptions
 
@@ -385,15 +385,16 @@ def absorbed_growth(m: int, u: float) -> float:
 def branch_jumps(
     plan: KernelPlan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, spec: Spec
 ) -> np.ndarray | float:
-    """max |f(b+-) - f(y)| over the activation's branch points b (spec ``branch_points``) that
-    lie within [y - e_y, y + e_y]: at a discontinuity (SHRINK with Bias != Threshold,
-    THRESHOLDED_RELU) the supremum over the interval is a one-sided limit at b, not an endpoint."""
+    """max |f(b+-) - f(y)| over the activation's branch points and extrema b (spec
+    ``branch_points``, ``extrema``) that lie within [y - e_y, y + e_y]: at a discontinuity (SHRINK
+    with Bias != Threshold, THRESHOLDED_RELU) the supremum over the interval is a one-sided limit
+    at b, and over an interval holding GELU's minimum it is that minimum, not an endpoint."""
     act = spec.activations.get(plan.activation) if plan.activation else None
-    if act is None or not act.branch_points:
+    if act is None or not (act.branch_points or act.extrema):
         return 0.0
     out: np.ndarray | float = 0.0
     # plan.activation_params holds every parameter (defaults filled) as the C FLOAT it is passed as
-    for b in resolve_branch_points(act, plan.activation_params):
+    for b in resolve_bounding_points(act, plan.activation_params):
         inside = np.abs(y - b) <= e_y
         sides = model_activation.activation(
             plan.activation,
