@@ -271,6 +271,15 @@ def test_a_variance_out_of_range_excuses_its_slice_and_its_variance_output() -> 
     assert masks["OutputTensor"][:, 1].all()
 
 
+def bn_grad_members(x_sizes: list[int], stat_sizes: list[int]) -> dict[str, Any]:
+    """A FLOAT16 batch-norm gradient desc's members: input-shaped and statistics-shaped tensors."""
+    x = {"DataType": "FLOAT16", "Sizes": x_sizes}
+    s = {"DataType": "FLOAT16", "Sizes": stat_sizes}
+    members = {"InputTensor": x, "InputGradientTensor": x, "MeanTensor": s, "VarianceTensor": s}
+    members |= {"ScaleTensor": s, "OutputGradientTensor": x, "OutputScaleGradientTensor": s}
+    return members | {"OutputBiasGradientTensor": s, "Epsilon": 1e-5}
+
+
 @pytest.mark.parametrize(
     ("operator", "outputs"),
     [
@@ -285,11 +294,7 @@ def test_a_channel_sum_out_of_range_excuses_what_reads_it(operator: str, outputs
         "findings:\n  - id: F19\n    reason: sum held in FLOAT16\n    fails: true\n"
         f"    when: {{operator: {operator}, data_type: FLOAT16, centred_gradient_sum: {{min: 65520}}}}\n"
     )
-    x = {"DataType": "FLOAT16", "Sizes": [1, 2, 1, 4]}
-    s = {"DataType": "FLOAT16", "Sizes": [1, 2, 1, 1]}
-    members = {"InputTensor": x, "InputGradientTensor": x, "MeanTensor": s, "VarianceTensor": s}
-    members |= {"ScaleTensor": s, "OutputGradientTensor": x, "OutputScaleGradientTensor": s}
-    members |= {"OutputBiasGradientTensor": s, "Epsilon": 1e-5}
+    members = bn_grad_members([1, 2, 1, 4], [1, 2, 1, 1])
     xs = np.zeros((1, 2, 1, 4))
     xs[0, 1] = 20000.0  # channel 1: 4 x 20000 = 80000 about a Mean of 0
     inputs = {
@@ -314,11 +319,7 @@ def test_a_partial_sum_out_of_range_is_named_by_the_products_magnitudes(fact: st
         "findings:\n  - id: J4\n    reason: a partial sum held in FLOAT16\n    fails: true\n"
         f"    when: {{operator: BNG, data_type: FLOAT16, {fact}: {{min: 65520}}}}\n"
     )
-    x = {"DataType": "FLOAT16", "Sizes": [1, 1, 1, 3]}
-    s = {"DataType": "FLOAT16", "Sizes": [1, 1, 1, 1]}
-    members = {"InputTensor": x, "InputGradientTensor": x, "MeanTensor": s, "VarianceTensor": s}
-    members |= {"ScaleTensor": s, "OutputGradientTensor": x, "OutputScaleGradientTensor": s}
-    members |= {"OutputBiasGradientTensor": s, "Epsilon": 1e-5}
+    members = bn_grad_members([1, 1, 1, 3], [1, 1, 1, 1])
     one = np.ones((1, 1, 1, 1), np.float16)
     inputs = {
         "InputTensor": np.array([20000.0, 20000.0, -35000.0], np.float16).reshape(1, 1, 1, 3),

@@ -295,7 +295,7 @@ def _centred_terms(plan: KernelPlan, inputs: dict[str, Any], co: Any, u: float) 
         plan, rows, perm, (plan.scale, plan.bias, plan.fused_add), per_slice(ss.mean), per_slice(_inverse(sd)),
         st.e_mean, rel_sd, co.pointwise * u, ceiling=ceiling,
         model=ModelTerms(plan, ss, st, u, None if count_exact else lambda: slice_statistics(plan, x)[0]),
-        aggregate=(shift, own_scale, grid_slices(plan, inputs, ss.exact, rows, perm, _output_dtype(co))),
+        aggregate=(shift, own_scale, grid_slices(plan, inputs, ss.exact, rows, perm, _output_dtype(co)) if rounds_back(co) else None),
     )  # fmt: skip
 
 
@@ -625,7 +625,6 @@ def judge_normalization(
     if p.co.max_ulp is None and p.terms.aggregate is not None:
         shift, scale, grid = p.terms.aggregate
         sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
-        grid = grid if rounds_back(p.co) else None
         out.aggregate = tl.aggregate_from_sums(
             sums, shift, scale, p.co, grid, p.terms.slicing.normalize_variance
         )
