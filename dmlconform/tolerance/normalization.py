@@ -424,9 +424,12 @@ CURVED_FROM = 2.0**-6
 CURVATURE_RTOL = 2.0**-4
 
 
-def _curved(plan: NormalizationPlan, y: np.ndarray, e_y: np.ndarray, slope: np.ndarray) -> np.ndarray:
-    """Elements where the activation is not linear over their error interval: its secant over
-    the interval differs from the slope over a sixteenth of it, or its slopes over the interval's
+def _curved(
+    plan: NormalizationPlan, y: np.ndarray, e_y: np.ndarray, f: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Elements where the activation is not linear over their error interval (``f``, ``lo``,
+    ``hi``: the activation at y, y - e_y and y + e_y, which the budget took): its secant over the
+    interval differs from the slope over a sixteenth of it, or its slopes over the interval's
     two halves differ from each other, by more than CURVATURE_RTOL. The aggregate fit weighs each
     element's error by one slope, which holds only where the output is linear in the error; the
     per-element bound judges the others. Both tests are needed: two symmetric secants differ only
@@ -435,22 +438,21 @@ def _curved(plan: NormalizationPlan, y: np.ndarray, e_y: np.ndarray, slope: np.n
     scale (OpenVINO's sequential mean, 3.5 standard deviations off at |mean| / sd = 525 on MVN2
     with a fused GELU: 2.46 times the scale bound with every element within 0.23 of its budget);
     the halves' slopes differ by f'' e there."""
-    shape = np.shape(slope)
+    shape = np.broadcast_shapes(np.shape(f), np.shape(lo), np.shape(hi), np.shape(e_y))
     y, e_y = np.broadcast_to(y, shape), np.broadcast_to(e_y, shape)
     wide = np.isfinite(e_y) & (e_y > CURVED_FROM)
     out = np.zeros(shape, dtype=bool)
     if wide.any():
-        act, params = plan.activation, plan.activation_params
         yw, e = y[wide], e_y[wide]
+        fw, low, high = (np.broadcast_to(v, shape)[wide] for v in (f, lo, hi))
         ew = e / 16.0
+        act, params = plan.activation, plan.activation_params
         near = (
             model_activation.activation(act, yw + ew, params)
             - model_activation.activation(act, yw - ew, params)
         ) / (2.0 * ew)
-        full = np.broadcast_to(slope, shape)[wide]
-        f = model_activation.activation(act, yw, params)
-        up = (model_activation.activation(act, yw + e, params) - f) / e
-        down = (f - model_activation.activation(act, yw - e, params)) / e
+        full = (high - low) / (2.0 * e)
+        up, down = (high - fw) / e, (fw - low) / e
         out[wide] = (np.abs(full - near) > CURVATURE_RTOL * np.maximum(np.abs(full), np.abs(near))) | (
             np.abs(up - down) > CURVATURE_RTOL * np.maximum(np.abs(up), np.abs(down))
         )
@@ -594,9 +596,10 @@ def _through_activation(
     e_act = np.maximum(np.abs(lo - f), np.abs(hi - f))
     # sensitivity of the output to y: the activation's secant over the error interval
     slope = np.where(e_y > 0, (hi - lo) / (2.0 * e_y), 1.0)
+    curved = _curved(plan, y, e_y, f, lo, hi)
     del lo, hi
     jumps = branch_jumps(plan, np.broadcast_to(y, np.shape(f)), np.broadcast_to(e_y, np.shape(f)), f, spec)
-    straddles = (np.asarray(jumps) > 0) | _curved(plan, y, e_y, slope)
+    straddles = (np.asarray(jumps) > 0) | curved
     e_act = np.maximum(e_act, jumps)
     e_act = e_act + co.activation_ulps * u * np.abs(f)
     e_act = e_act + co.cancellation * u * cancellation_scale(plan, y, spec)
