@@ -385,7 +385,8 @@ def test_desc_predicates_on_members_and_derived_subjects() -> None:
     layouts = {
         "dense-as-output": [(None, None), ([60, 20, 5, 1], None), ([1, 2, 6, 24], [1, 2, 6, 24])],
         "dense": [([1, 2, 6, 24], None), (None, [1, 2, 6, 24])],
-        "strided": [([61, 20, 5, 1], None), ([0, 20, 5, 1], None)],
+        "strided": [([61, 20, 5, 1], None), ([40, 10, 2, 1], None)],
+        "broadcast": [([0, 20, 5, 1], None)],
     }
     for name, cases in layouts.items():
         for strides in cases:

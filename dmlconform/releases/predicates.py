@@ -17,10 +17,7 @@ Subjects, evaluated on the probe's desc:
 - ``axis_size``: the elements of one slice, the product of InputTensor's sizes over the reduced
   axes (``Axis``, or ``Axes``; an operator with neither has none, so no predicate on it holds);
 - ``slices``: how many slices are normalized: InputTensor's element count / ``axis_size``;
-- ``input_layout``: how InputTensor's elements lie beside OutputTensor's, dimensions of size 1
-  left out: ``dense-as-output`` (they fill one contiguous block, no padding and no zero stride,
-  with the dimensions ordered by stride as OutputTensor's are: packed input and output are),
-  ``dense`` (one contiguous block in another order), ``strided`` (padding or zero strides).
+- ``input_layout``: how InputTensor's elements lie beside OutputTensor's (:func:`input_layout`).
 
 Values: one value (1 is 1.0; a bool is not 1), a list (any of), ``{min: A, max: B}`` (inclusive,
 either may be left out), ``even`` / ``odd``, ``{multiple_of: N}``, ``present`` / ``absent``.
@@ -36,7 +33,7 @@ from typing import Any
 
 #: The subjects that are not desc members.
 DERIVED = ("data_type", "rank", "axis_size", "slices", "input_layout")
-INPUT_LAYOUTS = ("dense-as-output", "dense", "strided")
+INPUT_LAYOUTS = ("dense-as-output", "dense", "strided", "broadcast")
 _ABSENT = object()
 
 
@@ -175,13 +172,8 @@ class Facts:
         return value
 
     def _input_layout(self) -> Any:
-        tensors = [self.desc.members.get(m) for m in ("InputTensor", "OutputTensor")]
-        if any(getattr(t, "sizes", None) is None for t in tensors):
-            return _ABSENT
-        (i_dims, i_dense), (o_dims, _) = (_by_stride(t) for t in tensors)
-        if not i_dense:
-            return "strided"
-        return "dense-as-output" if i_dims == o_dims else "dense"
+        members = self.desc.members
+        return input_layout(members.get("InputTensor"), members.get("OutputTensor")) or _ABSENT
 
     def _sizes(self) -> tuple[int, ...] | None:
         tensor = self.desc.members.get("InputTensor")
@@ -196,6 +188,23 @@ class Facts:
         if isinstance(axes, (list, tuple)) and all(_is_int(a) for a in axes):
             return tuple(axes)
         return None
+
+
+def input_layout(tensor: Any, output: Any) -> str | None:
+    """How an input tensor desc's elements lie beside its output's, dimensions of size 1 left
+    out (their stride reaches no other element): ``dense-as-output`` (one contiguous block, no
+    padding and no zero stride, its dimensions ordered by stride as the output's are: packed
+    input and output are), ``dense`` (one contiguous block in another order), ``broadcast`` (a
+    zero stride), ``strided`` (padding, or strides that overlap). DirectML picks kernels by it:
+    a refusal (F12) and a summation order (F20) hold for some layouts only. None where either
+    desc has no sizes."""
+    if getattr(tensor, "sizes", None) is None or getattr(output, "sizes", None) is None:
+        return None
+    (i_dims, i_dense), (o_dims, _) = _by_stride(tensor), _by_stride(output)
+    if not i_dense:
+        strides = getattr(tensor, "strides", None) or ()
+        return "broadcast" if any(int(strides[d]) == 0 for d in i_dims) else "strided"
+    return "dense-as-output" if i_dims == o_dims else "dense"
 
 
 def _by_stride(tensor: Any) -> tuple[list[int], bool]:

@@ -65,6 +65,7 @@ import yaml
 from dmlconform import kernels
 from dmlconform.generation.data import REGIMES
 from dmlconform.kernels.base import kernel_named
+from dmlconform.releases.predicates import INPUT_LAYOUTS
 from dmlconform.runner.error_record import failure_message
 from dmlconform.runner.finding_match import (
     CASE_FIELDS,
@@ -577,6 +578,8 @@ def _condition(alt: dict[str, Any], fid: str, spec: Any, source: str) -> dict[st
         elif key == "rule":
             known = {r.id for op in (operators or spec.operators.values()) for r in spec.rules_for(op)}
             cond[key] = Test("any_of", _names(value, known, key, bad))
+        elif key == "input_layout":
+            cond[key] = Test("any_of", _names(value, set(INPUT_LAYOUTS), key, bad))
         elif key == "id":
             cond[key] = Test("glob", tuple(str(v) for v in (value if isinstance(value, list) else [value])))
         elif key in (

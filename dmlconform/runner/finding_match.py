@@ -17,6 +17,7 @@ import numpy as np
 
 from dmlconform import kernels
 from dmlconform.kernels.base import input_member, reduction_axes
+from dmlconform.releases.predicates import input_layout
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.slice_scope import SliceData, slice_mask
 from dmlconform.runner.tiers import elements_and_length
@@ -27,7 +28,7 @@ from dmlconform.tolerance.options import ToleranceOptions
 #: the finding id at the start of a case-id line's reason (``# F1: ...``), for reports
 _FINDING_PREFIX = re.compile(r"^\s*([A-Z][A-Za-z]*\d+[a-z]?)\s*:")
 CASE_FIELDS = ("operator", "data_type", "kind", "regime", "feature_level", "reduction_length", "relation")
-CASE_FIELDS += ("rule", "expected", "id", "reduction_axes", "dimension_count")
+CASE_FIELDS += ("rule", "expected", "id", "reduction_axes", "dimension_count", "input_layout")
 
 
 # ------------------------------------------------------------------------------------------
@@ -57,6 +58,9 @@ class CaseFacts:
     reduction_axes: tuple[int, ...] | None = None
     #: the input's dimension count
     dimension_count: int | None = None
+    #: how the input's elements lie beside the output's (releases.predicates.input_layout):
+    #: dense-as-output, dense, broadcast or strided
+    input_layout: str | None = None
     members: Mapping[str, Any] = field(default_factory=dict)
     data: Mapping[str, float] = field(default_factory=dict)
     #: the per-slice facts of the inputs judged (``runner.slice_scope.SliceData``), None before
@@ -78,7 +82,7 @@ class CaseFacts:
 
         ran = apply_when(case.desc, case.relation) if case.relation else case.desc
         length = elements_and_length(ran, spec)[1] if case.kind != "validation" else None
-        axes, dims = _axes_and_dims(ran, spec) if case.kind != "validation" else (None, None)
+        axes, dims, layout = _layout_facts(ran, spec) if case.kind != "validation" else (None, None, None)
         return cls(
             id=case.id,
             kind=case.kind,
@@ -93,6 +97,7 @@ class CaseFacts:
             reduction_length=length,
             reduction_axes=axes,
             dimension_count=dims,
+            input_layout=layout,
             members=dict(ran.members),
             data=DataFacts(ran, inputs, spec) if inputs and case.kind != "validation" else {},
             slices=SliceData(ran, inputs, spec) if inputs and case.kind != "validation" else None,
@@ -109,14 +114,18 @@ class CaseFacts:
         return self.members.get(name, _ABSENT)
 
 
-def _axes_and_dims(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | None]:
-    """(the reduced axes, the input's dimension count) of a desc, None where it has none."""
+def _layout_facts(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | None, str | None]:
+    """(the reduced axes, the input's dimension count, its layout beside the output's) of a
+    desc, None where it has none."""
     try:
-        inp = desc.members.get(input_member(spec.operator(desc.operator)) or "")
-        dims = len(inp.sizes) if isinstance(inp, TensorDesc) else None
-        return (reduction_axes(desc, spec) if dims is not None else None), dims
+        op = spec.operator(desc.operator)
+        inp = desc.members.get(input_member(op) or "")
+        if not isinstance(inp, TensorDesc):
+            return None, None, None
+        layout = input_layout(inp, desc.members.get(str(op.semantics.get("output") or "")))
+        return reduction_axes(desc, spec), len(inp.sizes), layout
     except (ValueError, KeyError, TypeError, IndexError):
-        return None, None
+        return None, None, None
 
 
 class DataFacts(Mapping[str, float]):
