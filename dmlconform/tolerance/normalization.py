@@ -15,7 +15,7 @@ float32 sum of n terms, Higham & Mary 2019: g_mean = sqrt(n) + 1 for the part pr
 (``spread_growth``) for the part proportional to the spread, as for pairwise or blocked sums of
 zero-mean terms; where a slice repeats its values (broadcast inputs, few-valued data) each is
 summed r times (:func:`repetition`) and both grow like sqrt(n r), capped at the deterministic
-(n - 1)/4):
+(n - 1)/4, weighted by r - 1 below r = 2 (:func:`repeated_growth`)):
 
     e_mean  = c_mean * u * ((g_mean + g_corr) * |mean| + g_var * std)  error of the mean
     e_var   = c_var * u * ((g_mean + g_corr') * var + g_var * |mean| * std) + e_mean^2
