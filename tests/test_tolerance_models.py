@@ -236,3 +236,14 @@ def test_training_gradient_centred_on_neither_mean_fails_where_mean_tensor_is_no
     assert _compare(desc, good, inputs).passed
     for wrong in (batch_mean, (M + batch_mean) / 2):
         assert not _compare(desc, dict(good, OutputGradientTensor=centred_on(wrong)), inputs).passed
+
+
+def test_every_operator_knows_every_class_a_run_may_name() -> None:
+    """``--tolerance model=M`` is checked against every operator's tolerance section before a
+    run starts (runner.settings.tolerance_options), so one operator without a class refused it
+    for every run: BATCH_NORMALIZATION, which sums nothing, had no ``lanes`` or ``sequential``."""
+    from dmlconform.report.classes import LADDER, NONE
+    from dmlconform.runner.settings import tolerance_options
+
+    for model in (m for m in LADDER if m != NONE):
+        assert tolerance_options(SPEC, {"model": model}).model == model
