@@ -11,11 +11,11 @@ from dmlconform.kernels import KernelPlan
 from dmlconform.specification.slices import to_slices
 from dmlconform.tolerance.terms import AggregateModel, Coefficients, summed
 
-FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2")
+FIT_SUMS = ("aa", "bb", "cc", "dd", "ee", "count", "d2", "rb2", "round2", "bend2")
 
 
 def fit_sums(
-    w: np.ndarray, z: np.ndarray, d: np.ndarray, r_bound: np.ndarray, rounding: np.ndarray
+    w: np.ndarray, z: np.ndarray, d: np.ndarray, r_bound: np.ndarray, rounding: np.ndarray, bend: np.ndarray
 ) -> np.ndarray:
     """:data:`FIT_SUMS` of rows (one slice per row; unusable elements zeroed by the caller)."""
     wz = w * z
@@ -30,6 +30,7 @@ def fit_sums(
             np.sum(d * d, axis=1),
             np.sum(r_bound * r_bound, axis=1),
             np.sum(rounding * rounding, axis=1),
+            np.sum(bend * bend, axis=1),
         ]
     )
 
@@ -52,7 +53,7 @@ def aggregate_from_sums(
     moves nothing there, so none of it is allowed to line up with z. ``divides``: the output is
     divided by the slice's computed sqrt(var + eps), so its scale also carries the consequence
     of its shift (:func:`shift_scale`)."""
-    aa, bb, cc, dd, ee, count, d2, rb2, round2 = sums
+    aa, bb, cc, dd, ee, count, d2, rb2, round2, bend2 = sums
     fit_rb2 = rb2
     if on_grid is not None:
         if summed(co):
@@ -78,6 +79,11 @@ def aggregate_from_sums(
         aligned = np.sqrt(round2)
         noise = 4 * np.sqrt(fit_rb2 / count)
         shift_noise = (noise + aligned) * np.sqrt(var_a)
+        # and of the activation's bend, at worst too, in proportion to the shift the fit finds
+        # (measured here before the bend enters) over the shift bound it was computed at
+        bent = _bend_at_shift(bend2, np.abs(a) + shift_noise, shift)
+        aligned = aligned + bent
+        shift_noise = (noise + aligned) * np.sqrt(var_a)
         shift_bound = co.ulp_scale * co.aggregate_shift * (shift + shift_noise)
         # a shift shrinks the slice (its divisor grows, never shrinks): the scale may reach that
         # much further below 0 than above (shift_scale); the figure is what the shift leaves
@@ -94,10 +100,24 @@ def aggregate_from_sums(
             "scale": _worst(np.maximum(np.abs(b) - explained, 0.0), scale_bound),
             "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
         }
-        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, fit_rb2, round2, count, (scale, shrink), co)
+        aligned2 = round2 if not np.any(bent) else round2 + bent * (2.0 * np.sqrt(round2) + bent)
+        pooled = _pooled_scale(full, aa, bb, cc, dd, ee, fit_rb2, aligned2, count, (scale, shrink), co)
         if pooled is not None:
             figures["pooled scale"] = pooled
         return figures
+
+
+def _bend_at_shift(bend2: np.ndarray, found: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """sqrt(bend2), the activation's bend over the full error interval, scaled to a shift of
+    ``found`` where the interval's shift part is ``bound``: found / bound of it, at most all of it
+    (all of it where the bound is 0: the interval is then the other terms', which no shift
+    scales). The bend grows as the square of the error where the activation is smooth over the
+    interval, but only linearly across a kink of f'' (SOFTSIGN at 0: f(y + e) + f(y - e) - 2 f(y)
+    = 4 |y| e - 2 y |y| once e > |y|), so the square of the ratio would miss it: MVN2 + SOFTSIGN
+    by one sequential loop, found / bound = 0.13, still failed at 1.41 times the scale bound."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        part = np.where(bound > 0, np.minimum(found / np.where(bound > 0, bound, 1.0), 1.0), 1.0)
+    return np.where(bend2 > 0, np.sqrt(bend2) * part, 0.0)
 
 
 def shift_scale(shift: np.ndarray, own: np.ndarray | float = 0.0) -> np.ndarray:
@@ -138,7 +158,8 @@ def _pooled_scale(
     weighs slice k by w_k = cc_k - bb_k^2 / aa_k, so a sound implementation's pooled b is at most
     sum w_k bound_k / sum w_k; noise and aligned rounding as in each slice's fit, pooled.
     ``scale``: the slices' own bounds and the shrink their shifts explain (:func:`shift_scale`),
-    which a pooled b below 0 may take as the slices do."""
+    which a pooled b below 0 may take as the slices do; ``round2``: per slice, the square of what
+    may line up with z there (the output rounding and the activation's bend)."""
     w = np.where(full, cc - bb * bb / np.where(aa > 0, aa, 1.0), 0.0)
     total = float(w.sum())
     if not np.isfinite(total) or total <= 0 or np.count_nonzero(w) < 2:
@@ -176,7 +197,7 @@ def aggregate_check(
     usable &= ~np.broadcast_to(model.excluded, got.shape)
     rows = [
         to_slices(np.ascontiguousarray(np.where(usable, np.broadcast_to(v, got.shape), 0.0)), axes)
-        for v in (model.w, model.z, d, model.residual, model.rounding)
+        for v in (model.w, model.z, d, model.residual, model.rounding, model.bend)
     ]
     with np.errstate(invalid="ignore", over="ignore"):
         sums = fit_sums(*rows)

@@ -624,7 +624,7 @@ def judge_normalization(
     out = _member_from_figures(jp.output, p.fig, slicing, p.co, np.asarray(ref).dtype)
     if p.co.max_ulp is None and p.terms.aggregate is not None:
         shift, scale, grid = p.terms.aggregate
-        sums = p.fig[:, jk.F_AA : jk.F_ROUND2 + 1].T
+        sums = p.fig[:, jk.F_AA : jk.F_BEND2 + 1].T
         out.aggregate = tl.aggregate_from_sums(
             sums, shift, scale, p.co, grid, p.terms.slicing.normalize_variance
         )

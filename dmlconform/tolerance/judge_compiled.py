@@ -63,8 +63,8 @@ from dmlconform.tolerance.float_bits import (
 
 # figure columns of the per-slice output (see judge_normalization)
 F_RATIO, F_POS, F_ULP, F_ABS, F_FAIL, F_GOT, F_REF, F_BUDGET = range(8)
-F_AA, F_BB, F_CC, F_DD, F_EE, F_COUNT, F_D2, F_RB2, F_ROUND2 = range(8, 17)
-N_FIGURES = 17
+F_AA, F_BB, F_CC, F_DD, F_EE, F_COUNT, F_D2, F_RB2, F_ROUND2, F_BEND2 = range(8, 18)
+N_FIGURES = 18
 
 # ---------------------------------------------------------------------------------------------
 # Statistics
@@ -296,17 +296,18 @@ BLOCK = 256
 length (L1-resident), and every running figure has one lane per block position."""
 
 # rows of the element pass's work array (judge_normalization): the block's terms, then the lanes
-W_S, W_B, W_A, W_M, W_IS, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET, W_Y = range(12)
-W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2 = range(12, 20)
-W_ROWS = 20
+W_S, W_B, W_A, W_M, W_IS, W_EA, W_SL, W_EX, W_BUD, W_RATIO, W_BUDGET, W_Y, W_BEND = range(13)
+W_AA, W_BB, W_CC, W_DD, W_EE, W_D2, W_RB2, W_ROUND2, W_BEND2 = range(13, 22)
+W_ROWS = 22
 
 
 @njit(cache=True, error_model="numpy")
 def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_consts, branch, sides,
                       curved_from, curvature_rtol):  # type: ignore[no-untyped-def]  # fmt: skip
     """A block's terms under a fused activation: from each element's value before it (row W_Y)
-    and that value's error (W_EA), the error after it (into W_EA), its slope (W_SL) and whether
-    the aggregate fit excludes it (W_EX). Scalar code (the activations branch per formula), called
+    and that value's error (W_EA), the error after it (into W_EA), its slope (W_SL), whether
+    the aggregate fit excludes it (W_EX) and its bend over the interval (W_BEND:
+    :func:`dmlconform.tolerance.normalization._through_activation`). Scalar code (the activations branch per formula), called
     once per block: called per element, its array arguments' reference counting and the
     returned tuple cost more than a cheap activation (RELU's pass ran at 53 ns per element
     against 13 without one); inlined into each copy of the element loop, its five ``activate``s
@@ -321,6 +322,8 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
         hi = activate(act, y + e_y, pa, pb)
         e_act = fmax(abs(lo - f), abs(hi - f))
         slope = (hi - lo) / (2.0 * e_y) if e_y > 0.0 else 1.0
+        bend = abs(hi + lo - 2.0 * f) / 2.0
+        bend = bend if abs(bend) < math.inf else 0.0
         jump = 0.0
         for b in range(branch.size):
             if abs(y - branch[b]) <= e_y:
@@ -342,6 +345,7 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
         wk[np.uint64(W_EA * BLOCK) + t] = e_act
         wk[np.uint64(W_SL * BLOCK) + t] = slope
         wk[np.uint64(W_EX * BLOCK) + t] = 1.0 if excluded else 0.0
+        wk[np.uint64(W_BEND * BLOCK) + t] = bend
 
 
 @njit(cache=True)
@@ -488,14 +492,17 @@ def _spacing_exact(bits, half):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _add_fit_terms(wk, t, w, z, d, residual, rounding, usable):  # type: ignore[no-untyped-def]
+def _add_fit_terms(wk, t, w, z, d, residual, aligned, usable):  # type: ignore[no-untyped-def]
     """Add one element's terms of the aggregate fit's sums (tolerance.FIT_SUMS) into lane ``t``
-    of their rows, zeros where it is not usable; 1 if it counts (a weight not 0), else 0."""
+    of their rows, zeros where it is not usable; 1 if it counts (a weight not 0), else 0.
+    ``aligned``: (the output rounding, the activation's bend), what may line up with z."""
+    rounding, bend = aligned
     w = w if usable else 0.0
     wz = w * z if usable else 0.0
     d = d if usable else 0.0
     residual = residual if usable else 0.0
     rounding = rounding if usable else 0.0
+    bend = bend if usable else 0.0
     wk[np.uint64(W_AA * BLOCK) + t] += w * w
     wk[np.uint64(W_BB * BLOCK) + t] += w * wz
     wk[np.uint64(W_CC * BLOCK) + t] += wz * wz
@@ -504,6 +511,7 @@ def _add_fit_terms(wk, t, w, z, d, residual, rounding, usable):  # type: ignore[
     wk[np.uint64(W_D2 * BLOCK) + t] += d * d
     wk[np.uint64(W_RB2 * BLOCK) + t] += residual * residual
     wk[np.uint64(W_ROUND2 * BLOCK) + t] += rounding * rounding
+    wk[np.uint64(W_BEND2 * BLOCK) + t] += bend * bend
     return np.int64(w != 0.0)
 
 
@@ -536,7 +544,7 @@ def _store_figures(f_i, wk, best, maxima, counts):  # type: ignore[no-untyped-de
     f_i[F_BUDGET] = best_budget
     f_i[F_COUNT] = n_count
     for col, row in ((F_AA, W_AA), (F_BB, W_BB), (F_CC, W_CC), (F_DD, W_DD), (F_EE, W_EE), (F_D2, W_D2),
-                     (F_RB2, W_RB2), (F_ROUND2, W_ROUND2)):  # fmt: skip
+                     (F_RB2, W_RB2), (F_ROUND2, W_ROUND2), (F_BEND2, W_BEND2)):  # fmt: skip
         f_i[col] = _lane_total(lanes[row].copy())
 
 
@@ -678,7 +686,8 @@ def _judge_items(half, arrays, strides, items, operands, slices, model, output, 
                     usable = _usable(d, budget, w, z, excluded, use_max_ulp)
                     residual = _fit_residual(w, z, xv, mean, inv_sd, budget, e_act, fit)
                     rounding = output_ulps * _spacing_exact(ref_bits[rb + t], half)
-                    n_count += _add_fit_terms(wk, t, w, z, d, residual, rounding, usable)
+                    bend = wk[np.uint64(W_BEND * BLOCK) + t]
+                    n_count += _add_fit_terms(wk, t, w, z, d, residual, (rounding, bend), usable)
                 at = _first_at(wk, cnt, top_bits) if top_bits > best_bits else -1
                 if at >= 0:  # a new worst element: the first of the block's largest
                     best_bits = top_bits

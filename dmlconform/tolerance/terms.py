@@ -277,6 +277,10 @@ class AggregateModel:
     #: divisor, grid operands, no activation): a sound implementation's outputs carry no rounding
     #: there for the fit to mistake for a shift or a scale (:func:`~dmlconform.tolerance.aggregate.aggregate_from_sums`)
     on_grid: np.ndarray | None = None
+    #: per element, how far the fused activation bends away from its secant over the error
+    #: interval (normalization._through_activation): what a shift of the slice's mean may put
+    #: into the element beyond the secant, lined up with z at worst; 0 without an activation
+    bend: np.ndarray | float = 0.0
 
 
 @dataclass
