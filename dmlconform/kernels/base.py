@@ -162,6 +162,13 @@ def input_member(op: Operator) -> str | None:
     return str(name) if name else None
 
 
+def output_member(op: Operator) -> str | None:
+    """The member an operator's main output is (``semantics.output``), known without a desc: the
+    tensor an input's layout is told against (runner.finding_match's ``input_layout``)."""
+    name = op.semantics.get("output")
+    return str(name) if name else None
+
+
 def f32(value: float) -> float:
     """The float64 value of the C FLOAT that holds ``value``."""
     return float(np.float32(value))

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dmlconform import kernels
-from dmlconform.kernels.base import input_member, reduction_axes
+from dmlconform.kernels.base import input_member, output_member, reduction_axes
 from dmlconform.releases.predicates import input_layout
 from dmlconform.runner.cases import apply_when
 from dmlconform.runner.slice_scope import SliceData, slice_mask
@@ -122,7 +122,7 @@ def _layout_facts(desc: Any, spec: Spec) -> tuple[tuple[int, ...] | None, int | 
         inp = desc.members.get(input_member(op) or "")
         if not isinstance(inp, TensorDesc):
             return None, None, None
-        layout = input_layout(inp, desc.members.get(str(op.semantics.get("output") or "")))
+        layout = input_layout(inp, desc.members.get(output_member(op) or ""))
         return reduction_axes(desc, spec), len(inp.sizes), layout
     except (ValueError, KeyError, TypeError, IndexError):
         return None, None, None
