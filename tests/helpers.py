@@ -15,10 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from dmlconform.runner.judging import reference_outputs
 from dmlconform.specification.desc import OperatorDesc, parse_desc
 from dmlconform.specification.spec import load_spec
+from dmlconform.tolerance.compare import compare
+from dmlconform.tolerance.options import ToleranceOptions
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # tests/: the test backends load from here
 REPO = Path(HERE).parent
@@ -211,3 +215,20 @@ def centred_case(name: str, n: int, dtype: str, regime: str, seed: int) -> tuple
             "InputTensor": big, "ScaleTensor": stat, "BiasTensor": stat, "FusedAddTensor": big, "OutputTensor": big,
             "OutputMeanTensor": stat, "OutputVarianceTensor": stat, "Epsilon": 1e-5}})  # fmt: skip
     return desc, data.make_inputs(desc, regime, seed=seed, spec=SPEC)
+
+
+def toward_zero16(v: np.ndarray) -> np.ndarray:
+    """float32 values to FLOAT16 by truncation, as the DirectML stack converts (F6:
+    cases/directml/float16-batch-norm)."""
+    v = np.asarray(v, np.float32)
+    h = v.astype(np.float16)
+    over = np.abs(h.astype(np.float32)) > np.abs(v)
+    return np.where(over, np.nextafter(h, np.float16(0)), h).astype(np.float16)
+
+
+def judged_output(desc: OperatorDesc, inputs: dict, got: np.ndarray, tolerance: dict | None = None) -> Any:
+    """The comparison of ``got`` as OutputTensor with the reference's, under ``tolerance``
+    overrides (``{"model": "sequential"}``; None: the required model)."""
+    ref = reference_outputs(desc, inputs, SPEC)["OutputTensor"]
+    opts = ToleranceOptions.parse(tolerance)
+    return compare(desc, {"OutputTensor": got}, {"OutputTensor": ref}, inputs, SPEC, opts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SPEC
+from helpers import SPEC, toward_zero16
 
 import dmlconform as dc
 from dmlconform.backends.broken import Float16Statistics, OutputScaledFourUlps, SequentialSumStatistics
@@ -260,17 +260,12 @@ def truncated_mean(desc: dc.OperatorDesc, inputs: dict, shift: float = 0.0) -> d
     truncation, HARD_SIGMOID in float32, the output truncated. ``shift``: FLOAT16 steps of the
     mean taken off on top (a mean that is wrong, not stored)."""
 
-    def rtz16(v):
-        r = np.asarray(v, np.float32).astype(np.float16)
-        over = np.abs(r.astype(np.float32)) > np.abs(v)
-        return np.where(over, np.nextafter(r, np.float16(0)), r).astype(np.float16)
-
     x = inputs["InputTensor"].astype(np.float32)
-    mean = rtz16(x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)).astype(np.float32)
+    mean = toward_zero16(x.mean(axis=(2, 3), keepdims=True, dtype=np.float32)).astype(np.float32)
     mean = mean - np.float32(shift) * np.spacing(mean.astype(np.float16)).astype(np.float32)
     act = dict(desc.get("FusedActivation", SPEC).params)
     y = np.clip(np.float32(act["Alpha"]) * (x - mean) + np.float32(act["Beta"]), 0, 1)
-    return {"OutputTensor": rtz16(y)}
+    return {"OutputTensor": toward_zero16(y)}
 
 
 def test_a_mean_stored_truncated_moves_a_clamp_by_a_whole_float16_step():

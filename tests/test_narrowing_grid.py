@@ -16,6 +16,7 @@ import importlib
 
 import numpy as np
 import pytest
+from helpers import toward_zero16
 
 import dmlconform as dc
 from dmlconform.specification.desc import parse_desc
@@ -45,13 +46,6 @@ def _case(n: int) -> tuple:
     return desc, inputs
 
 
-def _toward_zero(y: np.ndarray) -> np.ndarray:
-    """float32 to FLOAT16 by truncation, as the DirectML stack converts (cases/directml/float16-batch-norm)."""
-    h = y.astype(np.float16)
-    over = np.abs(h.astype(np.float64)) > np.abs(y.astype(np.float64))
-    return np.where(over, np.nextafter(h, np.float16(0)), h)
-
-
 def _outputs(inputs: dict, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(float32 kernel truncated to FLOAT16 with its outputs times ``scale``, float64 reference
     rounded to FLOAT16)."""
@@ -61,7 +55,7 @@ def _outputs(inputs: dict, scale: float) -> tuple[np.ndarray, np.ndarray]:
     m32 = np.float32(x32.astype(np.float64).mean())
     sd32 = np.sqrt(np.float32(((x32 - m32) ** 2).astype(np.float64).mean()) + np.float32(1.0))
     y32 = (np.float32(2.0) * (x32 - m32) / sd32 - np.float32(1 / 64)) * np.float32(scale)
-    return _toward_zero(y32), y.astype(np.float16)
+    return toward_zero16(y32), y.astype(np.float16)
 
 
 @pytest.mark.parametrize("numpy_model", [False, True])

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import judged_output, toward_zero16
 
 import dmlconform as dc
 from dmlconform.runner.expect import load_expectations
 from dmlconform.runner.finding_match import CaseFacts
-from dmlconform.runner.judging import reference_outputs
 from dmlconform.specification.desc import parse_desc
-from dmlconform.tolerance.compare import compare
-from dmlconform.tolerance.options import ToleranceOptions
 
 SPEC = dc.load_spec()
 SHIPPED = Path(dc.__file__).parent / "known_findings" / "directml.yaml"
@@ -82,17 +80,8 @@ def test_an_unknown_layout_is_one_line() -> None:
         parse_findings(text, spec=SPEC)
 
 
-def _toward_zero(v: np.ndarray) -> np.ndarray:
-    v = np.asarray(v, np.float32)
-    h = v.astype(np.float16)
-    over = np.abs(h.astype(np.float32)) > np.abs(v)
-    return np.where(over, np.nextafter(h, np.float16(0)), h).astype(np.float16)
-
-
 def _judged(desc: object, x: np.ndarray, got: np.ndarray, tolerance: dict) -> tuple[bool, float]:
-    ref = reference_outputs(desc, {"InputTensor": x}, SPEC)["OutputTensor"]
-    result = compare(desc, {"OutputTensor": got}, {"OutputTensor": ref}, {"InputTensor": x}, SPEC,
-                     ToleranceOptions.parse(tolerance))  # fmt: skip
+    result = judged_output(desc, {"InputTensor": x}, got, tolerance)
     return result.passed, result.outputs["OutputTensor"].ratio
 
 
@@ -103,9 +92,9 @@ def test_float16_loop_meets_f20_not_f1_and_a_shifted_mean_fails_both(steps_off: 
     x = np.broadcast_to(np.random.default_rng(3).uniform(-4, 4, 16).astype(np.float16), sizes).copy()
     x32 = x.astype(np.float32)
     loop = np.add.accumulate(x32.reshape(-1, 16), axis=0, dtype=np.float32)[-1]
-    mean = _toward_zero(loop / np.float32(65536))
+    mean = toward_zero16(loop / np.float32(65536))
     mean = (mean + np.float16(steps_off) * np.spacing(np.abs(mean))).astype(np.float32)
-    got = _toward_zero(x32 - mean)
+    got = toward_zero16(x32 - mean)
     assert np.count_nonzero(got) > 0  # the loop's mean is off: a packed input's outputs are 0
     f1 = _judged(desc, x, got, F1_FLOAT16)
     f20 = _judged(desc, x, got, {**F1_FLOAT16, "threads": 1})

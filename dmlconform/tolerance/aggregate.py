@@ -100,7 +100,8 @@ def aggregate_from_sums(
             "scale": _worst(np.maximum(np.abs(b) - explained, 0.0), scale_bound),
             "residual": _worst(rms_r, co.ulp_scale * co.aggregate_residual * rms_bound),
         }
-        aligned2 = round2 if not np.any(bent) else round2 + bent * (2.0 * np.sqrt(round2) + bent)
+        # (sqrt(round2) + bent)^2 per slice, round2 itself, bit for bit, where nothing bends
+        aligned2 = np.where(bent > 0, round2 + bent * (2.0 * np.sqrt(round2) + bent), round2)
         pooled = _pooled_scale(full, aa, bb, cc, dd, ee, fit_rb2, aligned2, count, (scale, shrink), co)
         if pooled is not None:
             figures["pooled scale"] = pooled

@@ -306,12 +306,12 @@ def _activation_block(wk, cnt, act, pa, pb, act_ulps, u, canc, canc_ops, canc_co
                       curved_from, curvature_rtol):  # type: ignore[no-untyped-def]  # fmt: skip
     """A block's terms under a fused activation: from each element's value before it (row W_Y)
     and that value's error (W_EA), the error after it (into W_EA), its slope (W_SL), whether
-    the aggregate fit excludes it (W_EX) and its bend over the interval (W_BEND:
-    :func:`dmlconform.tolerance.normalization._through_activation`). Scalar code (the activations branch per formula), called
-    once per block: called per element, its array arguments' reference counting and the
-    returned tuple cost more than a cheap activation (RELU's pass ran at 53 ns per element
-    against 13 without one); inlined into each copy of the element loop, its five ``activate``s
-    made the cold compile of this module 1.3x longer."""
+    the aggregate fit excludes it (W_EX) and its bend over the interval (W_BEND, as
+    :func:`dmlconform.tolerance.normalization._through_activation`). Scalar code (the
+    activations branch per formula), called once per block: called per element, its array
+    arguments' reference counting and the returned tuple cost more than a cheap activation
+    (RELU's pass ran at 53 ns per element against 13 without one); inlined into each copy of
+    the element loop, its five ``activate``s made the cold compile of this module 1.3x longer."""
     stack = np.empty(16)
     for tt in range(cnt):
         t = np.uint64(tt)
