@@ -130,6 +130,29 @@ def test_the_same_backend_with_isolate_completes(tmp_path: Path) -> None:
     assert data["complete"] is True and data["summary"]["failed"] == 2
 
 
+def test_a_crashed_xdist_worker_fails_its_case_naming_the_crash(tmp_path: Path) -> None:
+    """Under -n the run outlives a worker's death (pytest-xdist starts another): the case the
+    worker was running fails with its record and the reason, and the run is complete, instead
+    of that case having no result and the report not saying which."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "dmlconform.cli", "run", "--backend", "test_plugin_backends:Exits",
+         *SEGFAULTS, "--report", "r", "--", "-n", "2"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert data["complete"] is True and data["ran"] == data["collected"] == 4, data["stop_reason"]
+    by_type = {c["data_type"]: [] for c in data["cases"]}
+    for c in data["cases"]:
+        by_type[c["data_type"]].append(c)
+    assert [c["outcome"] for c in by_type["FLOAT32"]] == ["passed", "passed"]
+    for c in by_type["FLOAT16"]:  # the backend exits on FLOAT16 descs
+        assert c["outcome"] == "failed" and c["desc"]["type"].endswith("MEAN_VARIANCE_NORMALIZATION1")
+        assert c["message"].startswith("the pytest-xdist worker running this case died (worker 'gw")
+        assert "--isolate" in c["message"]
+    assert "2 failed" in proc.stdout
+
+
 def test_a_normal_run_leaves_no_journal_and_no_watcher(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "dmlconform.cli", "run", "--backend", "reference", *SMALL, "--report", "r"],

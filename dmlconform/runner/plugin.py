@@ -490,6 +490,29 @@ class ConformanceSession:
             report.dml_harness_error = call.excinfo is not None and call.excinfo.errisinstance(HarnessError)
         return report
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A pytest-xdist worker died running a case (killed for lack of memory, a crash in the
+        backend): xdist fails it with a report of its own, which carries no record, so the case
+        would have no result and the report would not say which. It fails here with its record
+        (made again from its id, as collection makes it) and the reason."""
+        from dmlconform.runner.results import case_record
+
+        name = crashitem.rpartition("::")[2]
+        cases = in_shard(collect(self.spec, self.selection()), self.settings.shard)
+        case = next((c for c in cases if c.id == name), None)
+        if case is None:
+            return
+        record = case_record(case, crashitem, None, spec=self.spec)
+        record.message = (
+            f"the pytest-xdist worker running this case died ({report.longrepr}): killed, e.g. for lack "
+            "of memory, or a crash in the backend; --isolate runs the backend in a process of its own, "
+            "whose crash fails the case with its exit status"
+        )
+        report.dml_record = record.to_dict()
+        report.longrepr = record.message  # junit.xml and the console say it too
+        report.when = "call"  # xdist's "???": the case failed running, as under --isolate (not an error)
+
     @pytest.hookimpl(tryfirst=True)  # recorded before the terminal shows it: a Ctrl-C loses nothing shown
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if _is_worker(self.config):
