@@ -16,8 +16,13 @@ row of 64 and three after each block of 32 rows):
 2. FLOAT16, 64 constant slices of 65536 (any order of float32 sums below 8192 terms is exact
    on them; a loop of 65536 is not). DirectML's mean (the value less the output) is the loop's
    sum divided by n, truncated to FLOAT16 (F6), bit for bit; packed it is exact.
+3. Where the loop starts: with S slices of n elements the loop takes over once S > min(32, n / 128)
+   (FLOAT32 slices of 1024, 2048, 4096 and 65536: at 8, 16, 32 and 32 slices not the loop, at 9,
+   17, 33 and 33 the loop bit for bit; FLOAT16, constant slices of 65536: exact means at 32
+   slices, the loop's at 33).
 
-Exits 0 when the sequential loop reproduces every strided case of 24 slices or more.
+Exits 0 when the sequential loop reproduces every strided case past that switch and none
+before it.
 """
 
 import sys
@@ -30,6 +35,26 @@ import family_probe as fp  # noqa: E402
 
 MVN1 = "DML_OPERATOR_MEAN_VARIANCE_NORMALIZATION1"
 be = fp.backend()
+
+
+def loop_differs(lead: int, rows: int, slices: int) -> int:
+    """FLOAT32 elements of a strided (lead, rows, 64, slices) MVN1 that differ from x less the
+    one-loop mean."""
+    shape = (lead, rows, 64, slices)
+    x = (np.sign(rng.standard_normal(shape)) * 2.0 ** rng.uniform(-8, 8, shape)).astype(np.float32)
+    got = mvn1(x, "FLOAT32", True)
+    mean = loop_sum(x) / np.float32(lead * rows * 64)
+    return int(np.sum(got != (x - mean.astype(np.float32)).astype(np.float32)))
+
+
+def constant_means_off(slices: int) -> tuple[int, int]:
+    """FLOAT16, strided (32, 32, 64, slices), constant slices: how many means are off, and how
+    many differ from the one loop's truncated to FLOAT16."""
+    values = rng.uniform(-4, 4, slices).astype(np.float16)
+    x = np.broadcast_to(values, (32, 32, 64, slices)).copy()
+    loop_mean = rtz16(loop_sum(x.astype(np.float32)) / np.float32(65536)).astype(np.float64)
+    mean = values.astype(np.float64) - mvn1(x, "FLOAT16", True).astype(np.float64)[0, 0, 0]
+    return int(np.sum(mean != values)), int(np.sum(mean != loop_mean))
 
 
 def padded_strides(sizes: list[int]) -> list[int]:
@@ -114,5 +139,19 @@ for strided in (False, True):
     )
     if strided:
         reproduced &= uniform and differ == 0
+print("3. Where the loop starts: S slices of n, the loop once S > min(32, n / 128)")
+for lead, rows in ((1, 16), (1, 32), (1, 64), (32, 32)):
+    n = lead * rows * 64
+    switch = min(32, n // 128)
+    before, after = loop_differs(lead, rows, switch), loop_differs(lead, rows, switch + 1)
+    print(
+        f"  FLOAT32, n = {n:5d}: {switch} slices {before} elements differ from the loop, {switch + 1} slices {after}"
+    )
+    reproduced &= before > 0 and after == 0
+(off_32, loop_32), (off_33, loop_33) = constant_means_off(32), constant_means_off(33)
+print(
+    f"  FLOAT16, n = 65536, constant slices: 32 slices {off_32} means off, 33 slices {off_33} off, {loop_33} not the loop's"
+)
+reproduced &= off_32 == 0 and off_33 > 0 and loop_33 == 0
 print(f"adopted reading: one sequential loop ({'reproduced' if reproduced else 'NOT reproduced'})")
 sys.exit(0 if reproduced else 1)
