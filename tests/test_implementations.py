@@ -86,19 +86,58 @@ def test_the_command_writes_the_page_and_its_html_from_reports(tmp_path: Path) -
     assert none.returncode == 2 and len(none.stderr.strip().splitlines()) == 1
 
 
+def test_a_backend_of_your_own_has_its_findings_linked_from_its_expect_file(tmp_path: Path) -> None:
+    """A run of a user's backend with --expect: ``--findings`` gives the table that file, so
+    the legend states each finding and links its explanation and reproducer; a missing or
+    broken file is one line and exit 2."""
+    op = "LOCAL_RESPONSE_NORMALIZATION"
+    run = _results(tmp_path, "mine", [_case(op, "FLOAT32", "xfailed", known_finding="M1")])
+    findings = tmp_path / "mine.yaml"
+    findings.write_text(
+        "findings:\n  - id: M1\n    reason: a running window sum\n    explained: docs/m.md#m1\n"
+        "    reproducer: cases/mine/m1\n    when: {operator: LRN}\n    fails: true\n"
+    )
+    without = dmlconform("implementations", str(run.parent), "-o", "a.md", cwd=tmp_path)
+    assert (
+        without.returncode == 0 and "(not in the backend's findings file)" in (tmp_path / "a.md").read_text()
+    )
+    proc = dmlconform(
+        "implementations", str(run.parent), "--findings", str(findings), "-o", "b.md", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "b.md").read_text()
+    assert (
+        "| mine | 1 | a running window sum | [explained](./docs/m.md#m1) | [reproducer](./cases/mine/m1) |"
+        in page
+    )
+    (tmp_path / "bad.yaml").write_text("findings: [")
+    for bad in ("nope.yaml", "bad.yaml"):
+        refused = dmlconform("implementations", str(run.parent), "--findings", bad, cwd=tmp_path)
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert refused.stderr.startswith(f"dmlconform implementations: error: --findings {bad}: ")
+
+
 @pytest.mark.skipif(not PAGE.is_file(), reason="docs/implementations.md is not written yet")
 def test_the_published_page_holds_to_the_known_findings_files() -> None:
-    """Every column of docs/implementations.md is a backend the suite ships, every finding it
-    names is in that backend's known-findings file, and each finding's explanation and
-    reproducer exist."""
+    """Every column of docs/implementations.md is a backend the suite ships or a backend whose
+    findings file the page's command gives (``--findings``), every finding it names is in that
+    file, and each finding's explanation and reproducer exist."""
     page = PAGE.read_text()
+    given = [REPO / f for f in re.findall(r"--findings (\S+?)[`\s]", page.splitlines()[2])]
     columns = re.findall(r"^\| ([\w.-]+(?: [\d.]+)?) \| .* \| `dmlconform run --backend", page, re.M)
     assert {"reference", "numpy", "onnxruntime", "torch", "openvino", "jax"} <= {
         c.split()[0] for c in columns
     }
     assert any(c.startswith("directml 1.15.4") for c in columns)
     for backend, ids in page_findings(page).items():
-        path = known_findings_file(backend)
+        path = known_findings_file(backend) or next(
+            (
+                f
+                for f in given
+                if all(re.search(rf"^  - id: {re.escape(i)}$", f.read_text(), re.M) for i in ids)
+            ),
+            None,
+        )
         assert path is not None, backend
         text = path.read_text()
         entries = yaml.safe_load(text)["findings"]

@@ -3,6 +3,7 @@
     dmlconform implementations --run                 run every built-in backend installed, then write the table
     dmlconform implementations R1 R2 ...             write it from runs' report directories
     dmlconform implementations --run numpy jax R1    run some, read others (a DirectML run, say)
+    dmlconform implementations R1 --findings F.yaml  a run of your backend with --expect F.yaml
 
 Each column is one run (default tier, ``--seed``); the page (``--out``, default
 docs/implementations.md) and its HTML view (``--html``, default the same name .html) say per
@@ -61,6 +62,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the page (default %(default)s)",
     )
     p.add_argument("--html", metavar="FILE", default=None, help="its HTML view (default: --out with .html)")
+    p.add_argument(
+        "--findings",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="a findings file a run applied with --expect (a backend of your own): the table links "
+        "its findings from it (repeatable; a backend's own known-findings file is read first)",
+    )
     p.set_defaults(run=run)
 
 
@@ -86,9 +95,14 @@ def run(args: argparse.Namespace) -> int:
         loaded = [load_results(r) for r in runs]
     except ResultsError as exc:
         return _err(str(exc))
+    for f in args.findings:
+        problem = _findings_problem(Path(f))
+        if problem:
+            return _err(f"--findings {f}: {problem}")
     out = Path(args.out)
     html_out = Path(args.html) if args.html else out.with_suffix(".html")
-    _write(loaded, out, html_out, " ".join(["dmlconform implementations", *sys.argv[2:]]))
+    extra = [Path(f) for f in args.findings]
+    _write(loaded, out, html_out, " ".join(["dmlconform implementations", *sys.argv[2:]]), extra)
     print(f"dmlconform: wrote {out} and {html_out} ({len(loaded)} implementations)")
     return 1 if failed else 0
 
@@ -122,14 +136,14 @@ def _run_backends(names: list[str], seed: int, runs_dir: Path) -> tuple[list[Pat
     return reports, failed, None
 
 
-def _write(loaded: list, out: Path, html_out: Path, command: str) -> None:
+def _write(loaded: list, out: Path, html_out: Path, command: str, extra: list[Path]) -> None:
     from dmlconform.report.implementations import column, render_html, render_markdown
     from dmlconform.specification.spec import load_spec
 
     spec = load_spec()
     short = {op.name: op.short_name or op.name for op in spec.operators.values()}
     columns = [column(_label(r), r) for r in loaded]
-    findings = {c.label: _findings_of(c.results) for c in columns}
+    findings = {c.label: _findings_of(c.results, extra) for c in columns}
     base = os.path.relpath(Path.cwd(), out.resolve().parent).replace(os.sep, "/") + "/"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_markdown(columns, findings, short, command, base), encoding="utf-8")
@@ -143,21 +157,35 @@ def _label(results) -> str:
     return f"{name} {str(release).split('+')[0]}" if release else name
 
 
-def _findings_of(results) -> dict:
-    """What the backend's known-findings file says of each finding: reason, explained, reproducer."""
+def _findings_problem(path: Path) -> str | None:
+    """Why a --findings file cannot be read (one line), or None."""
+    import yaml
+
+    if not path.is_file():
+        return "no such file"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        return f"not YAML ({str(exc).splitlines()[0]})"
+    return None if isinstance(data, dict) and isinstance(data.get("findings"), list) else "no 'findings' list"
+
+
+def _findings_of(results, extra: list[Path]) -> dict:
+    """What the backend's known-findings file, then the ``--findings`` files, say of each finding:
+    reason, explained, reproducer (a finding's first entry states it; the others extend it)."""
     import yaml
 
     from dmlconform.report.implementations import FindingInfo
     from dmlconform.runner.expect import known_findings_file
 
-    path = known_findings_file(results.backend_name)
-    if path is None:
-        return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    shipped = known_findings_file(results.backend_name)
     found: dict[str, FindingInfo] = {}
-    for f in data.get("findings", []):
-        if isinstance(f, dict) and "id" in f:  # a finding's first entry states it; the others extend it
-            found.setdefault(
-                str(f["id"]), FindingInfo(str(f.get("reason", "")), f.get("explained"), f.get("reproducer"))
-            )
+    for path in ([shipped] if shipped is not None else []) + extra:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for f in data.get("findings", []):
+            if isinstance(f, dict) and "id" in f:
+                found.setdefault(
+                    str(f["id"]),
+                    FindingInfo(str(f.get("reason", "")), f.get("explained"), f.get("reproducer")),
+                )
     return found
