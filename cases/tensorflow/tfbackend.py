@@ -6,8 +6,8 @@ What a TF user writes: tf.nn.moments + tf.nn.batch_normalization (the folded aff
 x * inv + (offset - mean * inv)), tf.nn.local_response_normalization for odd cross-channel
 windows of at most 4096 channels (past that its band matrix, depth x depth floats, does not fit
 in memory) and a convolution with ones otherwise, tf.math.l2_normalize where its epsilon means
-the same (0), GradientTape for the gradients. Inputs of rank above 5 lose their size-1 axes
-(TensorFlow's CPU kernels broadcast up to rank 5). FLOAT16 descs are computed in float32 and
+the same (0), GradientTape for the gradients. Inputs of rank above 5 lose their size-1 axes and
+have alike adjacent axes merged (TensorFlow's CPU kernels broadcast up to rank 5). FLOAT16 descs are computed in float32 and
 rounded once (option float16=native: in float16).
 """
 
@@ -66,13 +66,36 @@ def _act(name, x, p):
     raise dc.Unsupported(f"{name}: no TensorFlow lowering")
 
 
-class _Squeezed:
-    """The plan with the input's size-1 axes dropped from ``axes`` and ``shape``."""
+def axis_groups(plan):
+    """The input's axes of size above 1, adjacent ones merged where they are alike (all reduced
+    or all kept, each operand broadcast along all or none of them; a windowed axis alone), so
+    that a desc of high rank reaches TensorFlow at rank 5 or less."""
+    members = [m for m in plan.inputs if m != plan.input]
+    windowed = plan.kernel.startswith("local_response")
 
-    def __init__(self, plan, keep):
+    def pattern(i):
+        alone = i if windowed and i in plan.axes else -1
+        return (i in plan.axes, alone, tuple(plan.aligned_sizes(m)[i] == 1 for m in members))
+
+    groups = []
+    for i, size in enumerate(plan.shape):
+        if size == 1:
+            continue
+        if groups and pattern(groups[-1][-1]) == pattern(i):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+class _Merged:
+    """The plan seen through :func:`axis_groups`: ``shape`` and ``axes`` of the merged axes."""
+
+    def __init__(self, plan, groups):
         self._plan = plan
-        self.axes = tuple(keep.index(a) for a in plan.axes if a in keep)
-        self.shape = tuple(plan.shape[i] for i in keep)
+        self.groups = groups
+        self.shape = tuple(int(np.prod([plan.shape[i] for i in g])) for g in groups)
+        self.axes = tuple(k for k, g in enumerate(groups) if g[0] in plan.axes)
 
     def __getattr__(self, name):
         return getattr(self._plan, name)
@@ -93,7 +116,7 @@ class TfBackend:
         types = {p.dtype(m) for m in (*p.inputs, *p.outputs)}
         if not types <= {np.dtype(np.float32), np.dtype(np.float16)}:
             return f"data types {sorted(types)}"
-        if sum(1 for d in p.shape if d != 1) > 5:
+        if len(p.shape) > 5 and len(axis_groups(p)) > 5:
             return "TensorFlow's CPU kernels broadcast up to rank 5 ('Broadcast ... is not supported yet')"
         return True
 
@@ -106,22 +129,22 @@ class TfBackend:
         if member is None:
             return None
         v = np.asarray(inputs[member]).reshape(p.aligned_sizes(member))
-        if self._keep is not None:  # size-1 axes of the input dropped (TF broadcasts up to rank 5)
-            v = v.reshape([v.shape[i] for i in self._keep])
+        if self._groups is not None:  # merged axes (TF broadcasts up to rank 5)
+            v = v.reshape([int(np.prod([v.shape[i] for i in g])) for g in self._groups])
         return tf.constant(v, ct)
 
     def _finish(self, p, values):
         return p.finish({k: (v.numpy() if hasattr(v, "numpy") else v) for k, v in values.items()})
 
     # ------------------------------------------------------------------ execute
-    _keep = None
+    _groups = None
 
     def execute(self, desc, inputs):
         p = dc.plan(desc)
-        self._keep = None
+        self._groups = None
         if len(p.shape) > 5:
-            self._keep = [i for i, d in enumerate(p.shape) if d != 1]
-            p = _Squeezed(p, self._keep)
+            self._groups = axis_groups(p)
+            p = _Merged(p, self._groups)
         return getattr(self, "_" + p.kernel)(p, inputs)
 
     def _normalization(self, p, inputs):
