@@ -95,13 +95,12 @@ def run(args: argparse.Namespace) -> int:
         loaded = [load_results(r) for r in runs]
     except ResultsError as exc:
         return _err(str(exc))
-    for f in args.findings:
-        problem = _findings_problem(Path(f))
-        if problem:
-            return _err(f"--findings {f}: {problem}")
+    try:
+        extra = [entry for f in args.findings for entry in _findings_entries(Path(f))]
+    except ValueError as exc:
+        return _err(f"--findings {exc}")
     out = Path(args.out)
     html_out = Path(args.html) if args.html else out.with_suffix(".html")
-    extra = [Path(f) for f in args.findings]
     _write(loaded, out, html_out, " ".join(["dmlconform implementations", *sys.argv[2:]]), extra)
     print(f"dmlconform: wrote {out} and {html_out} ({len(loaded)} implementations)")
     return 1 if failed else 0
@@ -136,7 +135,7 @@ def _run_backends(names: list[str], seed: int, runs_dir: Path) -> tuple[list[Pat
     return reports, failed, None
 
 
-def _write(loaded: list, out: Path, html_out: Path, command: str, extra: list[Path]) -> None:
+def _write(loaded: list, out: Path, html_out: Path, command: str, extra: list[dict]) -> None:
     from dmlconform.report.implementations import column, render_html, render_markdown
     from dmlconform.specification.spec import load_spec
 
@@ -157,35 +156,32 @@ def _label(results) -> str:
     return f"{name} {str(release).split('+')[0]}" if release else name
 
 
-def _findings_problem(path: Path) -> str | None:
-    """Why a --findings file cannot be read (one line), or None."""
+def _findings_entries(path: Path) -> list[dict]:
+    """The entries of a findings file; ValueError with one line where it cannot be read."""
     import yaml
 
+    where = str(path)
     if not path.is_file():
-        return "no such file"
+        raise ValueError(f"{where}: no such file")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        return f"not YAML ({str(exc).splitlines()[0]})"
-    return None if isinstance(data, dict) and isinstance(data.get("findings"), list) else "no 'findings' list"
+        raise ValueError(f"{where}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not (isinstance(data, dict) and isinstance(data.get("findings"), list)):
+        raise ValueError(f"{where}: no 'findings' list")
+    return [f for f in data["findings"] if isinstance(f, dict) and "id" in f]
 
 
-def _findings_of(results, extra: list[Path]) -> dict:
+def _findings_of(results, extra: list[dict]) -> dict:
     """What the backend's known-findings file, then the ``--findings`` files, say of each finding:
     reason, explained, reproducer (a finding's first entry states it; the others extend it)."""
-    import yaml
-
     from dmlconform.report.implementations import FindingInfo
     from dmlconform.runner.expect import known_findings_file
 
     shipped = known_findings_file(results.backend_name)
     found: dict[str, FindingInfo] = {}
-    for path in ([shipped] if shipped is not None else []) + extra:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for f in data.get("findings", []):
-            if isinstance(f, dict) and "id" in f:
-                found.setdefault(
-                    str(f["id"]),
-                    FindingInfo(str(f.get("reason", "")), f.get("explained"), f.get("reproducer")),
-                )
+    for f in (_findings_entries(shipped) if shipped is not None else []) + extra:
+        found.setdefault(
+            str(f["id"]), FindingInfo(str(f.get("reason", "")), f.get("explained"), f.get("reproducer"))
+        )
     return found
