@@ -76,6 +76,13 @@ def _all_of(out: list[str], timeout: float = 30) -> str:
     return "".join(out)
 
 
+def _python(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` in ``cwd`` with the repository and the test backends importable."""
+    return subprocess.run(
+        [sys.executable, *argv], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600
+    )
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), HERE, env.get("PYTHONPATH", "")])
@@ -102,9 +109,7 @@ def test_a_segfault_without_isolate_leaves_an_incomplete_report_naming_isolate(
         ]
         argv += [f"--dml-{SEGFAULTS[i][2:]}={SEGFAULTS[i + 1]}" for i in range(0, len(SEGFAULTS), 2)]
         isolate = "--dml-isolate"
-    proc = subprocess.run(
-        [sys.executable, *argv], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600
-    )
+    proc = _python(tmp_path, *argv)
     assert proc.returncode == -signal.SIGSEGV, proc.stdout[-2000:] + proc.stderr[-2000:]
     data = finished_report(tmp_path / "r")
     assert data["complete"] is False and data["status"] == "incomplete"
@@ -120,10 +125,9 @@ def test_a_segfault_without_isolate_leaves_an_incomplete_report_naming_isolate(
 
 def test_the_same_backend_with_isolate_completes(tmp_path: Path) -> None:
     """The advice holds: with --isolate the crash fails its cases and the run completes."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlconform.cli", "run", "--backend", "test_plugin_backends:Segfaults",
-         *SEGFAULTS, "--isolate", "--report", "r"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600,
+    proc = _python(
+        tmp_path, "-m", "dmlconform.cli", "run", "--backend", "test_plugin_backends:Segfaults", *SEGFAULTS,
+        "--isolate", "--report", "r",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     data = json.loads((tmp_path / "r" / "results.json").read_text())
@@ -134,10 +138,9 @@ def test_a_crashed_xdist_worker_fails_its_case_naming_the_crash(tmp_path: Path) 
     """Under -n the run outlives a worker's death (pytest-xdist starts another): the case the
     worker was running fails with its record and the reason, and the run is complete, instead
     of that case having no result and the report not saying which."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlconform.cli", "run", "--backend", "test_plugin_backends:Exits",
-         *SEGFAULTS, "--report", "r", "--", "-n", "2"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600,
+    proc = _python(
+        tmp_path, "-m", "dmlconform.cli", "run", "--backend", "test_plugin_backends:Exits", *SEGFAULTS,
+        "--report", "r", "--", "-n", "2",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     data = json.loads((tmp_path / "r" / "results.json").read_text())
@@ -154,10 +157,7 @@ def test_a_crashed_xdist_worker_fails_its_case_naming_the_crash(tmp_path: Path) 
 
 
 def test_a_normal_run_leaves_no_journal_and_no_watcher(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlconform.cli", "run", "--backend", "reference", *SMALL, "--report", "r"],
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    proc = _python(tmp_path, "-m", "dmlconform.cli", "run", "--backend", "reference", *SMALL, "--report", "r")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not (tmp_path / "r" / watch.JOURNAL).exists()
     assert json.loads((tmp_path / "r" / "results.json").read_text())["status"] == "complete"

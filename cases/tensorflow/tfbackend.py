@@ -133,6 +133,19 @@ class TfBackend:
             v = v.reshape([int(np.prod([v.shape[i] for i in g])) for g in self._groups])
         return tf.constant(v, ct)
 
+    def _affine(self, p, inputs, ct, y):
+        """y * Scale + Bias, then :meth:`_after_affine`."""
+        scale, bias = self._get(p, inputs, p.scale, ct), self._get(p, inputs, p.bias, ct)
+        y = y if scale is None else y * scale
+        y = y if bias is None else y + bias
+        return self._after_affine(p, inputs, ct, y)
+
+    def _after_affine(self, p, inputs, ct, y):
+        """+ FusedAdd, then the fused activation."""
+        if p.fused_add:
+            y = y + self._get(p, inputs, p.fused_add, ct)
+        return _act(p.activation, y, p.activation_params) if p.activation else y
+
     def _finish(self, p, values):
         return p.finish({k: (v.numpy() if hasattr(v, "numpy") else v) for k, v in values.items()})
 
@@ -152,20 +165,12 @@ class TfBackend:
         x = self._get(p, inputs, p.input, ct)
         axes = list(p.axes)
         mean, var = tf.nn.moments(x, axes=axes, keepdims=True)
-        scale = self._get(p, inputs, p.scale, ct)
-        bias = self._get(p, inputs, p.bias, ct)
-        if p.normalize_variance:
+        if p.normalize_variance:  # Scale and Bias folded in: x * inv + (Bias - mean * inv)
+            scale, bias = self._get(p, inputs, p.scale, ct), self._get(p, inputs, p.bias, ct)
             y = tf.nn.batch_normalization(x, mean, var, bias, scale, float(p.epsilon))
+            y = self._after_affine(p, inputs, ct, y)
         else:
-            y = x - mean
-            if scale is not None:
-                y = y * scale
-            if bias is not None:
-                y = y + bias
-        if p.fused_add:
-            y = y + self._get(p, inputs, p.fused_add, ct)
-        if p.activation:
-            y = _act(p.activation, y, p.activation_params)
+            y = self._affine(p, inputs, ct, x - mean)
         out = {p.output: y}
         if p.mean_output:
             out[p.mean_output] = mean
@@ -180,16 +185,7 @@ class TfBackend:
         if p.normalize_variance:
             ms = tf.reduce_mean(tf.square(x), axis=list(p.axes), keepdims=True)
             y = x * tf.math.rsqrt(ms + tf.constant(p.epsilon, ct))
-        scale, bias = self._get(p, inputs, p.scale, ct), self._get(p, inputs, p.bias, ct)
-        if scale is not None:
-            y = y * scale
-        if bias is not None:
-            y = y + bias
-        if p.fused_add:
-            y = y + self._get(p, inputs, p.fused_add, ct)
-        if p.activation:
-            y = _act(p.activation, y, p.activation_params)
-        return self._finish(p, {p.output: y})
+        return self._finish(p, {p.output: self._affine(p, inputs, ct, y)})
 
     def _given_statistics(self, p, inputs):
         ct = self._ctype(p)
