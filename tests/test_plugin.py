@@ -117,6 +117,28 @@ def _fp16_case() -> Any:
 
 
 @pytest.mark.parametrize("guard", ["thread", "process"])
+def test_a_backend_raising_keyboard_interrupt_fails_its_case_and_the_run_goes_on(guard: str) -> None:
+    """A signal raises KeyboardInterrupt in the main thread only, so one raised by the backend
+    (on the guard's thread, or in the worker process) is its own exception: the case fails
+    naming it, where it used to stop the whole run as an "interrupted (Ctrl-C / SIGINT)" one."""
+    from test_plugin_backends import RaisesKeyboardInterrupt
+
+    if guard == "thread":
+        g: Any = ThreadGuard(RaisesKeyboardInterrupt(), 60)
+    else:
+        g = ProcessGuard("test_plugin_backends:RaisesKeyboardInterrupt", {}, 60)
+    try:
+        result = run_case(_fp16_case(), g, SPEC, NO_OPTIONS)
+    finally:
+        g.close()
+    assert result.status == "failed"
+    line = backends_line("raise KeyboardInterrupt")
+    assert result.message == (
+        f"backend execute() raised KeyboardInterrupt (at test_plugin_backends.py:{line} in misbehave)"
+    ), result.message
+
+
+@pytest.mark.parametrize("guard", ["thread", "process"])
 @pytest.mark.parametrize(
     ("backend", "raising", "where", "exception"),
     [

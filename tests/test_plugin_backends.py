@@ -42,6 +42,13 @@ class Raises(_OnFp16):
         raise RuntimeError("kaboom in the fp16 kernel")
 
 
+class RaisesKeyboardInterrupt(_OnFp16):
+    """A runtime that turns its own abort into KeyboardInterrupt: not the user's Ctrl-C."""
+
+    def misbehave(self, desc: OperatorDesc, outputs: dict[str, np.ndarray]) -> Any:
+        raise KeyboardInterrupt
+
+
 def _reshape_to_nothing(outputs: dict[str, np.ndarray]) -> Any:
     out = outputs["OutputTensor"]
     return np.reshape(out, out.size + 1)  # numpy raises, in its own frames below this line

@@ -232,6 +232,9 @@ class ThreadGuard:
         if not self.timeout:
             target()
         else:
+            # a signal raises KeyboardInterrupt in the main thread only: one raised on this
+            # thread is the backend's own exception, which fails the case (not a Ctrl-C)
+            box["threaded"] = True
             t = threading.Thread(target=target, name=f"dml-backend-{method}", daemon=True)
             t.start()
             t.join(self.timeout)
@@ -258,7 +261,7 @@ def _unbox(box: dict[str, Any], method: str) -> tuple[Any, Any]:
         return box["result"]
     if isinstance(exc, (Rejected, Unsupported)):
         raise exc
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt) and not box.get("threaded"):
         raise exc
     raise raised(exc, box.get("backend")).failure(method) from None
 
