@@ -20,7 +20,7 @@ import yaml
 from helpers import SPEC
 
 import dmlconform as dc
-from dmlconform.specification.spec import YAML_LOADER
+from dmlconform.specification.yaml_text import YAML_LOADER
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
 OPERATOR_DIRS = {Path(op.path).stem: op.name for op in SPEC.operators.values()}

@@ -160,11 +160,13 @@ def _findings_entries(path: Path) -> list[dict]:
     """The entries of a findings file; ValueError with one line where it cannot be read."""
     import yaml
 
+    from dmlconform.specification.yaml_text import load_yaml
+
     where = str(path)
     if not path.is_file():
         raise ValueError(f"{where}: no such file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ValueError(f"{where}: not YAML ({str(exc).splitlines()[0]})") from None
     if not (isinstance(data, dict) and isinstance(data.get("findings"), list)):

@@ -78,6 +78,7 @@ from dmlconform.runner.finding_match import (
 )
 from dmlconform.runner.slice_scope import Excused, JudgedOutputs, restricted, whole_case
 from dmlconform.specification.spec import FeatureLevel, Spec, UnknownLevel, UnknownOperator
+from dmlconform.specification.yaml_text import load_yaml
 from dmlconform.tolerance import coefficients
 from dmlconform.tolerance.options import NO_OPTIONS, ToleranceOptions
 
@@ -405,7 +406,7 @@ def shipped_findings(
 
 def _read_findings(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader with line numbers
+        return load_yaml(text, _Loader)  # a SafeLoader with line numbers
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dmlconform.specification.spec import YAML_LOADER, Spec, spec_or_default
+from dmlconform.specification.spec import Spec, spec_or_default
+from dmlconform.specification.yaml_text import load_yaml
 
 OPERATOR_PREFIX = "DML_OPERATOR_"
 DATA_TYPE_PREFIX = "DML_TENSOR_DATA_TYPE_"
@@ -261,7 +262,7 @@ def load_desc(path: str | Path, spec: Spec | None = None) -> OperatorDesc:
     try:
         # JSON is YAML 1.2-compatible enough for descs; the spec's loader, libyaml where PyYAML
         # has it (a corpus of descs is read file by file: the pure-Python parser took ten times as long)
-        data = yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 - a safe loader
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -18,6 +18,7 @@ import jsonschema
 import yaml
 
 from dmlconform.specification.expr import ExprError, compile_expr
+from dmlconform.specification.yaml_text import YAML_LOADER, refuse_deep
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LEVEL_PREFIX = "DML_FEATURE_LEVEL_"
@@ -392,14 +393,10 @@ def normalize_level(name: Any) -> str:
 # Loading
 
 
-#: libyaml's safe loader where PyYAML has it: every process that runs cases loads the spec, and the
-#: pure-Python parser took 2 s of a small run's start (its nodes keep line and column too)
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _parse(text: str) -> tuple[yaml.Node | None, Any]:
     """The document's node tree (for file:line:column in errors) and its data, built from that
     tree: one parse, not a compose and a load of the same text."""
+    refuse_deep(text)
     loader = YAML_LOADER(text)
     try:
         node = loader.get_single_node()
