@@ -88,3 +88,23 @@ def test_tested_data_type_names_an_unsupported_type_on_any_tensor() -> None:
     assert (
         tested_data_type(spec, op, spec.level("6_4"), parse_desc({"type": op.name, "desc": raw})) == "UINT16"
     )
+
+
+def test_an_operator_or_data_type_named_twice_is_collected_once() -> None:
+    """``--operators lrn LOCAL_RESPONSE_NORMALIZATION`` (one operator, two names) collected each
+    case twice under one id, and the run ended "INCOMPLETE ... 4 of 8 cases ran"."""
+    from dmlconform.runner.selection import resolve_selection
+
+    spec = load_spec()
+    level = spec.level("6_4")
+    twice = {
+        "operators": ["lrn", "LOCAL_RESPONSE_NORMALIZATION"],
+        "dtypes": ["float16", "FLOAT16"],
+        "cases": 2,
+    }
+    sel = resolve_selection(spec, twice, level)
+    assert sel.operators == ("LOCAL_RESPONSE_NORMALIZATION",) and sel.data_types == ("FLOAT16",)
+    ids = [c.id for c in collect(spec, sel)]
+    assert ids and len(ids) == len(set(ids))
+    once = resolve_selection(spec, {"operators": ["lrn"], "dtypes": ["FLOAT16"], "cases": 2}, level)
+    assert ids == [c.id for c in collect(spec, once)]

@@ -35,6 +35,10 @@ def test_a_bad_number_or_an_unknown_name_is_one_line() -> None:
     assert tolerance_options(load_spec(), {"working_precision": "FLOAT16"}).changes() == {
         "working_precision": "FLOAT16"
     }
+    # an empty model name read as the operator's own model and the run went ahead
+    for empty in ("", " ", None):
+        with pytest.raises(ValueError, match="model=: names no model"):
+            ToleranceOptions.parse({"model": empty})
 
 
 @pytest.mark.parametrize("key", ["ulp_scale", "atol", "max_ulp", "pointwise"])

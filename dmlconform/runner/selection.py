@@ -53,8 +53,10 @@ def resolve_selection(
         raise SettingsError(f"unknown item kind {bad[0]!r} (known: {', '.join(KINDS)})")
     return Selection(
         level=level,
-        operators=tuple(operators),
-        data_types=tuple(dtypes),
+        # once each, however often named (lrn and LOCAL_RESPONSE_NORMALIZATION are one operator):
+        # a repeated name collected every case twice under one id, and half "had no result"
+        operators=tuple(dict.fromkeys(operators)),
+        data_types=tuple(dict.fromkeys(dtypes)),
         cases=int(values.get("cases") or DEFAULT_CASES),
         seed=int(values.get("seed") or 0),
         kinds=kinds,

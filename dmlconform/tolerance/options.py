@@ -56,7 +56,9 @@ class ToleranceOptions:
         for key, raw in (pairs or {}).items():
             key = str(key).strip()
             if key == "model":
-                name = str(raw).strip()
+                name = str(raw).strip() if raw is not None else ""
+                if not name:  # it read as the operator's own model, silently
+                    raise ValueError("tolerance override model=: names no model (e.g. model=lanes)")
                 typed["model"] = MODEL_ALIASES.get(name, name)
             elif key in _numbers(cls):
                 typed[key] = _number(key, raw)
