@@ -32,8 +32,8 @@ class NestedTooDeeply(yaml.YAMLError):
 
     problem_mark = None
 
-    def __init__(self) -> None:
-        self.problem = f"nested too deeply to read (a limit of {MAX_NESTING} levels)"
+    def __init__(self, limit: str = f"a limit of {MAX_NESTING} levels") -> None:
+        self.problem = f"nested too deeply to read ({limit})"
         super().__init__(self.problem)
 
 
@@ -64,5 +64,5 @@ def load_yaml(text: str, loader: Any = None) -> Any:
     refuse_deep(text)
     try:
         return yaml.load(text, Loader=loader or YAML_LOADER)  # noqa: S506 - safe loaders only
-    except RecursionError:
-        raise NestedTooDeeply from None
+    except RecursionError:  # the pure-Python loader: under 500 levels
+        raise NestedTooDeeply("deeper than the Python parser's recursion takes") from None
