@@ -86,3 +86,44 @@ def test_unreadable_desc_and_inputs_exit_2(tmp_path, desc_file, capsys):
     assert main(["execute", str(desc_file), "--inputs", str(tmp_path / "nope.npz")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 2
+
+
+def test_a_legal_desc_too_large_for_memory_is_one_line(tmp_path):
+    """A legal desc may hold 2^32 - 1 elements (tensor-element-count-max's edge): generating its
+    inputs raised MemoryError outside the command's guard ("internal error", two lines). The
+    process's address space is capped so that the allocation fails on any machine."""
+    import resource
+    import subprocess
+    import sys
+
+    from helpers import _env
+
+    desc = tmp_path / "huge.yaml"
+    desc.write_text(
+        "type: DML_OPERATOR_LP_NORMALIZATION\n"
+        "desc:\n"
+        "  InputTensor: {DataType: FLOAT16, Sizes: [4294967294]}\n"
+        "  OutputTensor: {DataType: FLOAT16, Sizes: [4294967294]}\n"
+        "  Axis: 0\n"
+        "  Epsilon: 1.0e-12\n"
+        "  P: 2\n"
+    )
+    cap = 8 << 30
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "dmlconform.cli", "execute", str(desc)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(
+        f"dmlconform execute: error: {desc}: not enough memory to run the reference on this desc ("
+    )

@@ -99,12 +99,12 @@ def run(args: argparse.Namespace) -> int:
         inputs = _read_inputs(args.inputs, names)
         if isinstance(inputs, str):
             return _fail(inputs)
-    else:
-        inputs = _generate(desc, spec, args.seed)
     try:
+        # a legal desc may hold 2^32 - 1 elements: its inputs alone can exceed the memory
+        inputs = inputs if args.inputs else _generate(desc, spec, args.seed)
         outputs = execute(desc, inputs, spec)
-    except MemoryError:
-        return _fail(f"{args.desc}: not enough memory to run the reference on this desc")
+    except MemoryError as exc:
+        return _fail(f"{args.desc}: not enough memory to run the reference on this desc ({exc})")
     except InputError as exc:
         return _fail(f"{args.inputs or 'inputs'}: {exc}")
     except PlanError as exc:
