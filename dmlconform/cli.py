@@ -118,6 +118,20 @@ def os_error_line(exc: OSError) -> str:
     return f"{where}: {reason}" if where is not None else reason
 
 
+#: the destinations of the options that name a file or directory: an empty value (``--report
+#: "$DIR"`` with DIR unset) read as the option not given, or as the working directory
+PATH_OPTIONS = ("report", "out", "expect", "findings", "spec_dir", "inputs", "html", "from_spec", "to_spec")
+
+
+def empty_path_option(args: argparse.Namespace) -> str | None:
+    """The first path option given an empty value (``--report``), or None."""
+    for dest in PATH_OPTIONS:
+        value = getattr(args, dest, None)
+        if any(isinstance(v, str) and not v.strip() for v in (value if isinstance(value, list) else [value])):
+            return "--" + dest.replace("_", "-")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
@@ -127,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if extra:  # as parse_args would, but naming the verb and action they were given to
         parser.exit(2, f"{prog(args)}: error: unrecognized arguments: {' '.join(extra)}\n")
+    empty = empty_path_option(args)
+    if empty:
+        parser.exit(2, f"{prog(args)}: error: {empty}: an empty path (a variable left unset?)\n")
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

@@ -267,3 +267,25 @@ def test_the_directml_backend_refuses_an_unknown_release_by_name() -> None:
         BackendError, match=r"option version='banana': unknown DirectML version 'banana'; known: "
     ):
         load_backend("directml", {"version": "banana", "dll": "/nonexistent/DirectML.dll"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["run", "--backend", "reference", *NUMERIC, "--report", ""], "--report"),
+        (["run", "--backend", "reference", *NUMERIC, "--expect", " "], "--expect"),
+        (["generate", "MEAN_VARIANCE_NORMALIZATION1", "-l", "6_4", "-o", ""], "--out"),
+        (["implementations", "somewhere", "--findings", ""], "--findings"),
+        (["validate", "-l", "6_4", "x.yaml", "--spec-dir", ""], "--spec-dir"),
+    ],
+    ids=["run-report", "run-expect", "generate-out", "implementations-findings", "spec-dir"],
+)
+def test_an_empty_path_is_refused_not_read_as_the_default(
+    tmp_path: Path, argv: list[str], option: str
+) -> None:
+    """``--report "$DIR"`` with DIR unset: run wrote its report to the default directory and
+    generate wrote into the working directory, as if nothing had been given."""
+    proc = dmlconform(*argv, cwd=tmp_path)
+    line = one_error_line(proc, f"dmlconform {argv[0]}")
+    assert line.endswith(f"{option}: an empty path (a variable left unset?)"), line
+    assert list(tmp_path.iterdir()) == []  # nothing written anywhere
