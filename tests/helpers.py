@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def dmlconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``dmlconform ARGS`` in a subprocess started in ``cwd``, as a user runs it."""
+def dmlconform(
+    *args: str, cwd: Path, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``dmlconform ARGS`` in a subprocess started in ``cwd``, as a user runs it (``preexec_fn``:
+    run in the child first, e.g. to cap its memory)."""
     return subprocess.run(
         [sys.executable, "-m", "dmlconform.cli", *args],
         cwd=cwd,
@@ -50,6 +53,7 @@ def dmlconform(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=600,
+        preexec_fn=preexec_fn,
     )
 
 

@@ -93,10 +93,8 @@ def test_a_legal_desc_too_large_for_memory_is_one_line(tmp_path):
     inputs raised MemoryError outside the command's guard ("internal error", two lines). The
     process's address space is capped so that the allocation fails on any machine."""
     import resource
-    import subprocess
-    import sys
 
-    from helpers import _env
+    from helpers import dmlconform
 
     desc = tmp_path / "huge.yaml"
     desc.write_text(
@@ -113,17 +111,10 @@ def test_a_legal_desc_too_large_for_memory_is_one_line(tmp_path):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlconform.cli", "execute", str(desc)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=limit,
-    )
+    proc = dmlconform("execute", desc.name, cwd=tmp_path, preexec_fn=limit)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(
-        f"dmlconform execute: error: {desc}: not enough memory to run the reference on this desc ("
+        f"dmlconform execute: error: {desc.name}: not enough memory to run the reference on this desc ("
     )

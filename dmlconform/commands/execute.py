@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(inputs, str):
             return _fail(inputs)
     try:
-        # a legal desc may hold 2^32 - 1 elements: its inputs alone can exceed the memory
-        inputs = inputs if args.inputs else _generate(desc, spec, args.seed)
+        if not args.inputs:  # a legal desc may hold 2^32 - 1 elements: its inputs alone can exceed the memory
+            inputs = _generate(desc, spec, args.seed)
         outputs = execute(desc, inputs, spec)
     except MemoryError as exc:
         return _fail(f"{args.desc}: not enough memory to run the reference on this desc ({exc})")
