@@ -118,17 +118,22 @@ def os_error_line(exc: OSError) -> str:
     return f"{where}: {reason}" if where is not None else reason
 
 
-#: the destinations of the options that name a file or directory: an empty value (``--report
-#: "$DIR"`` with DIR unset) read as the option not given, or as the working directory
-PATH_OPTIONS = ("report", "out", "expect", "findings", "spec_dir", "inputs", "html", "from_spec", "to_spec")
+#: the destinations of the options and arguments that name a file or directory, as a message
+#: names them: an empty value (``--report "$DIR"`` with DIR unset) read as the option not given,
+#: or as the working directory (``validate ""`` walked every file below it)
+_PATH_OPTIONS = ("report", "out", "expect", "findings", "spec_dir", "inputs", "html", "from_spec", "to_spec")
+_PATH_POSITIONALS = ("files", "desc", "dir", "case_dir", "reports", "old", "new")
+PATH_ARGUMENTS = {d: "--" + d.replace("_", "-") for d in _PATH_OPTIONS} | {
+    d: d.upper() for d in _PATH_POSITIONALS
+}
 
 
 def empty_path_option(args: argparse.Namespace) -> str | None:
-    """The first path option given an empty value (``--report``), or None."""
-    for dest in PATH_OPTIONS:
+    """The first path option or argument given an empty value (``--report``, ``DESC``), or None."""
+    for dest, shown in PATH_ARGUMENTS.items():
         value = getattr(args, dest, None)
         if any(isinstance(v, str) and not v.strip() for v in (value if isinstance(value, list) else [value])):
-            return "--" + dest.replace("_", "-")
+            return shown
     return None
 
 

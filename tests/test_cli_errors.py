@@ -277,15 +277,29 @@ def test_the_directml_backend_refuses_an_unknown_release_by_name() -> None:
         (["generate", "MEAN_VARIANCE_NORMALIZATION1", "-l", "6_4", "-o", ""], "--out"),
         (["implementations", "somewhere", "--findings", ""], "--findings"),
         (["validate", "-l", "6_4", "x.yaml", "--spec-dir", ""], "--spec-dir"),
+        (["validate", "-l", "6_4", "x.yaml", ""], "FILES"),  # walked every file below the working directory
+        (["execute", ""], "DESC"),
+        (["report", "render", ""], "DIR"),
     ],
-    ids=["run-report", "run-expect", "generate-out", "implementations-findings", "spec-dir"],
+    ids=[
+        "run-report",
+        "run-expect",
+        "generate-out",
+        "implementations-findings",
+        "spec-dir",
+        "validate-files",
+        "execute-desc",
+        "report-dir",
+    ],  # fmt: skip
 )
 def test_an_empty_path_is_refused_not_read_as_the_default(
     tmp_path: Path, argv: list[str], option: str
 ) -> None:
     """``--report "$DIR"`` with DIR unset: run wrote its report to the default directory and
-    generate wrote into the working directory, as if nothing had been given."""
+    generate wrote into the working directory, as if nothing had been given; an empty DESC or
+    FILES read as the working directory."""
     proc = dmlconform(*argv, cwd=tmp_path)
-    line = one_error_line(proc, f"dmlconform {argv[0]}")
+    verb = " ".join(argv[:2]) if argv[0] == "report" else argv[0]  # report's action is in its prefix
+    line = one_error_line(proc, f"dmlconform {verb}")
     assert line.endswith(f"{option}: an empty path (a variable left unset?)"), line
     assert list(tmp_path.iterdir()) == []  # nothing written anywhere
